@@ -1,0 +1,31 @@
+# One task runner. Every target sets up .venv itself, so a fresh clone needs only Python 3.11 and make.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint fuzz bench examples clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check specaccept_cli tests benchmarks
+	$(BIN)/ruff format --check specaccept_cli tests benchmarks
+	$(BIN)/mypy
+
+examples: $(STAMP)
+	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 7 -o examples/serving-logs.jsonl.gz
+	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 8 -o examples/serving-logs.parquet
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

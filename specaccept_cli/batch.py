@@ -1,0 +1,102 @@
+"""The unit of data flowing through the pipeline: a columnar batch of drafted runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from specaccept_cli.validate import value_problem
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+FieldPath = tuple[str, ...]
+
+FIELDS = ("p", "q", "r")
+
+
+def parse_field_path(dotted: str) -> FieldPath:
+    """`spec.target_p` -> ("spec", "target_p"). Empty segments are a usage error upstream."""
+    return tuple(dotted.split("."))
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Where each column lives in a row, as dotted paths (`--p-field spec.target_p`)."""
+
+    p: str = "p"
+    q: str = "q"
+    r: str = "r"
+    extras: tuple[str, ...] = ()  # carried through per run (--id-field, later --group-by ...)
+
+
+@dataclass
+class RunBatch:
+    """Runs in input order, as flat token arrays cut by `offsets` (Arrow's list layout).
+
+    Run j's tokens are p[offsets[j]:offsets[j+1]] (likewise q, r). `lines` holds each
+    run's 1-based JSONL line or Parquet row, so every result can point back at its input.
+    """
+
+    source: str
+    lines: IntArray
+    offsets: IntArray
+    p: FloatArray
+    q: FloatArray
+    r: FloatArray
+    extras: dict[str, list[object]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.lines.shape[0])
+
+    @property
+    def k(self) -> IntArray:
+        return np.diff(self.offsets)
+
+    def select(self, keep: npt.NDArray[np.bool_]) -> RunBatch:
+        """The runs where `keep` is true (used to drop rows reported as bad)."""
+        lengths = np.diff(self.offsets)
+        token_keep = np.repeat(keep, lengths)
+        offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(lengths[keep], out=offsets[1:])
+        index = np.flatnonzero(keep).tolist()
+        return RunBatch(
+            source=self.source,
+            lines=self.lines[keep],
+            offsets=offsets,
+            p=self.p[token_keep],
+            q=self.q[token_keep],
+            r=self.r[token_keep],
+            extras={name: [values[i] for i in index] for name, values in self.extras.items()},
+        )
+
+
+def bad_token_mask(p: FloatArray, q: FloatArray, r: FloatArray) -> npt.NDArray[np.bool_]:
+    """True where any of a token's three values is invalid (NaN compares false: caught)."""
+    good = (p >= 0) & (p <= 1) & (q > 0) & (q <= 1) & (r >= 0) & (r <= 1)
+    return ~good
+
+
+def find_bad_runs(
+    offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, names: tuple[str, str, str] = FIELDS
+) -> list[tuple[int, str]]:
+    """(run index, message) for every run holding an invalid value, naming its first one."""
+    bad = bad_token_mask(p, q, r)
+    if not bad.any():
+        return []
+    token_index = np.flatnonzero(bad)
+    run_index = np.searchsorted(offsets, token_index, side="right") - 1
+    problems: list[tuple[int, str]] = []
+    seen: set[int] = set()
+    for token, run in zip(token_index.tolist(), run_index.tolist()):
+        if run in seen:
+            continue
+        seen.add(run)
+        position = token - int(offsets[run])
+        for kind, values, name in zip(FIELDS, (p, q, r), names):
+            message = value_problem(kind, position, float(values[token]), name)
+            if message is not None:
+                problems.append((run, message))
+                break
+    return problems

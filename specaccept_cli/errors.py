@@ -1,0 +1,29 @@
+"""Domain exceptions. The core raises these; `cli.py` turns them into one line and an exit status."""
+
+from __future__ import annotations
+
+
+class SpecacceptError(Exception):
+    """Base for every error a user can cause; never shown as a traceback."""
+
+
+class InputError(SpecacceptError):
+    """A row or a source that cannot be read: names the source, the line (or Parquet row) and why.
+
+    `line` is 1-based (a JSONL line number or a Parquet row number) or None when the
+    problem is the source as a whole (a missing file, a corrupt stream).
+    """
+
+    def __init__(self, source: str, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.source = source
+        self.line = line
+        self.message = message
+
+    def __str__(self) -> str:
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+class UsageError(SpecacceptError):
+    """A bad option value or combination found after Click's own parsing."""

@@ -1,0 +1,275 @@
+"""JSONL rows -> `RunBatch`es: newline-aligned blocks of bytes, parsed with orjson.
+
+Blocks are independent (a block knows the number of its first line), so they can
+later be parsed in parallel without losing exact line numbers or order.
+"""
+
+from __future__ import annotations
+
+import lzma
+import zlib
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+import numpy as np
+import orjson
+
+from specaccept_cli.batch import FieldPath, FieldSpec, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.errors import InputError
+from specaccept_cli.validate import describe_value, json_type_name
+
+OnError = Callable[[InputError], None]
+
+BLOCK_BYTES = 4 << 20
+DEFAULT_MAX_LINE_BYTES = 64 << 20
+BOM = b"\xef\xbb\xbf"
+
+# A line too long to hold stands in its block as this marker (its bytes are discarded).
+OVERLONG = b""
+
+
+class _Missing:
+    pass
+
+
+MISSING = _Missing()
+
+# Exceptions a decompressor raises on a truncated or corrupt stream.
+_STREAM_ERRORS: tuple[type[BaseException], ...] = (EOFError, OSError, lzma.LZMAError, zlib.error)
+try:  # optional
+    import zstandard
+
+    _STREAM_ERRORS += (zstandard.ZstdError,)
+except ImportError:  # pragma: no cover - depends on the extra
+    pass
+
+
+def iter_line_blocks(
+    stream: BinaryIO,
+    source: str,
+    block_bytes: int = BLOCK_BYTES,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[tuple[int, list[bytes | None]]]:
+    """Yield (number of the first line, lines) for newline-aligned blocks of the stream.
+
+    A line longer than `max_line_bytes` is yielded as None and its bytes are dropped
+    as they arrive, so memory stays bounded whatever the input.
+    """
+    next_line = 1
+    pending = b""
+    discarding = False  # inside an overlong line whose start was already reported
+    while True:
+        try:
+            chunk = stream.read(block_bytes)
+        except _STREAM_ERRORS as exc:
+            raise InputError(
+                source, None, f"compressed stream is truncated or corrupt after line {next_line - 1}: {exc}"
+            ) from None
+        if not chunk:
+            break
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            if not discarding:
+                pending += chunk
+                if len(pending) > max_line_bytes:
+                    yield next_line, [None]
+                    next_line += 1
+                    pending = b""
+                    discarding = True
+            continue
+        head, tail = chunk[:cut], chunk[cut + 1 :]
+        lines: list[bytes | None] = list(head.split(b"\n"))
+        if discarding:
+            lines.pop(0)  # the rest of the overlong line, already counted
+            discarding = False
+        else:
+            lines[0] = pending + (lines[0] or b"")
+        pending = tail
+        if lines:
+            yield next_line, lines
+            next_line += len(lines)
+    if pending and not discarding:
+        yield next_line, [pending]
+
+
+def _lookup(obj: dict[str, object], path: FieldPath) -> object:
+    value: object = obj
+    for key in path:
+        if type(value) is not dict:
+            return MISSING
+        value = value.get(key, MISSING)
+        if value is MISSING:
+            return MISSING
+    return value
+
+
+def _missing_message(obj: dict[str, object], path: FieldPath) -> str:
+    value: object = obj
+    for depth, key in enumerate(path):
+        where = ".".join(path[:depth])
+        if type(value) is not dict:
+            return f"field '{where}' is {json_type_name(value)}, not an object (looking for '{'.'.join(path)}')"
+        if key not in value:
+            keys = list(value)
+            shown = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
+            place = f"'{where}'" if where else "the row"
+            return f"missing field '{'.'.join(path)}' ({place} has keys: {shown or 'none'})"
+        value = value[key]
+    return f"missing field '{'.'.join(path)}'"  # pragma: no cover - only called when lookup failed
+
+
+def _json_error_message(raw: bytes, exc: orjson.JSONDecodeError) -> str:
+    text = str(exc)
+    column = getattr(exc, "colno", None)
+    position = getattr(exc, "pos", 0) or 0
+    if "UTF-8" in text and "byte order mark" not in text:
+        return "line is not valid UTF-8"
+    rest = raw[position : position + 9].lstrip(b"-")
+    if rest.startswith((b"NaN", b"Infinity")):
+        return f"NaN or Infinity at column {column} is not valid JSON (a numerics bug upstream?)"
+    reason = text.split(": line ")[0]
+    return f"invalid JSON at column {column}: {reason}"
+
+
+def _is_number(value: object) -> bool:
+    return type(value) is float or type(value) is int
+
+
+def _type_problem(name: str, values: list[object]) -> tuple[str | None, list[float]]:
+    """First non-numeric element of a list (message) and the list with bad elements made valid."""
+    cleaned: list[float] = []
+    problem: str | None = None
+    for index, value in enumerate(values):
+        if _is_number(value):
+            try:
+                cleaned.append(float(value))  # type: ignore[arg-type]
+                continue
+            except OverflowError:
+                if problem is None:
+                    problem = f"{name}[{index}] = {describe_value(value)} is not a finite number"
+        elif problem is None:
+            problem = f"{name}[{index}] is not a number (got {json_type_name(value)} {describe_value(value)})"
+        cleaned.append(0.5)
+    return problem, cleaned
+
+
+def parse_lines(
+    lines: list[bytes | None],
+    first_line: int,
+    source: str,
+    fields: FieldSpec,
+    on_error: OnError,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> RunBatch:
+    """Parse one block of JSONL lines into a batch of valid runs.
+
+    Every bad row is passed to `on_error` in line order (which raises in fail mode,
+    records in skip mode) and left out of the batch; blank lines are ignored.
+    """
+    names = (fields.p, fields.q, fields.r)
+    p_path, q_path, r_path = (parse_field_path(name) for name in names)
+    extra_paths = [(name, parse_field_path(name)) for name in fields.extras]
+    flat: tuple[list[object], list[object], list[object]] = ([], [], [])
+    flat_p, flat_q, flat_r = flat
+    lengths: list[int] = []
+    line_numbers: list[int] = []
+    extras: dict[str, list[object]] = {name: [] for name in fields.extras}
+    problems: list[tuple[int, str]] = []  # (line, message), structural problems found while parsing
+    loads = orjson.loads
+    for offset, raw in enumerate(lines):
+        line = first_line + offset
+        if raw is None or len(raw) > max_line_bytes:
+            problems.append((line, f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"))
+            continue
+        if not raw or raw.isspace():
+            continue
+        if line == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM) :]
+        try:
+            obj = loads(raw)
+        except orjson.JSONDecodeError as exc:
+            problems.append((line, _json_error_message(raw, exc)))
+            continue
+        if type(obj) is not dict:
+            problems.append((line, f"row is a JSON {json_type_name(obj)}, not an object"))
+            continue
+        row = []
+        for name, path in zip(names, (p_path, q_path, r_path)):
+            value = _lookup(obj, path)
+            if value is MISSING:
+                problems.append((line, _missing_message(obj, path)))
+                break
+            if type(value) is not list:
+                problems.append((line, f"'{name}' is {json_type_name(value)}, not a list of numbers"))
+                break
+            row.append(value)
+        else:
+            p, q, r = row
+            n = len(p)
+            if len(q) != n or len(r) != n:
+                problems.append(
+                    (line, f"{names[0]}, {names[1]} and {names[2]} have different lengths ({n}, {len(q)}, {len(r)})")
+                )
+                continue
+            flat_p += p
+            flat_q += q
+            flat_r += r
+            lengths.append(n)
+            line_numbers.append(line)
+            for name, path in extra_paths:
+                value = _lookup(obj, path)
+                extras[name].append(None if value is MISSING else value)
+
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    arrays = []
+    bad_runs: dict[int, str] = {}
+    for name, values in zip(names, flat):
+        if set(map(type, values)) <= {float, int}:
+            try:
+                arrays.append(np.array(values, dtype=np.float64))
+                continue
+            except OverflowError:
+                pass
+        # Slow path, only for a batch holding a non-number: name the row and element.
+        cleaned_all: list[float] = []
+        for run, length in enumerate(lengths):
+            start = int(offsets[run])
+            problem, cleaned = _type_problem(name, values[start : start + length])
+            if problem is not None and run not in bad_runs:
+                bad_runs[run] = problem
+            cleaned_all += cleaned
+        arrays.append(np.array(cleaned_all, dtype=np.float64))
+    p_arr, q_arr, r_arr = arrays
+    for run, message in find_bad_runs(offsets, p_arr, q_arr, r_arr, names):
+        bad_runs.setdefault(run, message)
+
+    batch = RunBatch(
+        source=source,
+        lines=np.array(line_numbers, dtype=np.int64),
+        offsets=offsets,
+        p=p_arr,
+        q=q_arr,
+        r=r_arr,
+        extras=extras,
+    )
+    if bad_runs:
+        problems += [(line_numbers[run], message) for run, message in bad_runs.items()]
+        keep = np.ones(len(lengths), dtype=bool)
+        keep[list(bad_runs)] = False
+        batch = batch.select(keep)
+    for line, message in sorted(problems):
+        on_error(InputError(source, line, message))
+    return batch
+
+
+def read_jsonl(
+    stream: BinaryIO,
+    source: str,
+    fields: FieldSpec,
+    on_error: OnError,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[RunBatch]:
+    """Stream a JSONL byte stream as batches of valid runs, in input order."""
+    for first_line, lines in iter_line_blocks(stream, source, max_line_bytes=max_line_bytes):
+        yield parse_lines(lines, first_line, source, fields, on_error, max_line_bytes)

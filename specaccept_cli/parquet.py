@@ -1,0 +1,142 @@
+"""Parquet -> `RunBatch`es, record batch by record batch, with the rule's columns taken from Arrow buffers.
+
+Accepts list, large_list and fixed_size_list columns of any float or integer type
+(as written by pyarrow, DuckDB and Polars); dotted field paths reach into struct columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from specaccept_cli.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.errors import InputError
+from specaccept_cli.jsonl import OnError
+
+BATCH_ROWS = 65_536
+
+
+def _column(batch: pa.RecordBatch, name: str, source: str) -> pa.Array:
+    """Resolve a dotted path: a literal column name first, else struct fields."""
+    if name in batch.schema.names:
+        return batch.column(name)
+    path = parse_field_path(name)
+    array: pa.Array = batch.column(path[0])
+    for depth, key in enumerate(path[1:], start=1):
+        if not pa.types.is_struct(array.type) or array.type.get_field_index(key) < 0:
+            where = ".".join(path[:depth])
+            raise InputError(source, None, f"column '{where}' has no field '{key}' (type {array.type})")
+        array = pc.struct_field(array, key)
+    return array
+
+
+def _top_level(name: str, schema_names: list[str]) -> str:
+    return name if name in schema_names else parse_field_path(name)[0]
+
+
+def _list_parts(array: pa.Array, name: str, source: str) -> tuple[IntArray, pa.Array]:
+    """Offsets (starting at 0) and the flat values of a list-like column, honouring slices."""
+    kind = array.type
+    if pa.types.is_fixed_size_list(kind):
+        size = kind.list_size
+        offsets = np.arange(len(array) + 1, dtype=np.int64) * size
+        values = array.values.slice(array.offset * size, len(array) * size)
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        raw = array.offsets.to_numpy().astype(np.int64)
+        values = array.values.slice(int(raw[0]), int(raw[-1] - raw[0]))
+        offsets = raw - raw[0]
+    else:
+        raise InputError(source, None, f"column '{name}' is {kind}, not a list of numbers")
+    value_type = values.type
+    if not (pa.types.is_floating(value_type) or pa.types.is_integer(value_type)):
+        raise InputError(source, None, f"column '{name}' holds {value_type}, not numbers")
+    return offsets, values
+
+
+def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnError) -> Iterator[RunBatch]:
+    """Stream one Parquet file as batches of valid runs; rows are numbered from 1."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(source, None, f"not a readable Parquet file ({exc})") from None
+    schema_names = parquet.schema_arrow.names
+    names = (fields.p, fields.q, fields.r)
+    wanted = [*names, *fields.extras]
+    for name in wanted:
+        if _top_level(name, schema_names) not in schema_names:
+            shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
+            raise InputError(source, None, f"missing column '{name}' (columns: {shown})")
+    columns = list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
+    first_row = 1
+    try:
+        batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+        for record_batch in batches:
+            yield _to_run_batch(record_batch, first_row, source, fields, on_error)
+            first_row += record_batch.num_rows
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+        raise InputError(source, first_row, f"cannot read Parquet data ({exc})") from None
+
+
+def _to_run_batch(
+    record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec, on_error: OnError
+) -> RunBatch:
+    names = (fields.p, fields.q, fields.r)
+    n = record_batch.num_rows
+    rows = np.arange(first_row, first_row + n, dtype=np.int64)
+    bad: dict[int, str] = {}
+    parts = []
+    for name in names:
+        array = _column(record_batch, name, source)
+        if array.null_count:
+            for index in np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False)).tolist():
+                bad.setdefault(index, f"'{name}' is null")
+        offsets, values = _list_parts(array, name, source)
+        floats = values.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if values.null_count:
+            null_tokens = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
+            runs = np.searchsorted(offsets, null_tokens, side="right") - 1
+            for token, run in zip(null_tokens.tolist(), runs.tolist()):
+                bad.setdefault(run, f"{name}[{token - int(offsets[run])}] is null")
+            floats = floats.copy()
+            floats[null_tokens] = 0.5  # placeholder; the run is dropped
+        parts.append((offsets, floats))
+    (p_off, p), (q_off, q), (r_off, r) = parts
+    if not (np.array_equal(p_off, q_off) and np.array_equal(p_off, r_off)):
+        lengths = np.stack([np.diff(p_off), np.diff(q_off), np.diff(r_off)])
+        for run in np.flatnonzero((lengths != lengths[0]).any(axis=0)).tolist():
+            k_p, k_q, k_r = lengths[:, run].tolist()
+            bad.setdefault(run, f"{names[0]}, {names[1]} and {names[2]} have different lengths ({k_p}, {k_q}, {k_r})")
+        # Align every run on its shortest list so the arrays below share one layout; bad runs are dropped.
+        shortest = lengths.min(axis=0)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(shortest, out=offsets[1:])
+        p, q, r = (
+            values[np.repeat(own[:-1], shortest) + _ranks(shortest)]
+            for own, values in ((p_off, p), (q_off, q), (r_off, r))
+        )
+    else:
+        offsets = p_off
+    for run, message in find_bad_runs(offsets, p, q, r, names):
+        bad.setdefault(run, message)
+    extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
+    batch = RunBatch(source=source, lines=rows, offsets=offsets, p=p, q=q, r=r, extras=extras)
+    if bad:
+        keep = np.ones(n, dtype=bool)
+        keep[list(bad)] = False
+        batch = batch.select(keep)
+        for run in sorted(bad):
+            on_error(InputError(source, int(rows[run]), bad[run]))
+    return batch
+
+
+def _ranks(lengths: IntArray) -> IntArray:
+    """0, 1, ..., n-1 within each run (the position of every token in its run)."""
+    total = int(lengths.sum())
+    starts = np.zeros(lengths.shape[0], dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)

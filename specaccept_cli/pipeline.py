@@ -1,0 +1,26 @@
+"""source -> batches -> rule -> (per-run records, Summary): the one loop every command shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from specaccept_cli.batch import RunBatch
+from specaccept_cli.summary import Summary
+from specaccept_cli.vectorized import BatchOutcome, accept_prefix_batch
+
+RunSink = Callable[[RunBatch, BatchOutcome], None]
+
+
+def evaluate(batch: RunBatch) -> BatchOutcome:
+    return accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
+
+
+def summarise(batches: Iterable[RunBatch], sink: RunSink | None = None) -> Summary:
+    """Run the rule over every batch, hand each batch's per-run results to `sink`, and add up the summary."""
+    summary = Summary()
+    for batch in batches:
+        outcome = evaluate(batch)
+        if sink is not None:
+            sink(batch, outcome)
+        summary = summary + Summary.of_outcome(outcome)
+    return summary

@@ -1,0 +1,109 @@
+"""Honest synthetic logs: every drafted token passes independently with probability alpha.
+
+Each token gets an acceptance probability t = min(1, p/q) drawn so that E[t] = alpha
+(half the mass, alpha/2, at t = 1 with p >= q; the rest from a Beta with the matching
+mean), a draft probability q, p = t * q, and a uniform r in [0, 1). Since r is
+uniform and independent of t, P(r <= t) = E[t] = alpha exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import IO
+
+import numpy as np
+import orjson
+
+from specaccept_cli.batch import FloatArray, IntArray
+
+CHUNK_RUNS = 65_536
+
+
+@dataclass(frozen=True)
+class SimulatedChunk:
+    offsets: IntArray
+    p: FloatArray
+    q: FloatArray
+    r: FloatArray
+
+
+def parse_k_range(text: str) -> tuple[int, int]:
+    """`4` -> (4, 4); `1-8` -> (1, 8). Raises ValueError on anything else."""
+    low, _, high = text.partition("-")
+    k_low = int(low)
+    k_high = int(high) if high else k_low
+    if k_low < 0 or k_high < k_low:
+        raise ValueError(f"not a draft length or range: {text!r}")
+    return k_low, k_high
+
+
+def _thresholds(rng: np.random.Generator, alpha: float, size: int) -> FloatArray:
+    if alpha <= 0.0:
+        return np.zeros(size)
+    if alpha >= 1.0:
+        return np.ones(size)
+    certain = alpha / 2  # probability of t = 1
+    mean_rest = (alpha - certain) / (1 - certain)
+    concentration = 2.0
+    rest = rng.beta(concentration * mean_rest, concentration * (1 - mean_rest), size)
+    return np.where(rng.random(size) < certain, 1.0, rest)
+
+
+def simulate(runs: int, alpha: float, k_low: int, k_high: int, seed: int | None) -> Iterator[SimulatedChunk]:
+    """Chunks of simulated runs (k uniform in k_low..k_high), `runs` in all, reproducible with `seed`."""
+    rng = np.random.default_rng(seed)
+    remaining = runs
+    while remaining > 0:
+        n = min(CHUNK_RUNS, remaining)
+        remaining -= n
+        k = rng.integers(k_low, k_high + 1, size=n)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(k, out=offsets[1:])
+        tokens = int(offsets[-1])
+        t = _thresholds(rng, alpha, tokens)
+        q = 1.0 - rng.random(tokens) * 0.95  # (0.05, 1]
+        p = np.where(t >= 1.0, q + rng.random(tokens) * (1.0 - q), t * q)  # t = 1: p >= q
+        r = rng.random(tokens)
+        yield SimulatedChunk(offsets=offsets, p=p, q=q, r=r)
+
+
+def write_jsonl(chunks: Iterator[SimulatedChunk], out: IO[bytes]) -> int:
+    """Write runs as JSONL rows {"id", "p", "q", "r"}; returns the number of runs written."""
+    written = 0
+    for chunk in chunks:
+        bounds = chunk.offsets.tolist()
+        p, q, r = chunk.p.tolist(), chunk.q.tolist(), chunk.r.tolist()
+        lines = []
+        for start, end in pairwise(bounds):
+            row = {"id": written, "p": p[start:end], "q": q[start:end], "r": r[start:end]}
+            lines.append(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+            written += 1
+        out.write(b"".join(lines))
+    return written
+
+
+def write_parquet(chunks: Iterator[SimulatedChunk], path: str) -> int:
+    """Write runs as a Parquet file with columns id, p, q, r (list<double>)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("p", pa.list_(pa.float64())),
+            ("q", pa.list_(pa.float64())),
+            ("r", pa.list_(pa.float64())),
+        ]
+    )
+    written = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        for chunk in chunks:
+            n = chunk.offsets.shape[0] - 1
+            offsets = pa.array(chunk.offsets, type=pa.int32())
+            columns = [pa.array(np.arange(written, written + n, dtype=np.int64))]
+            columns += [pa.ListArray.from_arrays(offsets, pa.array(values)) for values in (chunk.p, chunk.q, chunk.r)]
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
+            written += n
+    return written

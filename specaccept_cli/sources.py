@@ -1,0 +1,189 @@
+"""Inputs -> batches: files, directories of Parquet shards and stdin, compressed or not.
+
+Compression is recognised by magic bytes, not names, so `zcat`-free pipes work:
+`cat logs.jsonl.gz | specaccept audit -`.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Literal, Protocol, cast
+
+from specaccept_cli.batch import FieldSpec, RunBatch
+from specaccept_cli.errors import InputError
+from specaccept_cli.jsonl import DEFAULT_MAX_LINE_BYTES, OnError, read_jsonl
+
+Format = Literal["auto", "jsonl", "parquet"]
+
+STDIN = "-"
+PARQUET_MAGIC = b"PAR1"
+PARQUET_SUFFIXES = {".parquet", ".pq", ".parq"}
+JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json", ".gz", ".bz2", ".xz", ".zst", ".zstd"}
+MAGIC = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bz2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+}
+
+
+@dataclass
+class Source:
+    """One input as the user named it, with a way to ask how far reading has got (for progress)."""
+
+    name: str  # as shown in messages and per-run output: the path, or "<stdin>"
+    path: Path | None  # None for stdin
+    size: int | None  # bytes on disk, when known
+
+
+def sniff_compression(head: bytes) -> str | None:
+    for magic, kind in MAGIC.items():
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+def decompress(raw: BinaryIO, source: str) -> BinaryIO:
+    """Wrap a buffered binary stream in the decompressor its first bytes call for."""
+    head = raw.peek(6)[:6] if isinstance(raw, io.BufferedReader) else b""
+    kind = sniff_compression(head)
+    if kind == "gzip":
+        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
+    if kind == "bz2":
+        return cast(BinaryIO, bz2.BZ2File(raw, mode="rb"))
+    if kind == "xz":
+        return cast(BinaryIO, lzma.LZMAFile(raw, mode="rb"))
+    if kind == "zstd":
+        try:
+            import zstandard
+        except ImportError:
+            raise InputError(
+                source, None, "is zstd-compressed; install the extra: pip install 'specaccept[zstd]'"
+            ) from None
+        return cast(BinaryIO, zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
+    return raw
+
+
+def expand_inputs(inputs: list[str]) -> list[Source]:
+    """Resolve the command line's inputs; a directory stands for its Parquet shards (sorted, recursive)."""
+    sources: list[Source] = []
+    for item in inputs:
+        if item == STDIN:
+            sources.append(Source("<stdin>", None, None))
+            continue
+        path = Path(item)
+        if path.is_dir():
+            shards = sorted(p for p in path.rglob("*") if p.suffix in PARQUET_SUFFIXES and p.is_file())
+            if not shards:
+                raise InputError(item, None, "directory holds no .parquet files")
+            sources += [Source(str(shard), shard, shard.stat().st_size) for shard in shards]
+        elif path.exists():
+            sources.append(Source(item, path, path.stat().st_size))
+        else:
+            raise InputError(item, None, "no such file or directory")
+    return sources
+
+
+def detect_format(source: Source, head: bytes, requested: Format) -> Literal["jsonl", "parquet"]:
+    if requested != "auto":
+        return requested
+    if source.path is not None:
+        suffix = source.path.suffix.lower()
+        if suffix in PARQUET_SUFFIXES:
+            return "parquet"
+        if suffix in JSONL_SUFFIXES:
+            return "jsonl"
+    return "parquet" if head.startswith(PARQUET_MAGIC) else "jsonl"
+
+
+def _open_binary(source: Source) -> BinaryIO:
+    if source.path is None:
+        return sys.stdin.buffer
+    try:
+        return open(source.path, "rb", buffering=1 << 20)
+    except OSError as exc:
+        raise InputError(source.name, None, f"cannot open: {exc.strerror or exc}") from None
+
+
+class ProgressHook(Protocol):
+    """Told when a source starts and, after every batch, how many runs it held and how far the source is read."""
+
+    def start_source(self, source: Source) -> None: ...
+
+    def advance(self, runs: int, position: int | None) -> None: ...
+
+
+def read_source(
+    source: Source,
+    fields: FieldSpec,
+    on_error: OnError,
+    requested: Format = "auto",
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    progress: ProgressHook | None = None,
+) -> Iterator[RunBatch]:
+    """Every valid run of one source, in batches, in input order."""
+    if progress is not None:
+        progress.start_source(source)
+    raw = _open_binary(source)
+    try:
+        head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
+        if detect_format(source, head, requested) == "parquet":
+            yield from _read_parquet(source, raw, fields, on_error, progress)
+            return
+        stream = decompress(raw, source.name)
+        position = None if source.path is None else raw.tell
+        yield from _track(read_jsonl(stream, source.name, fields, on_error, max_line_bytes), progress, position)
+    finally:
+        if source.path is not None:
+            raw.close()
+
+
+def _read_parquet(
+    source: Source, raw: BinaryIO, fields: FieldSpec, on_error: OnError, progress: ProgressHook | None
+) -> Iterator[RunBatch]:
+    from specaccept_cli.parquet import read_parquet_file
+
+    if source.path is not None:
+        yield from _track(read_parquet_file(source.path, source.name, fields, on_error), progress, None, source.size)
+        return
+    with tempfile.NamedTemporaryFile(suffix=".parquet") as spool:
+        shutil.copyfileobj(raw, spool, 1 << 20)  # Parquet needs to seek: spool stdin to disk, not memory
+        spool.flush()
+        yield from _track(read_parquet_file(Path(spool.name), source.name, fields, on_error), progress)
+
+
+def _track(
+    batches: Iterator[RunBatch],
+    progress: ProgressHook | None,
+    position: Callable[[], int] | None = None,
+    size: int | None = None,
+) -> Iterator[RunBatch]:
+    """Report progress after each batch: bytes read when the stream can tell, else runs only."""
+    for batch in batches:
+        if progress is not None:
+            progress.advance(len(batch), position() if position is not None else None)
+        yield batch
+    if progress is not None and size is not None:
+        progress.advance(0, size)
+
+
+def read_all(
+    inputs: list[str],
+    fields: FieldSpec,
+    on_error: OnError,
+    requested: Format = "auto",
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    progress: ProgressHook | None = None,
+) -> Iterator[RunBatch]:
+    """Every valid run of every input, in order."""
+    for source in expand_inputs(inputs):
+        yield from read_source(source, fields, on_error, requested, max_line_bytes, progress)

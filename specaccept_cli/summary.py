@@ -1,0 +1,158 @@
+"""`Summary`: everything the tool reports, built from additive counters.
+
+The state is a joint histogram of (draft length k, accepted length a) over runs,
+plus a few token-level sums. Every estimate (alpha, rates, tokens per pass, and
+later per-position rates, variances, histograms) is a function of that state, and
+two summaries add by adding their states: summarising shards apart and merging
+them gives exactly the summary of the whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from specaccept_cli.vectorized import THRESHOLD_SCALE, BatchOutcome
+
+SCHEMA = "specaccept.summary/1"
+
+CountMatrix = npt.NDArray[np.int64]
+
+
+def _empty_counts() -> CountMatrix:
+    return np.zeros((1, 1), dtype=np.int64)
+
+
+def _pad(counts: CountMatrix, size: int) -> CountMatrix:
+    if counts.shape[0] == size:
+        return counts
+    padded = np.zeros((size, size), dtype=np.int64)
+    n = counts.shape[0]
+    padded[:n, :n] = counts
+    return padded
+
+
+@dataclass
+class Summary:
+    """Additive state of an audit; `a + b` is the summary of both inputs."""
+
+    # counts[k, a] = number of runs that drafted k tokens and accepted a of them.
+    counts: CountMatrix = field(default_factory=_empty_counts)
+    passing_tokens: int = 0
+    threshold_sum_fixed: int = 0  # sum of min(1, p/q) over drafted tokens, x THRESHOLD_SCALE
+
+    @classmethod
+    def of_outcome(cls, outcome: BatchOutcome) -> Summary:
+        size = int(outcome.k.max()) + 1 if outcome.k.shape[0] else 1
+        flat = np.bincount(outcome.k * size + outcome.accepted, minlength=size * size)
+        return cls(
+            counts=flat.astype(np.int64).reshape(size, size),
+            passing_tokens=outcome.passing_tokens,
+            threshold_sum_fixed=outcome.threshold_sum_fixed,
+        )
+
+    def __add__(self, other: Summary) -> Summary:
+        size = max(self.counts.shape[0], other.counts.shape[0])
+        return Summary(
+            counts=_pad(self.counts, size) + _pad(other.counts, size),
+            passing_tokens=self.passing_tokens + other.passing_tokens,
+            threshold_sum_fixed=self.threshold_sum_fixed + other.threshold_sum_fixed,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Summary):
+            return NotImplemented
+        size = max(self.counts.shape[0], other.counts.shape[0])
+        return (
+            bool(np.array_equal(_pad(self.counts, size), _pad(other.counts, size)))
+            and self.passing_tokens == other.passing_tokens
+            and self.threshold_sum_fixed == other.threshold_sum_fixed
+        )
+
+    # --- counters -------------------------------------------------------------------
+
+    @property
+    def max_k(self) -> int:
+        nonzero = np.flatnonzero(self.counts.sum(axis=1))
+        return int(nonzero[-1]) if nonzero.shape[0] else 0
+
+    def _grid(self) -> tuple[CountMatrix, CountMatrix]:
+        size = self.counts.shape[0]
+        k, a = np.indices((size, size), dtype=np.int64)
+        return k, a
+
+    @property
+    def runs(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def drafted_tokens(self) -> int:
+        k, _ = self._grid()
+        return int((k * self.counts).sum())
+
+    @property
+    def accepted_tokens(self) -> int:
+        _, a = self._grid()
+        return int((a * self.counts).sum())
+
+    @property
+    def examined_tokens(self) -> int:
+        """Tokens actually tested: a + 1 per run when it stopped at a rejection, else k."""
+        k, a = self._grid()
+        return int((np.minimum(a + 1, k) * self.counts).sum())
+
+    # --- estimates (None when there is nothing to estimate from) -------------------------
+
+    @property
+    def alpha(self) -> float | None:
+        """Maximum-likelihood per-token acceptance: accepted / examined."""
+        examined = self.examined_tokens
+        return self.accepted_tokens / examined if examined else None
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """accepted / drafted: what vLLM reports; biased low as an estimate of alpha."""
+        drafted = self.drafted_tokens
+        return self.accepted_tokens / drafted if drafted else None
+
+    @property
+    def mean_accepted(self) -> float | None:
+        runs = self.runs
+        return self.accepted_tokens / runs if runs else None
+
+    @property
+    def tokens_per_pass(self) -> float | None:
+        """Tokens emitted per target pass: a + 1 per run, averaged."""
+        runs = self.runs
+        return (self.accepted_tokens + runs) / runs if runs else None
+
+    @property
+    def expected_alpha(self) -> float | None:
+        drafted = self.drafted_tokens
+        return self.threshold_sum_fixed / THRESHOLD_SCALE / drafted if drafted else None
+
+    # --- machine format -----------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        nonzero = np.argwhere(self.counts)
+        joint = [[int(k), int(a), int(self.counts[k, a])] for k, a in nonzero]
+        return {
+            "schema": SCHEMA,
+            "runs": self.runs,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "examined_tokens": self.examined_tokens,
+            "alpha": self.alpha,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_accepted": self.mean_accepted,
+            "tokens_per_pass": self.tokens_per_pass,
+            "state": {
+                "joint_counts": joint,
+                "passing_tokens": self.passing_tokens,
+                "threshold_sum_fixed": self.threshold_sum_fixed,
+                "threshold_scale": THRESHOLD_SCALE,
+            },
+        }
