@@ -85,7 +85,7 @@ def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) ->
 
 
 def _stdout() -> IO[bytes]:
-    return click.get_binary_stream("stdout")
+    return sys.stdout.buffer
 
 
 @cli.command()

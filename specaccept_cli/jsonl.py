@@ -127,6 +127,8 @@ def _json_error_message(raw: bytes, exc: orjson.JSONDecodeError) -> str:
     rest = raw[position : position + 9].lstrip(b"-")
     if rest.startswith((b"NaN", b"Infinity")):
         return f"NaN or Infinity at column {column} is not valid JSON (a numerics bug upstream?)"
+    if "infinity when parsed" in text:
+        return f"number at column {column} is too large for a double (it would be Infinity)"
     reason = text.split(": line ")[0]
     return f"invalid JSON at column {column}: {reason}"
 

@@ -37,7 +37,7 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
     starts = offsets[:-1]
     ends = offsets[1:]
     total = int(offsets[-1]) if offsets.shape[0] else 0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         thresholds = np.minimum(1.0, p / q)
     passed = r <= thresholds
     failing = np.flatnonzero(~passed)

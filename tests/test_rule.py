@@ -1,0 +1,98 @@
+"""The rule: the seed's examples and edge cases, and vectorized == scalar == the seed's routine."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specaccept_cli.rule import accept_prefix
+from specaccept_cli.vectorized import THRESHOLD_SCALE, accept_prefix_batch
+from tests.conftest import spec_accept
+
+SEED_CASES = [
+    (([0.9, 0.2, 0.8], [0.5, 0.8, 0.4], [0.1, 0.5, 0.2]), 1),  # token 2 rejected; token 3 would pass
+    (([0.5, 0.5], [0.5, 0.5], [0.3, 0.9]), 2),
+    (([0.9, 0.9], [0.3, 0.3], [0.99, 0.99]), 2),  # ratio >= 1 always accepts
+    (([0.5], [1.0], [0.5]), 1),  # inclusive boundary
+    (([0.1], [0.9], [0.5]), 0),  # first token rejected
+    (([], [], []), 0),  # empty draft
+]
+
+
+def batch_of(runs: list[tuple[list[float], list[float], list[float]]]) -> tuple[np.ndarray, ...]:
+    lengths = [len(p) for p, _, _ in runs]
+    offsets = np.zeros(len(runs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = [np.array([x for run in runs for x in run[i]], dtype=np.float64) for i in range(3)]
+    return (offsets, *flat)
+
+
+def test_seed_examples_scalar_and_vectorized() -> None:
+    runs = [case for case, _ in SEED_CASES]
+    expected = [answer for _, answer in SEED_CASES]
+    assert [accept_prefix(*case) for case in runs] == expected
+    assert [spec_accept(*case) for case in runs] == expected
+    outcome = accept_prefix_batch(*batch_of(runs))
+    assert outcome.accepted.tolist() == expected
+    assert outcome.k.tolist() == [3, 2, 2, 1, 1, 0]
+
+
+def test_passing_tokens_counts_passes_after_a_rejection() -> None:
+    outcome = accept_prefix_batch(*batch_of([SEED_CASES[0][0]]))
+    assert outcome.accepted.tolist() == [1]
+    assert outcome.passing_tokens == 2  # tokens 1 and 3 pass their own test
+
+
+def test_threshold_sum_is_fixed_point_of_min_one_ratio() -> None:
+    outcome = accept_prefix_batch(*batch_of([SEED_CASES[0][0]]))
+    assert outcome.threshold_sum_fixed == round(1.0 * THRESHOLD_SCALE) + round(0.25 * THRESHOLD_SCALE) + THRESHOLD_SCALE
+
+
+def test_empty_batch() -> None:
+    outcome = accept_prefix_batch(np.zeros(1, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
+    assert outcome.accepted.shape == (0,)
+    assert outcome.passing_tokens == 0
+
+
+probability = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+positive = st.floats(min_value=5e-324, max_value=1.0, allow_nan=False)
+
+
+@st.composite
+def runs_strategy(draw: st.DrawFn) -> list[tuple[list[float], list[float], list[float]]]:
+    runs = []
+    for _ in range(draw(st.integers(0, 12))):
+        k = draw(st.integers(0, 64))
+        p = draw(st.lists(probability, min_size=k, max_size=k))
+        q = draw(st.lists(positive, min_size=k, max_size=k))
+        tie_mask = draw(st.lists(st.booleans(), min_size=k, max_size=k))
+        r_draws = draw(st.lists(probability, min_size=k, max_size=k))
+        # Ties: r exactly equal to the threshold, the inclusive boundary.
+        r = [min(1.0, p[i] / q[i]) if tie_mask[i] else r_draws[i] for i in range(k)]
+        runs.append((p, q, r))
+    return runs
+
+
+@settings(max_examples=400, deadline=None)
+@given(runs_strategy())
+def test_vectorized_equals_scalar_equals_seed(runs: list[tuple[list[float], list[float], list[float]]]) -> None:
+    outcome = accept_prefix_batch(*batch_of(runs))
+    scalar = [accept_prefix(*run) for run in runs]
+    assert outcome.accepted.tolist() == scalar
+    assert scalar == [spec_accept(*run) for run in runs]
+    passing = sum(r[i] <= min(1.0, p[i] / q[i]) for p, q, r in runs for i in range(len(p)))
+    assert outcome.passing_tokens == passing
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_float32_inputs_agree_after_widening(data: st.DataObject) -> None:
+    """Parquet float32 columns are widened to float64 before the rule, exactly as Python does."""
+    k = data.draw(st.integers(1, 16))
+    p32 = np.array(data.draw(st.lists(probability, min_size=k, max_size=k)), dtype=np.float32)
+    q32 = np.array(data.draw(st.lists(positive.filter(lambda x: x > 1e-30), min_size=k, max_size=k)), dtype=np.float32)
+    r32 = np.array(data.draw(st.lists(probability, min_size=k, max_size=k)), dtype=np.float32)
+    p, q, r = (a.astype(np.float64) for a in (p32, q32, r32))
+    offsets = np.array([0, k], dtype=np.int64)
+    assert accept_prefix_batch(offsets, p, q, r).accepted.tolist() == [spec_accept(p.tolist(), q.tolist(), r.tolist())]
