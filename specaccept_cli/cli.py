@@ -66,13 +66,20 @@ def cli() -> None:
     """
 
 
+FIELD_HELP = {
+    "p": "target model's probabilities of the drafted tokens (e.g. spec.target_p)",
+    "q": "draft model's probabilities of the drafted tokens (e.g. spec.draft_q)",
+    "r": "uniform draws of the accept test (e.g. spec.uniform)",
+}
+
+
 def _field_option(name: str) -> Any:
     return click.option(
         f"--{name}-field",
         default=name,
         show_default=True,
         callback=_check_field_path,
-        help=f"Dotted path of the {name} list in each row (e.g. spec.target_{name}).",
+        help=f"Dotted path of the list of the {FIELD_HELP[name]}.",
     )
 
 
@@ -200,7 +207,7 @@ def audit(
     console = Console()
     if max_rows:
         console.print(render.runs_table(preview))
-    console.print(render.summary_table(summary))
+    console.print(render.summary_view(summary))
 
 
 def _parse_list(text: str, name: str) -> list[float]:

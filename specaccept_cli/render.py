@@ -63,8 +63,13 @@ def runs_table(preview: RunPreview) -> RenderableType:
     return table
 
 
+def summary_view(summary: Summary) -> RenderableType:
+    """The aggregate table, with one line under it on what alpha and tokens per pass mean."""
+    return Group(summary_table(summary), Text(ALPHA_CAPTION, style="dim"))
+
+
 def summary_table(summary: Summary) -> Table:
-    table = Table(title="Acceptance", title_justify="left", caption=ALPHA_CAPTION, caption_justify="left")
+    table = Table(title="Acceptance", title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
@@ -73,7 +78,7 @@ def summary_table(summary: Summary) -> Table:
         ("drafted tokens", f"{summary.drafted_tokens:,}", "sum of k"),
         ("accepted tokens", f"{summary.accepted_tokens:,}", "sum of a"),
         ("examined tokens", f"{summary.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
-        ("alpha", fmt_rate(summary.alpha), "accepted / examined"),
+        ("alpha", fmt_rate(summary.alpha), "accepted / examined: per-token acceptance"),
         ("acceptance rate", fmt_rate(summary.acceptance_rate), "accepted / drafted (vLLM's number)"),
         ("mean accepted", fmt_rate(summary.mean_accepted), "a per run"),
         ("tokens per pass", fmt_rate(summary.tokens_per_pass), "(accepted + runs) / runs"),

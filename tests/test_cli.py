@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -206,3 +210,40 @@ def test_unknown_option_is_a_usage_error() -> None:
     result = run_process("audit", "--no-such-option")
     assert result.returncode == 2
     assert b"No such option" in result.stderr
+
+
+def _stderr_on_a_terminal(*args: str) -> bytes:
+    primary, secondary = pty.openpty()
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "specaccept_cli", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=secondary,
+            env={**os.environ, "TERM": "xterm-256color"},
+            check=True,
+            timeout=120,
+        )
+    finally:
+        os.close(secondary)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the other side is closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(primary)
+    return output
+
+
+def test_progress_bar_only_on_a_terminal_and_not_with_quiet(tmp_path: Path) -> None:
+    path = tmp_path / "sim.jsonl"
+    invoke("simulate", "--runs", "20000", "--alpha", "0.7", "--k", "6", "--seed", "1", "-o", str(path))
+    shown = _stderr_on_a_terminal("audit", str(path), "-o", "json")
+    assert b"reading" in shown and b"runs" in shown
+    assert _stderr_on_a_terminal("audit", str(path), "-o", "json", "-q") == b""
+    piped = run_process("audit", str(path), "-o", "json")
+    assert piped.returncode == 0 and piped.stderr == b""
