@@ -11,14 +11,17 @@ class InputError(SpecacceptError):
     """A row or a source that cannot be read: names the source, the line (or Parquet row) and why.
 
     `line` is 1-based (a JSONL line number or a Parquet row number) or None when the
-    problem is the source as a whole (a missing file, a corrupt stream).
+    problem is the source as a whole (a missing file, a corrupt stream). Errors are
+    values as much as exceptions: parsers return them, and the error policy decides
+    whether to raise one (fail) or count it (skip).
     """
 
-    def __init__(self, source: str, line: int | None, message: str) -> None:
+    def __init__(self, source: str, line: int | None, message: str, raw: bytes | None = None) -> None:
         super().__init__(message)
         self.source = source
         self.line = line
         self.message = message
+        self.raw = raw  # the offending input line, when there is one (for quarantine files)
 
     def __str__(self) -> str:
         where = self.source if self.line is None else f"{self.source}:{self.line}"

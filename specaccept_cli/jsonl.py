@@ -160,13 +160,13 @@ def parse_lines(
     first_line: int,
     source: str,
     fields: FieldSpec,
-    on_error: OnError,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> RunBatch:
-    """Parse one block of JSONL lines into a batch of valid runs.
+) -> tuple[RunBatch, list[InputError]]:
+    """Parse one block of JSONL lines into a batch of valid runs, and the bad rows in line order.
 
-    Every bad row is passed to `on_error` in line order (which raises in fail mode,
-    records in skip mode) and left out of the batch; blank lines are ignored.
+    A pure function of its arguments (no callbacks, no I/O), so blocks can be parsed
+    anywhere, in any order, and their errors dispatched in input order by the caller.
+    Each error carries the raw line (`InputError.raw`); blank lines are ignored.
     """
     names = (fields.p, fields.q, fields.r)
     p_path, q_path, r_path = (parse_field_path(name) for name in names)
@@ -260,9 +260,8 @@ def parse_lines(
         keep = np.ones(len(lengths), dtype=bool)
         keep[list(bad_runs)] = False
         batch = batch.select(keep)
-    for line, message in sorted(problems):
-        on_error(InputError(source, line, message))
-    return batch
+    errors = [InputError(source, line, message, raw=lines[line - first_line]) for line, message in sorted(problems)]
+    return batch, errors
 
 
 def read_jsonl(
@@ -274,4 +273,7 @@ def read_jsonl(
 ) -> Iterator[RunBatch]:
     """Stream a JSONL byte stream as batches of valid runs, in input order."""
     for first_line, lines in iter_line_blocks(stream, source, max_line_bytes=max_line_bytes):
-        yield parse_lines(lines, first_line, source, fields, on_error, max_line_bytes)
+        batch, errors = parse_lines(lines, first_line, source, fields, max_line_bytes)
+        for error in errors:
+            on_error(error)
+        yield batch

@@ -76,15 +76,18 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
     try:
         batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
         for record_batch in batches:
-            yield _to_run_batch(record_batch, first_row, source, fields, on_error)
+            batch, errors = _to_run_batch(record_batch, first_row, source, fields)
+            for error in errors:
+                on_error(error)
+            yield batch
             first_row += record_batch.num_rows
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
         raise InputError(source, first_row, f"cannot read Parquet data ({exc})") from None
 
 
 def _to_run_batch(
-    record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec, on_error: OnError
-) -> RunBatch:
+    record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec
+) -> tuple[RunBatch, list[InputError]]:
     names = (fields.p, fields.q, fields.r)
     n = record_batch.num_rows
     rows = np.arange(first_row, first_row + n, dtype=np.int64)
@@ -125,13 +128,11 @@ def _to_run_batch(
         bad.setdefault(run, message)
     extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
     batch = RunBatch(source=source, lines=rows, offsets=offsets, p=p, q=q, r=r, extras=extras)
-    if bad:
-        keep = np.ones(n, dtype=bool)
-        keep[list(bad)] = False
-        batch = batch.select(keep)
-        for run in sorted(bad):
-            on_error(InputError(source, int(rows[run]), bad[run]))
-    return batch
+    if not bad:
+        return batch, []
+    keep = np.ones(n, dtype=bool)
+    keep[list(bad)] = False
+    return batch.select(keep), [InputError(source, int(rows[run]), bad[run]) for run in sorted(bad)]
 
 
 def _ranks(lengths: IntArray) -> IntArray:

@@ -134,6 +134,46 @@ class Summary:
         drafted = self.drafted_tokens
         return self.threshold_sum_fixed / THRESHOLD_SCALE / drafted if drafted else None
 
+    # --- uncertainty: variances over runs, not tokens ---------------------------------------
+    # Tokens of one run share a context, so they are not independent draws; the run is
+    # the independent unit. Both standard errors below treat runs as i.i.d. samples.
+
+    def _run_moments(self) -> tuple[float, float, float]:
+        """Sums over runs of a^2, e^2 and a*e (e = examined tokens of the run)."""
+        k, a = self._grid()
+        examined = np.minimum(a + 1, k)
+        counts = self.counts
+        return (
+            float((a * a * counts).sum()),
+            float((examined * examined * counts).sum()),
+            float((a * examined * counts).sum()),
+        )
+
+    @property
+    def alpha_standard_error(self) -> float | None:
+        """Delta-method (ratio estimator) standard error of alpha = sum(a) / sum(e), over runs.
+
+        Var(alpha) ~= n / (n - 1) * sum_j (a_j - alpha e_j)^2 / (sum_j e_j)^2.
+        None with fewer than two runs or nothing examined.
+        """
+        runs, examined, alpha = self.runs, self.examined_tokens, self.alpha
+        if runs < 2 or alpha is None:
+            return None
+        sum_aa, sum_ee, sum_ae = self._run_moments()
+        residual = max(0.0, sum_aa - 2 * alpha * sum_ae + alpha * alpha * sum_ee)
+        return float(np.sqrt(runs / (runs - 1) * residual) / examined)
+
+    @property
+    def tokens_per_pass_standard_error(self) -> float | None:
+        """Standard error of the mean of (a + 1) over runs (sample variance / n)."""
+        runs = self.runs
+        if runs < 2:
+            return None
+        sum_aa, _, _ = self._run_moments()
+        mean = self.accepted_tokens / runs
+        variance = max(0.0, (sum_aa - runs * mean * mean) / (runs - 1))
+        return float(np.sqrt(variance / runs))
+
     # --- machine format -----------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,3 +196,30 @@ class Summary:
                 "threshold_scale": THRESHOLD_SCALE,
             },
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Summary:
+        """Rebuild the additive state from a `to_dict()` object (a saved summary or baseline).
+
+        Raises ValueError when the object is not a specaccept summary this version can read.
+        """
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"not a {SCHEMA} object (schema: {data.get('schema')!r})")
+        try:
+            state = data["state"]
+            if state.get("threshold_scale", THRESHOLD_SCALE) != THRESHOLD_SCALE:
+                raise ValueError("threshold_scale differs from this version's")
+            joint = [(int(k), int(a), int(n)) for k, a, n in state["joint_counts"]]
+            if any(k < 0 or a < 0 or a > k or n < 0 for k, a, n in joint):
+                raise ValueError("joint_counts holds an impossible (k, accepted, runs) triple")
+            size = max((k for k, _, _ in joint), default=0) + 1
+            counts = np.zeros((size, size), dtype=np.int64)
+            for k, a, n in joint:
+                counts[k, a] += n
+            return cls(
+                counts=counts,
+                passing_tokens=int(state["passing_tokens"]),
+                threshold_sum_fixed=int(state["threshold_sum_fixed"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None

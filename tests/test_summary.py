@@ -61,3 +61,54 @@ def test_empty_summary_has_no_rates() -> None:
     assert summary.runs == 0
     assert summary.alpha is None and summary.acceptance_rate is None
     assert summary.tokens_per_pass is None and summary.expected_alpha is None
+
+
+def test_round_trip_through_dict() -> None:
+    whole, _ = outcome_summary(7, 500)
+    assert Summary.from_dict(whole.to_dict()) == whole
+    assert Summary.from_dict(Summary().to_dict()) == Summary()
+
+
+def test_from_dict_rejects_other_objects() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="schema"):
+        Summary.from_dict({"schema": "other/1"})
+    with pytest.raises(ValueError, match="incomplete"):
+        Summary.from_dict({"schema": "specaccept.summary/1", "state": {}})
+    bad = Summary().to_dict()
+    bad["state"]["joint_counts"] = [[2, 3, 1]]
+    with pytest.raises(ValueError, match="impossible"):
+        Summary.from_dict(bad)
+
+
+def test_standard_errors_by_hand() -> None:
+    # runs (k, a): (2, 2) e=2, (2, 0) e=1, (2, 1) e=2 -> A = 3, E = 5, alpha = 0.6
+    counts = np.zeros((3, 3), dtype=np.int64)
+    for k, a in [(2, 2), (2, 0), (2, 1)]:
+        counts[k, a] += 1
+    summary = Summary(counts=counts)
+    residuals = [2 - 0.6 * 2, 0 - 0.6 * 1, 1 - 0.6 * 2]
+    expected = (3 / 2 * sum(d * d for d in residuals)) ** 0.5 / 5
+    assert summary.alpha_standard_error is not None
+    assert abs(summary.alpha_standard_error - expected) < 1e-12
+    # a + 1 = 3, 1, 2: sample variance 1, n = 3
+    assert summary.tokens_per_pass_standard_error is not None
+    assert abs(summary.tokens_per_pass_standard_error - (1 / 3) ** 0.5) < 1e-12
+    single = Summary(counts=np.array([[0, 0], [0, 1]], dtype=np.int64))
+    assert single.alpha_standard_error is None and single.tokens_per_pass_standard_error is None
+
+
+def test_alpha_standard_error_matches_spread_over_simulated_logs() -> None:
+    """The over-runs standard error agrees with the actual spread of alpha across independent logs."""
+    from specaccept_cli.simulate import simulate
+
+    alphas, errors = [], []
+    for seed in range(40):
+        total = Summary()
+        for chunk in simulate(2000, 0.7, 1, 8, seed):
+            total = total + Summary.of_outcome(accept_prefix_batch(chunk.offsets, chunk.p, chunk.q, chunk.r))
+        alphas.append(total.alpha)
+        errors.append(total.alpha_standard_error)
+    spread = float(np.std(alphas, ddof=1))
+    assert 0.7 * spread < float(np.mean(errors)) < 1.3 * spread
