@@ -7,14 +7,16 @@ them, so `specaccept check` starts about as fast as click itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import IO, Any, NoReturn
 
 import click
 
 from specaccept_cli import __version__
-from specaccept_cli.errors import InputError, SpecacceptError
+from specaccept_cli.errors import InputError, OutputError, SpecacceptError
 from specaccept_cli.text import visible
 
 EXIT_OK = 0
@@ -22,19 +24,41 @@ EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
 
+MAX_LINE_BYTES = 64 << 20  # jsonl.DEFAULT_MAX_LINE_BYTES, kept here so `check` need not import numpy
+
 
 def _error_line(message: str) -> None:
     click.echo(f"specaccept: {visible(message)}", err=True)
 
 
-def _quiet_broken_pipe() -> NoReturn:
-    """stdout was closed by the reader (`| head`): stop quietly, like other Unix filters."""
+def _abandon_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's final flush of stdout cannot fail a second time."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # pragma: no cover - no real stdout to redirect
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout to redirect
         pass
+
+
+def _flush_stdout() -> None:
+    """Deliver what is already buffered (complete records), or give up on stdout quietly."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        _abandon_stdout()
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """stdout was closed by the reader (`| head`): stop quietly, like other Unix filters."""
+    _abandon_stdout()
     raise SystemExit(EXIT_OK)
+
+
+def _write_failed(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    return f"cannot write {exc.filename}: {reason}" if exc.filename else f"cannot write output: {reason}"
 
 
 class SpecacceptGroup(click.Group):
@@ -46,14 +70,23 @@ class SpecacceptGroup(click.Group):
         except InputError as exc:
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
+        except OutputError as exc:
+            _abandon_stdout()
+            _error_line(str(exc))
+            ctx.exit(EXIT_INPUT)
         except SpecacceptError as exc:
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
         except KeyboardInterrupt:
+            _flush_stdout()
             _error_line("interrupted")
             ctx.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             _quiet_broken_pipe()
+        except OSError as exc:  # every read error is an InputError by now: this is a failed write
+            _abandon_stdout()
+            _error_line(_write_failed(exc))
+            ctx.exit(EXIT_INPUT)
 
 
 @click.group(cls=SpecacceptGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,8 +124,37 @@ def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) ->
     return value
 
 
-def _stdout() -> IO[bytes]:
-    return sys.stdout.buffer
+class _CheckedOutput:
+    """A binary output where a failed write (full disk, EIO) is an OutputError; EPIPE stays BrokenPipeError."""
+
+    def __init__(self, raw: IO[bytes], name: str = "output") -> None:
+        self.raw = raw
+        self.name = name
+
+    def _failed(self, exc: OSError) -> OutputError:
+        return OutputError(f"cannot write {self.name}: {exc.strerror or exc}")
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.raw.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.raw.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+
+def _stdout() -> Any:
+    if sys.stdout is None:
+        raise OutputError("cannot write output: stdout is closed")
+    return _CheckedOutput(sys.stdout.buffer)
 
 
 @cli.command()
@@ -126,6 +188,32 @@ def _stdout() -> IO[bytes]:
 @click.option(
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
 )
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "skip"]),
+    default="fail",
+    show_default=True,
+    help="fail: stop at the first bad row (exit 2); skip: leave bad rows out, count them and list them on stderr.",
+)
+@click.option(
+    "--max-errors",
+    type=click.IntRange(min=0),
+    default=None,
+    help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
+)
+@click.option(
+    "--quarantine",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="With --on-error skip: write the raw lines of skipped rows to this file.",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_LINE_BYTES,
+    show_default=True,
+    help="A JSONL line longer than this is a bad row (its bytes are never held in memory).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def audit(
     inputs: tuple[str, ...],
@@ -136,6 +224,10 @@ def audit(
     r_field: str,
     id_fields: tuple[str, ...],
     max_rows: int,
+    on_error: str,
+    max_errors: int | None,
+    quarantine: str | None,
+    max_line_bytes: int,
     quiet: bool,
 ) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
@@ -150,8 +242,8 @@ def audit(
       specaccept audit shards/ -o jsonl --id-field request_id | head
     """
     from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.pipeline import summarise
-    from specaccept_cli.sources import STDIN, expand_inputs, read_source
+    from specaccept_cli.policy import ErrorPolicy
+    from specaccept_cli.sources import STDIN, expand_inputs
 
     paths = list(inputs)
     if not paths:
@@ -161,16 +253,57 @@ def audit(
         paths = [STDIN]
     if paths.count(STDIN) > 1:
         raise click.UsageError("stdin (-) can be read only once")
+    if on_error == "fail":
+        for name, value in (("--max-errors", max_errors), ("--quarantine", quarantine)):
+            if value is not None:
+                raise click.UsageError(f"{name} applies to --on-error skip")
     fields = FieldSpec(p=p_field, q=q_field, r=r_field, extras=tuple(dict.fromkeys(id_fields)))
+    sources = expand_inputs(paths)  # a path that does not exist is a mistake in the command: exit 2, any mode
+    with _quarantine_file(quarantine) as quarantined:
+        policy = ErrorPolicy(on_error, quarantined)  # type: ignore[arg-type]
+        summary = _audit(sources, fields, policy, input_format, max_line_bytes, output, max_rows, quiet)
+    if summary.skipped_rows or summary.skipped_sources:
+        from rich.console import Console
 
-    def fail(error: InputError) -> None:
-        raise error
+        from specaccept_cli.render import skipped_table
 
-    sources = expand_inputs(paths)
+        Console(stderr=True).print(skipped_table(summary))
+    if max_errors is not None and policy.skipped > max_errors:
+        _error_line(f"{policy.skipped} rows or sources skipped, more than --max-errors {max_errors}")
+        raise SystemExit(EXIT_GATE)
+
+
+@contextlib.contextmanager
+def _quarantine_file(path: str | None) -> Iterator[Any]:
+    """The quarantine file, written beside its final path and renamed into place when the audit ends."""
+    if path is None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(_atomic_file(path))
+        except OSError as exc:
+            raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
+        yield _CheckedOutput(handle, f"quarantine file {path}")
+
+
+def _audit(
+    sources: Any,
+    fields: Any,
+    policy: Any,
+    input_format: str,
+    max_line_bytes: int,
+    output: str,
+    max_rows: int,
+    quiet: bool,
+) -> Any:
+    """Read every source under the error policy, write the chosen output, return the whole summary."""
+    from specaccept_cli.pipeline import summarise
+    from specaccept_cli.sources import read_source
 
     def batches(progress: Any = None) -> Any:
         for source in sources:
-            yield from read_source(source, fields, fail, input_format, progress=progress)  # type: ignore[arg-type]
+            yield from policy.guard(read_source(source, fields, policy, input_format, max_line_bytes, progress))
 
     from rich.console import Console
 
@@ -189,25 +322,27 @@ def audit(
         from specaccept_cli.records import CsvWriter, JsonlWriter
 
         writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), fields.extras)
-        run(writer.write)
+        summary = run(writer.write) + policy.summary()
         writer.close()
-        return
+        return summary
     if output == "json":
-        summary = run()
+        summary = run() + policy.summary()
         out = _stdout()
         out.write(render.summary_json(summary))
         out.flush()
-        return
+        return summary
     preview = render.RunPreview(max_rows)
 
     def keep(batch: Any, outcome: Any) -> None:
         preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
 
-    summary = run(keep)
-    console = Console()
+    summary = run(keep) + policy.summary()
+    _stdout()  # a closed stdout is an error before Rich finds out
+    console = render.QuietPipeConsole()
     if max_rows:
         console.print(render.runs_table(preview))
     console.print(render.summary_view(summary))
+    return summary
 
 
 def _parse_list(text: str, name: str) -> list[float]:
@@ -267,11 +402,9 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
     accepted = accept_prefix(p, q, r)
     click.echo(accepted)
     if explain:
-        from rich.console import Console
+        from specaccept_cli.render import QuietPipeConsole, explain_table
 
-        from specaccept_cli.render import explain_table
-
-        Console().print(explain_table(p, q, r, accepted))
+        QuietPipeConsole().print(explain_table(p, q, r, accepted))
 
 
 @cli.command()
@@ -315,6 +448,18 @@ def simulate(runs: int, alpha: float, k_text: str, seed: int | None, output_path
 def _write_atomically(path: str, write: Any) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see half a file."""
     import gzip
+
+    with _atomic_file(path) as raw:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+                write(packed)
+        else:
+            write(raw)
+
+
+@contextlib.contextmanager
+def _atomic_file(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `path` only when the block ends without an exception."""
     import tempfile
 
     directory = os.path.dirname(os.path.abspath(path))
@@ -324,11 +469,7 @@ def _write_atomically(path: str, write: Any) -> None:
     os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; the result should look like any new file
     try:
         with os.fdopen(fd, "wb") as raw:
-            if path.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
-                    write(packed)
-            else:
-                write(raw)
+            yield raw
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

@@ -30,3 +30,7 @@ class InputError(SpecacceptError):
 
 class UsageError(SpecacceptError):
     """A bad option value or combination found after Click's own parsing."""
+
+
+class OutputError(SpecacceptError):
+    """Results could not be written (a full disk, a closed stdout): the run did not deliver its output."""

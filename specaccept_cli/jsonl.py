@@ -62,8 +62,11 @@ def iter_line_blocks(
         try:
             chunk = stream.read(block_bytes)
         except _STREAM_ERRORS as exc:
+            read = next_line - 1
             raise InputError(
-                source, None, f"compressed stream is truncated or corrupt after line {next_line - 1}: {exc}"
+                source,
+                None,
+                f"compressed stream is truncated or corrupt after {read} line{'s' if read != 1 else ''} ({exc})",
             ) from None
         if not chunk:
             break
@@ -123,7 +126,11 @@ def _json_error_message(raw: bytes, exc: orjson.JSONDecodeError) -> str:
     column = getattr(exc, "colno", None)
     position = getattr(exc, "pos", 0) or 0
     if "UTF-8" in text and "byte order mark" not in text:
-        return "line is not valid UTF-8"
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return f"line is not valid UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})"
+        return "line is not valid UTF-8"  # pragma: no cover - orjson and Python agree on UTF-8
     rest = raw[position : position + 9].lstrip(b"-")
     if rest.startswith((b"NaN", b"Infinity")):
         return f"NaN or Infinity at column {column} is not valid JSON (a numerics bug upstream?)"

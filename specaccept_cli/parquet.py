@@ -63,7 +63,7 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
     try:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(source, None, f"not a readable Parquet file ({exc})") from None
+        raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
     schema_names = parquet.schema_arrow.names
     names = (fields.p, fields.q, fields.r)
     wanted = [*names, *fields.extras]
@@ -82,7 +82,10 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
             yield batch
             first_row += record_batch.num_rows
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
-        raise InputError(source, first_row, f"cannot read Parquet data ({exc})") from None
+        read = first_row - 1
+        raise InputError(
+            source, None, f"cannot read Parquet data after {read} row{'s' if read != 1 else ''} ({exc})"
+        ) from None
 
 
 def _to_run_batch(
@@ -132,7 +135,17 @@ def _to_run_batch(
         return batch, []
     keep = np.ones(n, dtype=bool)
     keep[list(bad)] = False
-    return batch.select(keep), [InputError(source, int(rows[run]), bad[run]) for run in sorted(bad)]
+    return batch.select(keep), [
+        InputError(source, int(rows[run]), bad[run], raw=_row_json(record_batch, run)) for run in sorted(bad)
+    ]
+
+
+def _row_json(record_batch: pa.RecordBatch, index: int) -> bytes:
+    """A bad row as one line of JSON (for quarantine): the columns read, NaN and Infinity as bare words."""
+    import json
+
+    row = record_batch.slice(index, 1).to_pylist()[0]
+    return json.dumps(row, default=str, ensure_ascii=False).encode()
 
 
 def _ranks(lengths: IntArray) -> IntArray:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from specaccept_cli.sources import Source
 from specaccept_cli.summary import Summary
-from specaccept_cli.text import visible
+from specaccept_cli.text import json_controls_escaped, safe_text
 
 ALPHA_CAPTION = (
     "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
@@ -25,9 +25,17 @@ ALPHA_CAPTION = (
 )
 
 
+class QuietPipeConsole(Console):
+    """A Console that lets a closed pipe (`| head`) reach the command's handler instead of exiting 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def data_text(value: object) -> str:
-    """A value from the data, safe for Rich markup and the terminal."""
-    return escape(visible(value if isinstance(value, str) else str(value)))
+    """A value from the data, safe for Rich markup, the terminal and CI logs."""
+    return escape(safe_text(value))
 
 
 def fmt_rate(value: float | None, digits: int = 4) -> str:
@@ -83,13 +91,38 @@ def summary_table(summary: Summary) -> Table:
         ("mean accepted", fmt_rate(summary.mean_accepted), "a per run"),
         ("tokens per pass", fmt_rate(summary.tokens_per_pass), "(accepted + runs) / runs"),
     ]
+    if summary.skipped_rows or summary.skipped_sources:
+        rows.append(("skipped rows", f"{summary.skipped_rows:,}", "bad rows left out (--on-error skip)"))
+        if summary.skipped_sources:
+            rows.append(("skipped sources", f"{summary.skipped_sources:,}", "sources abandoned (unreadable)"))
     for row in rows:
         table.add_row(*row)
     return table
 
 
+def skipped_table(summary: Summary) -> RenderableType:
+    """What `--on-error skip` left out: the first errors kept in the summary, for stderr."""
+    skipped, sources = summary.skipped_rows, summary.skipped_sources
+    title = f"Skipped {skipped:,} bad row{'s' if skipped != 1 else ''}"
+    if sources:
+        title += f" and {sources:,} unreadable source{'s' if sources != 1 else ''}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("source:line", overflow="fold")
+    table.add_column("problem", overflow="fold")
+    for error in summary.errors:
+        where = data_text(error.source) + ("" if error.line is None else f":{error.line}")
+        table.add_row(where, data_text(error.message))
+    shown = len(summary.errors)
+    if shown < skipped + sources:
+        note = Text(f"… and {skipped + sources - shown:,} more (the summary keeps the first {shown})", style="dim")
+        return Group(table, note)
+    return table
+
+
 def summary_json(summary: Summary) -> bytes:
-    return orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    return json_controls_escaped(
+        orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    )
 
 
 def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], accepted: int) -> RenderableType:

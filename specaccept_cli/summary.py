@@ -21,6 +21,20 @@ SCHEMA = "specaccept.summary/1"
 
 CountMatrix = npt.NDArray[np.int64]
 
+MAX_KEPT_ERRORS = 20  # the first errors a summary keeps, in input order; the rest are only counted
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """One input problem kept in a summary: where (`line` is None for a whole source) and what."""
+
+    source: str
+    line: int | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "line": self.line, "message": self.message}
+
 
 def _empty_counts() -> CountMatrix:
     return np.zeros((1, 1), dtype=np.int64)
@@ -43,6 +57,11 @@ class Summary:
     counts: CountMatrix = field(default_factory=_empty_counts)
     passing_tokens: int = 0
     threshold_sum_fixed: int = 0  # sum of min(1, p/q) over drafted tokens, x THRESHOLD_SCALE
+    # Input skipped under `--on-error skip`: additive counters, and the first MAX_KEPT_ERRORS problems
+    # in input order (merging keeps the first ones of `a`, then of `b`).
+    skipped_rows: int = 0
+    skipped_sources: int = 0  # sources abandoned whole or part-way (unreadable, corrupt stream)
+    errors: tuple[SkippedRow, ...] = ()
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -60,6 +79,9 @@ class Summary:
             counts=_pad(self.counts, size) + _pad(other.counts, size),
             passing_tokens=self.passing_tokens + other.passing_tokens,
             threshold_sum_fixed=self.threshold_sum_fixed + other.threshold_sum_fixed,
+            skipped_rows=self.skipped_rows + other.skipped_rows,
+            skipped_sources=self.skipped_sources + other.skipped_sources,
+            errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
         )
 
     def __eq__(self, other: object) -> bool:
@@ -70,6 +92,9 @@ class Summary:
             bool(np.array_equal(_pad(self.counts, size), _pad(other.counts, size)))
             and self.passing_tokens == other.passing_tokens
             and self.threshold_sum_fixed == other.threshold_sum_fixed
+            and self.skipped_rows == other.skipped_rows
+            and self.skipped_sources == other.skipped_sources
+            and self.errors == other.errors
         )
 
     # --- counters -------------------------------------------------------------------
@@ -189,11 +214,16 @@ class Summary:
             "acceptance_rate": self.acceptance_rate,
             "mean_accepted": self.mean_accepted,
             "tokens_per_pass": self.tokens_per_pass,
+            "skipped_rows": self.skipped_rows,
+            "skipped_sources": self.skipped_sources,
+            "errors": [error.to_dict() for error in self.errors],
             "state": {
                 "joint_counts": joint,
                 "passing_tokens": self.passing_tokens,
                 "threshold_sum_fixed": self.threshold_sum_fixed,
                 "threshold_scale": THRESHOLD_SCALE,
+                "skipped_rows": self.skipped_rows,
+                "skipped_sources": self.skipped_sources,
             },
         }
 
@@ -216,10 +246,23 @@ class Summary:
             counts = np.zeros((size, size), dtype=np.int64)
             for k, a, n in joint:
                 counts[k, a] += n
+            skipped_rows = int(state.get("skipped_rows", 0))
+            skipped_sources = int(state.get("skipped_sources", 0))
+            if skipped_rows < 0 or skipped_sources < 0:
+                raise ValueError("skipped counts are negative")
+            errors = tuple(
+                SkippedRow(
+                    str(item["source"]), None if item["line"] is None else int(item["line"]), str(item["message"])
+                )
+                for item in data.get("errors", [])[:MAX_KEPT_ERRORS]
+            )
             return cls(
                 counts=counts,
                 passing_tokens=int(state["passing_tokens"]),
                 threshold_sum_fixed=int(state["threshold_sum_fixed"]),
+                skipped_rows=skipped_rows,
+                skipped_sources=skipped_sources,
+                errors=errors,
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
