@@ -57,8 +57,7 @@ def _quiet_broken_pipe() -> NoReturn:
 
 
 def _write_failed(exc: OSError) -> str:
-    reason = exc.strerror or str(exc)
-    return f"cannot write {exc.filename}: {reason}" if exc.filename else f"cannot write output: {reason}"
+    return f"cannot write output: {exc.strerror or exc}"
 
 
 class SpecacceptGroup(click.Group):
@@ -83,9 +82,10 @@ class SpecacceptGroup(click.Group):
             ctx.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             _quiet_broken_pipe()
-        except OSError as exc:  # every read error is an InputError by now: this is a failed write
+        except OSError as exc:  # a last resort: reads and writes are named where they happen
             _abandon_stdout()
-            _error_line(_write_failed(exc))
+            reason = exc.strerror or str(exc)
+            _error_line(f"{exc.filename}: {reason}" if exc.filename else f"I/O error: {reason}")
             ctx.exit(EXIT_INPUT)
 
 
@@ -269,7 +269,10 @@ def audit(
 
         Console(stderr=True).print(skipped_table(summary))
     if max_errors is not None and policy.skipped > max_errors:
-        _error_line(f"{policy.skipped} rows or sources skipped, more than --max-errors {max_errors}")
+        what = f"{policy.skipped_rows} bad row{'s' if policy.skipped_rows != 1 else ''}"
+        if policy.skipped_sources:
+            what += f" and {policy.skipped_sources} unreadable source{'s' if policy.skipped_sources != 1 else ''}"
+        _error_line(f"skipped {what}: more than --max-errors {max_errors}")
         raise SystemExit(EXIT_GATE)
 
 
@@ -339,9 +342,14 @@ def _audit(
     summary = run(keep) + policy.summary()
     _stdout()  # a closed stdout is an error before Rich finds out
     console = render.QuietPipeConsole()
-    if max_rows:
-        console.print(render.runs_table(preview))
-    console.print(render.summary_view(summary))
+    try:
+        if max_rows:
+            console.print(render.runs_table(preview))
+        console.print(render.summary_view(summary))
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(_write_failed(exc)) from None
     return summary
 
 

@@ -216,7 +216,10 @@ def read_source(
         progress.start_source(source)
     raw = _open_binary(source)
     try:
-        head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
+        try:
+            head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
+        except OSError as exc:
+            raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
         if detect_format(source, head, requested) == "parquet":
             yield from _read_parquet(source, raw, fields, on_error, progress)
             return
