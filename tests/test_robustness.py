@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from specaccept_cli.sources import MAGIC
 from specaccept_cli.text import visible
 from tests.conftest import SEED_FIRST, invoke, spec_accept, write_jsonl
+from tests.fuzz_reader import COMPRESS, check_compressed, check_reader
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -113,6 +114,23 @@ def test_arbitrary_json_lines_are_counted_exactly(tmp_path: Path, data: bytes) -
         first = summary["errors"][0]
         message = visible(f"{first['source']}:{first['line']}: {first['message']}")
         assert failed.stderr == f"specaccept: {message}\n"
+
+
+@PROPERTY
+@given(data=st.binary(max_size=300), block=st.integers(1, 100), limit=st.integers(1, 60))
+def test_fuzz_target_on_tiny_blocks(data: bytes, block: int, limit: int) -> None:
+    """The `make fuzz` target, briefly: block boundaries and overlong lines never lose or double a line."""
+    check_reader(data, block, limit)
+
+
+@PROPERTY
+@given(
+    data=st.lists(st.sampled_from([b'{"p": [0.5], "q": [0.5], "r": [0.1]}', b"", b"{"]), max_size=30).map(b"\n".join),
+    kind=st.sampled_from(list(COMPRESS)),
+    cut=st.integers(0, 400),
+)
+def test_fuzz_target_on_cut_compressed_streams(data: bytes, kind: str, cut: int) -> None:
+    check_compressed(data, kind, cut)
 
 
 # --- differential: the reader against json.loads and the seed's routine ----------------------------
