@@ -135,17 +135,17 @@ def _to_run_batch(
         return batch, []
     keep = np.ones(n, dtype=bool)
     keep[list(bad)] = False
-    return batch.select(keep), [
-        InputError(source, int(rows[run]), bad[run], raw=_row_json(record_batch, run)) for run in sorted(bad)
-    ]
+    runs = sorted(bad)
+    raws = _rows_json(record_batch, runs)
+    return batch.select(keep), [InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(runs, raws)]
 
 
-def _row_json(record_batch: pa.RecordBatch, index: int) -> bytes:
-    """A bad row as one line of JSON (for quarantine): the columns read, NaN and Infinity as bare words."""
+def _rows_json(record_batch: pa.RecordBatch, indices: list[int]) -> list[bytes]:
+    """Bad rows as lines of JSON (for quarantine): the columns read, NaN and Infinity as bare words."""
     import json
 
-    row = record_batch.slice(index, 1).to_pylist()[0]
-    return json.dumps(row, default=str, ensure_ascii=False).encode()
+    rows = record_batch.take(pa.array(indices, pa.int64())).to_pylist()
+    return [json.dumps(row, default=str, ensure_ascii=False).encode() for row in rows]
 
 
 def _ranks(lengths: IntArray) -> IntArray:
