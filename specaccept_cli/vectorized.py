@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.batch import FloatArray, IntArray
 
@@ -34,19 +35,35 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
     token, or its length when none fails: find all failing token positions once,
     then for each run the first one at or after its start (searchsorted).
     """
-    starts = offsets[:-1]
-    ends = offsets[1:]
-    total = int(offsets[-1]) if offsets.shape[0] else 0
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        thresholds = np.minimum(1.0, p / q)
+    thresholds = accept_thresholds(p, q)
     passed = r <= thresholds
-    failing = np.flatnonzero(~passed)
-    first_failure = np.append(failing, total)[np.searchsorted(failing, starts)]
-    accepted = (np.minimum(first_failure, ends) - starts).astype(np.int64)
     fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
     return BatchOutcome(
-        k=(ends - starts).astype(np.int64),
-        accepted=accepted,
+        k=np.diff(offsets).astype(np.int64),
+        accepted=prefix_lengths(offsets, passed),
         passing_tokens=int(np.count_nonzero(passed)),
         threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
     )
+
+
+def accept_thresholds(p: FloatArray, q: FloatArray) -> FloatArray:
+    """min(1, p/q) per token, in IEEE double like the scalar rule (q = 0 gives inf or nan, never a warning)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.minimum(1.0, p / q)
+
+
+def prefix_lengths(offsets: IntArray, passed: npt.NDArray[np.bool_]) -> IntArray:
+    """Per run, how many tokens from its start pass before the first one that does not."""
+    starts = offsets[:-1]
+    ends = offsets[1:]
+    total = int(offsets[-1]) if offsets.shape[0] else 0
+    failing = np.flatnonzero(~passed)
+    first_failure = np.append(failing, total)[np.searchsorted(failing, starts)]
+    lengths: IntArray = (np.minimum(first_failure, ends) - starts).astype(np.int64)
+    return lengths
+
+
+def run_sums(offsets: IntArray, values: npt.NDArray[np.generic]) -> npt.NDArray[np.float64]:
+    """Per run, the sum of its tokens' values (empty runs sum to 0)."""
+    cumulative = np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
+    return cumulative[offsets[1:]] - cumulative[offsets[:-1]]
