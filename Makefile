@@ -19,8 +19,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check specaccept_cli tests benchmarks
-	$(BIN)/ruff format --check specaccept_cli tests benchmarks
+	$(BIN)/ruff check specaccept_cli tests $(wildcard benchmarks)
+	$(BIN)/ruff format --check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/mypy
 
 examples: $(STAMP)
