@@ -32,10 +32,10 @@ BoolArray = npt.NDArray[np.bool_]
 
 # Faulty rules seen in real servers (see REFERENCE.md), each reproducible from (p, q, r).
 RULES: dict[str, str] = {
-    "strict-inequality": "accepts on r < min(1, p/q) instead of <=",
-    "no-prefix-break": "counts every token that passes, also after the first rejection",
+    "strict-inequality": "accepts on r < p/q instead of r <= p/q",
+    "no-prefix-break": "counts passes after the first rejection",
     "target-probability-only": "accepts on r <= p, ignoring q",
-    "bonus-counted": "reports a + 1: the bonus or resampled token counted as accepted",
+    "bonus-counted": "reports a + 1 (counts the bonus token)",
 }
 MAX_EXAMPLES = 20
 R_HISTOGRAM_BINS = 4096
@@ -52,10 +52,11 @@ def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]
     }
 
 
-def parse_reported(batch: RunBatch, name: str) -> tuple[IntArray, list[InputError]]:
-    """The reported counts of a batch as integers; a value that is not a count is an input error."""
+def parse_reported(batch: RunBatch, name: str) -> tuple[IntArray, BoolArray, list[InputError]]:
+    """The reported counts of a batch as integers, which of them are valid, and an error for each that is not."""
     values = batch.extras[name]
     counts = np.zeros(len(values), dtype=np.int64)
+    valid = np.ones(len(values), dtype=bool)
     errors: list[InputError] = []
     lines = batch.lines.tolist()
     for index, value in enumerate(values):
@@ -66,7 +67,8 @@ def parse_reported(batch: RunBatch, name: str) -> tuple[IntArray, list[InputErro
         else:
             shown = "missing" if value is None else f"{json_type_name(value)} {describe_value(value)}"
             errors.append(InputError(batch.source, lines[index], f"'{name}' is {shown}, not a non-negative count"))
-    return counts, errors
+            valid[index] = False
+    return counts, valid, errors
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,16 @@ class ReportedTally:
         ranked = sorted(RULES, key=lambda rule: (-self.explains.get(rule, 0), list(RULES).index(rule)))
         return [{"rule": rule, "explains": self.explains.get(rule, 0)} for rule in ranked]
 
+    def summary_keys(self) -> dict[str, Any]:
+        """The keys this audit adds to the summary object."""
+        return {
+            "reported_runs": self.runs,
+            "mismatches": self.mismatches,
+            "diagnosis": self.diagnosis(),
+            "unexplained": self.unexplained,
+            "mismatch_examples": [example.to_dict() for example in self.examples],
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "runs": self.runs,
@@ -208,6 +220,7 @@ class SamplerTally:
     bin edges, so the state stays small and additive.
     """
 
+    significance: float = 0.001  # a test is ok when its p-value is at least this (a setting, not a count)
     examined_tokens: int = 0
     accepted_tokens: int = 0
     expected_fixed: int = 0  # sum of t over examined tokens, x THRESHOLD_SCALE
@@ -215,7 +228,7 @@ class SamplerTally:
     r_histogram: IntArray = field(default_factory=_empty_histogram)
 
     @classmethod
-    def of_batch(cls, batch: RunBatch, outcome: BatchOutcome) -> SamplerTally:
+    def of_batch(cls, batch: RunBatch, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
         k = outcome.k
         examined_per_run = np.minimum(outcome.accepted + 1, k)
         starts = batch.offsets[:-1]
@@ -224,6 +237,7 @@ class SamplerTally:
         t = accept_thresholds(batch.p, batch.q)[examined]
         bins = np.minimum((batch.r * R_HISTOGRAM_BINS).astype(np.int64), R_HISTOGRAM_BINS - 1)
         return cls(
+            significance=significance,
             examined_tokens=int(examined.sum()),
             accepted_tokens=int(outcome.accepted.sum()),
             expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum()),
@@ -233,6 +247,7 @@ class SamplerTally:
 
     def __add__(self, other: SamplerTally) -> SamplerTally:
         return SamplerTally(
+            significance=self.significance,
             examined_tokens=self.examined_tokens + other.examined_tokens,
             accepted_tokens=self.accepted_tokens + other.accepted_tokens,
             expected_fixed=self.expected_fixed + other.expected_fixed,
@@ -255,15 +270,15 @@ class SamplerTally:
     def expected_acceptances(self) -> float:
         return self.expected_fixed / THRESHOLD_SCALE
 
-    def calibration(self, significance: float) -> TestResult:
+    def calibration(self, significance: float | None = None) -> TestResult:
         variance = self.variance_fixed / THRESHOLD_SCALE
         if variance <= 0.0:
             return TestResult(None, None, None)
         z = (self.accepted_tokens - self.expected_acceptances) / math.sqrt(variance)
         p_value = normal_two_sided(z)
-        return TestResult(z, p_value, p_value >= significance)
+        return TestResult(z, p_value, p_value >= (self.significance if significance is None else significance))
 
-    def r_uniformity(self, significance: float) -> TestResult:
+    def r_uniformity(self, significance: float | None = None) -> TestResult:
         n = int(self.r_histogram.sum())
         if n == 0:
             return TestResult(None, None, None)
@@ -271,11 +286,29 @@ class SamplerTally:
         edges = np.arange(1, R_HISTOGRAM_BINS + 1) / R_HISTOGRAM_BINS
         statistic = float(np.max(np.abs(empirical - edges)))
         p_value = ks_p_value(statistic, n)
-        return TestResult(statistic, p_value, p_value >= significance)
+        return TestResult(statistic, p_value, p_value >= (self.significance if significance is None else significance))
+
+    @property
+    def ok(self) -> bool:
+        """False when either test rejects a lawful sampler; None-valued tests (no data) pass."""
+        return self.calibration().ok is not False and self.r_uniformity().ok is not False
+
+    def summary_keys(self) -> dict[str, Any]:
+        return {
+            "calibration": {
+                **self.calibration().to_dict(),
+                "observed": self.accepted_tokens,
+                "expected": self.expected_acceptances,
+                "examined_tokens": self.examined_tokens,
+            },
+            "r_uniformity": {**self.r_uniformity().to_dict(), "draws": int(self.r_histogram.sum())},
+            "sampler_significance": self.significance,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         nonzero = np.flatnonzero(self.r_histogram)
         return {
+            "significance": self.significance,
             "examined_tokens": self.examined_tokens,
             "accepted_tokens": self.accepted_tokens,
             "expected_fixed": self.expected_fixed,
@@ -292,9 +325,29 @@ class SamplerTally:
         for index, count in data["r_histogram"]:
             histogram[int(index)] += int(count)
         return cls(
+            significance=float(data["significance"]),
             examined_tokens=int(data["examined_tokens"]),
             accepted_tokens=int(data["accepted_tokens"]),
             expected_fixed=int(data["expected_fixed"]),
             variance_fixed=int(data["variance_fixed"]),
             r_histogram=histogram,
         )
+
+
+def audit_failures(
+    reported: ReportedTally | None, sampler: SamplerTally | None, max_mismatches: int | None
+) -> list[str]:
+    """One line per failed audit check: too many mismatches, or a sampler test that rejects."""
+    failures = []
+    if reported is not None and max_mismatches is not None and reported.mismatches > max_mismatches:
+        top = reported.diagnosis()[0]
+        hint = f"; most explained by {top['rule']} ({top['explains']})" if top["explains"] else ""
+        failures.append(f"mismatches: {reported.mismatches} > --max-mismatches {max_mismatches}{hint}")
+    if sampler is not None:
+        for name, result in (("calibration", sampler.calibration()), ("r uniformity", sampler.r_uniformity())):
+            if result.ok is False:
+                failures.append(
+                    f"sampler {name}: p = {result.p_value:.3g} < --sampler-significance {sampler.significance:g} "
+                    f"(statistic {result.statistic:.4g})"
+                )
+    return failures

@@ -26,6 +26,7 @@ class BatchOutcome:
     accepted: IntArray  # accepted-prefix length per run, 0 <= a <= k
     passing_tokens: int  # tokens that pass their own test, also after a rejection
     threshold_sum_fixed: int  # sum of min(1, p/q) over drafted tokens, times THRESHOLD_SCALE
+    sampled_tokens: int  # tokens with a logged (p, q, r); 0 for greedy logs
 
 
 def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray) -> BatchOutcome:
@@ -43,6 +44,7 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
         accepted=prefix_lengths(offsets, passed),
         passing_tokens=int(np.count_nonzero(passed)),
         threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
+        sampled_tokens=int(p.shape[0]),
     )
 
 

@@ -108,15 +108,21 @@ def speculative_runs(
         yield {"p": p_list, "q": q_list, "r": r, "reported": reported}
 
 
-def greedy_runs(target: MarkovLM, draft: MarkovLM, runs: int, k: int, start: int = 0) -> Iterator[dict[str, object]]:
+def greedy_runs(
+    target: MarkovLM, draft: MarkovLM, runs: int, k: int, seed: int = 0, new_request: float = 0.3
+) -> Iterator[dict[str, object]]:
     """Temperature-0 decoding: rows {"draft_tokens", "target_tokens", "accepted"}.
 
     The draft proposes its argmax chain; the target's argmax at each drafted position
     (and at the bonus position) is logged; the accepted length is the common prefix,
     and the pass emits the target's own argmax at the first mismatch (or the bonus).
+    With probability `new_request` a pass starts a new request from a random token.
     """
-    previous = start
+    rng = np.random.default_rng(seed)
+    previous = 0
     for _ in range(runs):
+        if rng.random() < new_request:
+            previous = int(rng.integers(target.vocab))
         drafted, context = [], previous
         for _ in range(k):
             context = int(np.argmax(draft.transitions[context]))
@@ -127,3 +133,21 @@ def greedy_runs(target: MarkovLM, draft: MarkovLM, runs: int, k: int, start: int
             accepted += 1
         previous = target_tokens[accepted]
         yield {"draft_tokens": drafted, "target_tokens": target_tokens, "accepted": accepted}
+
+
+def main() -> None:
+    """Write the shipped example of a server log with reported counts (and a counting bug)."""
+    import gzip
+    import sys
+
+    import orjson
+
+    target, draft = model_pair(vocab=40, quality=0.5, seed=21)
+    runs = speculative_runs(target, draft, runs=2000, k=5, seed=21, fault="no-prefix-break")
+    with open(sys.argv[1], "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
+        for index, row in enumerate(runs):
+            out.write(orjson.dumps({"request_id": f"req-{index:05d}", **row}) + b"\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -31,8 +31,8 @@ def batch_of(rows: list[dict[str, object]]) -> RunBatch:
 def tally(rows: list[dict[str, object]]) -> tuple[ReportedTally, SamplerTally]:
     batch = batch_of(rows)
     outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
-    reported, errors = parse_reported(batch, "reported")
-    assert errors == []
+    reported, valid, errors = parse_reported(batch, "reported")
+    assert errors == [] and valid.all()
     reported_tally, _ = ReportedTally.of_batch(batch, outcome, reported)
     return reported_tally, SamplerTally.of_batch(batch, outcome)
 
@@ -55,8 +55,9 @@ def test_parse_reported_rejects_non_counts() -> None:
         {**row, "p": [0.5], "q": [0.5], "r": [0.5]}
         for row in [{"reported": 1}, {"reported": 2.0}, {"reported": -1}, {"reported": "3"}, {"reported": True}, {}]
     ]
-    counts, errors = parse_reported(batch_of(rows), "reported")
+    counts, valid, errors = parse_reported(batch_of(rows), "reported")
     assert counts[:2].tolist() == [1, 2]
+    assert valid.tolist() == [True, True, False, False, False, False]
     assert [(error.line, error.message) for error in errors] == [
         (3, "'reported' is number -1, not a non-negative count"),
         (4, "'reported' is string '3', not a non-negative count"),
