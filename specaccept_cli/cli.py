@@ -86,6 +86,8 @@ def _field_option(name: str) -> Any:
 def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     values = value if isinstance(value, tuple) else (value,)
     for item in values:
+        if item is None:  # an optional path that was not given
+            continue
         if not item or any(part == "" for part in item.split(".")):
             raise click.BadParameter(f"{item!r} is not a dotted field path like 'spec.target_p'")
     return value
@@ -127,6 +129,36 @@ def _stdout() -> IO[bytes]:
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--reported-field",
+    callback=_check_field_path,
+    help="Dotted path of the accepted count the server reported; recompute, flag and diagnose mismatches.",
+)
+@click.option(
+    "--max-mismatches",
+    type=click.IntRange(min=0),
+    help="Gate: exit 1 when more runs than this disagree with their reported count.",
+)
+@click.option(
+    "--check-sampler", is_flag=True, help="Test the sampler: calibration and uniformity of r; exit 1 on failure."
+)
+@click.option(
+    "--sampler-significance",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=0.001,
+    show_default=True,
+    help="A sampler test fails when its p-value is below this.",
+)
+@click.option(
+    "--draft-tokens-field",
+    callback=_check_field_path,
+    help="Greedy logs: dotted path of the drafted token ids (instead of p, q, r).",
+)
+@click.option(
+    "--target-tokens-field",
+    callback=_check_field_path,
+    help="Greedy logs: dotted path of the target's argmax token ids (k, or k + 1 with the bonus).",
+)
 def audit(
     inputs: tuple[str, ...],
     output: str,
@@ -137,6 +169,12 @@ def audit(
     id_fields: tuple[str, ...],
     max_rows: int,
     quiet: bool,
+    reported_field: str | None,
+    max_mismatches: int | None,
+    check_sampler: bool,
+    sampler_significance: float,
+    draft_tokens_field: str | None,
+    target_tokens_field: str | None,
 ) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -150,7 +188,7 @@ def audit(
       specaccept audit shards/ -o jsonl --id-field request_id | head
     """
     from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.pipeline import summarise
+    from specaccept_cli.pipeline import AuditPlan, summarise
     from specaccept_cli.sources import STDIN, expand_inputs, read_source
 
     paths = list(inputs)
@@ -161,7 +199,25 @@ def audit(
         paths = [STDIN]
     if paths.count(STDIN) > 1:
         raise click.UsageError("stdin (-) can be read only once")
-    fields = FieldSpec(p=p_field, q=q_field, r=r_field, extras=tuple(dict.fromkeys(id_fields)))
+    if (draft_tokens_field is None) != (target_tokens_field is None):
+        raise click.UsageError("greedy logs need both --draft-tokens-field and --target-tokens-field")
+    if draft_tokens_field is not None and check_sampler:
+        raise click.UsageError("--check-sampler needs logged (p, q, r); greedy logs have none")
+    if max_mismatches is not None and reported_field is None:
+        raise click.UsageError("--max-mismatches needs --reported-field")
+    extras = (*id_fields, *([reported_field] if reported_field else []))
+    fields = FieldSpec(
+        p=p_field,
+        q=q_field,
+        r=r_field,
+        extras=tuple(dict.fromkeys(extras)),
+        draft_tokens=draft_tokens_field,
+        target_tokens=target_tokens_field,
+    )
+    plan = AuditPlan(
+        reported_field=reported_field, check_sampler=check_sampler, sampler_significance=sampler_significance
+    )
+    column_names = ("reported", "mismatch") if reported_field else ()
 
     def fail(error: InputError) -> None:
         raise error
@@ -182,32 +238,40 @@ def audit(
     def run(sink: Any = None) -> Any:
         if show_progress:
             with render.RichProgress(stderr, sources) as progress:
-                return summarise(batches(progress), sink)
-        return summarise(batches(), sink)
+                return summarise(batches(progress), sink, plan)
+        return summarise(batches(), sink, plan)
 
     if output in ("jsonl", "csv"):
         from specaccept_cli.records import CsvWriter, JsonlWriter
 
-        writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), fields.extras)
-        run(writer.write)
+        writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), id_fields, column_names)
+        summary = run(writer.write)
         writer.close()
-        return
-    if output == "json":
+    elif output == "json":
         summary = run()
         out = _stdout()
         out.write(render.summary_json(summary))
         out.flush()
-        return
-    preview = render.RunPreview(max_rows)
+    else:
+        preview = render.RunPreview(max_rows)
 
-    def keep(batch: Any, outcome: Any) -> None:
-        preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+        def keep(batch: Any, outcome: Any, columns: Any) -> None:
+            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
 
-    summary = run(keep)
-    console = Console()
-    if max_rows:
-        console.print(render.runs_table(preview))
-    console.print(render.summary_view(summary))
+        summary = run(keep)
+        console = Console()
+        if max_rows:
+            console.print(render.runs_table(preview))
+        console.print(render.summary_view(summary))
+        for view in render.audit_views(summary):
+            console.print(view)
+    from specaccept_cli.audit import audit_failures
+
+    failures = audit_failures(summary.reported, summary.sampler, max_mismatches)
+    for failure in failures:
+        _error_line(failure)
+    if failures:
+        click.get_current_context().exit(EXIT_GATE)
 
 
 def _parse_list(text: str, name: str) -> list[float]:

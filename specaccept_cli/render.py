@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from specaccept_cli.audit import RULES
 from specaccept_cli.sources import Source
 from specaccept_cli.summary import Summary
 from specaccept_cli.text import visible
@@ -86,6 +87,67 @@ def summary_table(summary: Summary) -> Table:
     for row in rows:
         table.add_row(*row)
     return table
+
+
+SHOWN_EXAMPLES = 10
+
+
+def audit_views(summary: Summary) -> list[RenderableType]:
+    """Tables for the audits that were asked for: reported counts and sampler health."""
+    views: list[RenderableType] = []
+    reported = summary.reported
+    if reported is not None:
+        table = Table(
+            title="Reported counts (a mismatch may be reproduced exactly by several faulty rules)", title_justify="left"
+        )
+        table.add_column("check")
+        table.add_column("runs", justify="right")
+        table.add_column("meaning", style="dim")
+        table.add_row("compared", f"{reported.runs:,}", "runs with a reported count")
+        verdict = "[green]0[/]" if reported.mismatches == 0 else f"[red]{reported.mismatches:,}[/]"
+        table.add_row("mismatches", verdict, "reported != recomputed")
+        for item in reported.diagnosis():
+            table.add_row(f"  {item['rule']}", f"{item['explains']:,}", f"server {RULES[item['rule']]}")
+        table.add_row("  unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count")
+        views.append(table)
+        if reported.examples:
+            examples = Table(title="First mismatching runs", title_justify="left")
+            examples.add_column("source:line", no_wrap=True)
+            for name in ("k", "reported", "recomputed"):
+                examples.add_column(name, justify="right")
+            examples.add_column("explained by")
+            for example in reported.examples[:SHOWN_EXAMPLES]:
+                examples.add_row(
+                    f"{data_text(example.source)}:{example.line}",
+                    str(example.k),
+                    str(example.reported),
+                    str(example.recomputed),
+                    ", ".join(example.rules) or "[dim]unexplained[/]",
+                )
+            more = reported.mismatches - min(SHOWN_EXAMPLES, len(reported.examples))
+            note = f"… and {more:,} more (the first {len(reported.examples)} are in -o json)" if more > 0 else ""
+            views.append(Group(examples, Text(note, style="dim")) if note else examples)
+    sampler = summary.sampler
+    if sampler is not None:
+        table = Table(title="Sampler health", title_justify="left")
+        for name, justify in (("test", "left"), ("statistic", "right"), ("p-value", "right"), ("verdict", "left")):
+            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        tests = (
+            ("calibration (z)", sampler.calibration(), "accepted vs sum of min(1, p/q) at examined tokens"),
+            ("r uniformity (KS D)", sampler.r_uniformity(), "logged r against U[0, 1)"),
+        )
+        for name, result, what in tests:
+            if result.ok is None:
+                verdict = "[dim]no data[/]"
+            else:
+                verdict = "[green]ok[/]" if result.ok else f"[red]fails at {sampler.significance:g}[/]"
+            table.add_row(name, _number(result.statistic), _number(result.p_value), f"{verdict} [dim]{what}[/]")
+        views.append(table)
+    return views
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
 
 
 def summary_json(summary: Summary) -> bytes:

@@ -10,16 +10,33 @@ them gives exactly the summary of the whole.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from specaccept_cli.audit import ReportedTally, SamplerTally
 from specaccept_cli.vectorized import THRESHOLD_SCALE, BatchOutcome
 
 SCHEMA = "specaccept.summary/1"
 
 CountMatrix = npt.NDArray[np.int64]
+
+
+Tally = TypeVar("Tally", ReportedTally, SamplerTally)
+
+
+def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
+    """Audit tallies add like the rest; a side without one contributes nothing."""
+    if left is None:
+        return right
+    if right is None:
+        return left
+    return left + right
+
+
+def _optional_dict(tally: ReportedTally | None) -> dict[str, Any] | None:
+    return None if tally is None else tally.to_dict()
 
 
 def _empty_counts() -> CountMatrix:
@@ -43,6 +60,10 @@ class Summary:
     counts: CountMatrix = field(default_factory=_empty_counts)
     passing_tokens: int = 0
     threshold_sum_fixed: int = 0  # sum of min(1, p/q) over drafted tokens, x THRESHOLD_SCALE
+    sampled_tokens: int = 0  # drafted tokens with a logged (p, q, r): all of them, or 0 for greedy logs
+    # Audits of the server, present when asked for (--reported-field, --check-sampler).
+    reported: ReportedTally | None = None
+    sampler: SamplerTally | None = None
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -52,6 +73,7 @@ class Summary:
             counts=flat.astype(np.int64).reshape(size, size),
             passing_tokens=outcome.passing_tokens,
             threshold_sum_fixed=outcome.threshold_sum_fixed,
+            sampled_tokens=outcome.sampled_tokens,
         )
 
     def __add__(self, other: Summary) -> Summary:
@@ -60,6 +82,9 @@ class Summary:
             counts=_pad(self.counts, size) + _pad(other.counts, size),
             passing_tokens=self.passing_tokens + other.passing_tokens,
             threshold_sum_fixed=self.threshold_sum_fixed + other.threshold_sum_fixed,
+            sampled_tokens=self.sampled_tokens + other.sampled_tokens,
+            reported=_add_optional(self.reported, other.reported),
+            sampler=_add_optional(self.sampler, other.sampler),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -70,6 +95,9 @@ class Summary:
             bool(np.array_equal(_pad(self.counts, size), _pad(other.counts, size)))
             and self.passing_tokens == other.passing_tokens
             and self.threshold_sum_fixed == other.threshold_sum_fixed
+            and self.sampled_tokens == other.sampled_tokens
+            and _optional_dict(self.reported) == _optional_dict(other.reported)
+            and self.sampler == other.sampler
         )
 
     # --- counters -------------------------------------------------------------------
@@ -131,8 +159,8 @@ class Summary:
 
     @property
     def expected_alpha(self) -> float | None:
-        drafted = self.drafted_tokens
-        return self.threshold_sum_fixed / THRESHOLD_SCALE / drafted if drafted else None
+        sampled = self.sampled_tokens
+        return self.threshold_sum_fixed / THRESHOLD_SCALE / sampled if sampled else None
 
     # --- uncertainty: variances over runs, not tokens ---------------------------------------
     # Tokens of one run share a context, so they are not independent draws; the run is
@@ -179,7 +207,7 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         nonzero = np.argwhere(self.counts)
         joint = [[int(k), int(a), int(self.counts[k, a])] for k, a in nonzero]
-        return {
+        result: dict[str, Any] = {
             "schema": SCHEMA,
             "runs": self.runs,
             "drafted_tokens": self.drafted_tokens,
@@ -189,13 +217,22 @@ class Summary:
             "acceptance_rate": self.acceptance_rate,
             "mean_accepted": self.mean_accepted,
             "tokens_per_pass": self.tokens_per_pass,
-            "state": {
-                "joint_counts": joint,
-                "passing_tokens": self.passing_tokens,
-                "threshold_sum_fixed": self.threshold_sum_fixed,
-                "threshold_scale": THRESHOLD_SCALE,
-            },
         }
+        state: dict[str, Any] = {
+            "joint_counts": joint,
+            "passing_tokens": self.passing_tokens,
+            "threshold_sum_fixed": self.threshold_sum_fixed,
+            "sampled_tokens": self.sampled_tokens,
+            "threshold_scale": THRESHOLD_SCALE,
+        }
+        if self.reported is not None:
+            result |= self.reported.summary_keys()
+            state["reported"] = self.reported.to_dict()
+        if self.sampler is not None:
+            result |= self.sampler.summary_keys()
+            state["sampler"] = self.sampler.to_dict()
+        result["state"] = state
+        return result
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Summary:
@@ -220,6 +257,9 @@ class Summary:
                 counts=counts,
                 passing_tokens=int(state["passing_tokens"]),
                 threshold_sum_fixed=int(state["threshold_sum_fixed"]),
+                sampled_tokens=int(state["sampled_tokens"]),
+                reported=ReportedTally.from_dict(state["reported"]) if "reported" in state else None,
+                sampler=SamplerTally.from_dict(state["sampler"]) if "sampler" in state else None,
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None

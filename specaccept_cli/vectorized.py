@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.batch import FloatArray, IntArray
 
@@ -25,6 +26,7 @@ class BatchOutcome:
     accepted: IntArray  # accepted-prefix length per run, 0 <= a <= k
     passing_tokens: int  # tokens that pass their own test, also after a rejection
     threshold_sum_fixed: int  # sum of min(1, p/q) over drafted tokens, times THRESHOLD_SCALE
+    sampled_tokens: int  # tokens with a logged (p, q, r); 0 for greedy logs
 
 
 def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray) -> BatchOutcome:
@@ -34,19 +36,36 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
     token, or its length when none fails: find all failing token positions once,
     then for each run the first one at or after its start (searchsorted).
     """
+    thresholds = accept_thresholds(p, q)
+    passed = r <= thresholds
+    fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
+    return BatchOutcome(
+        k=np.diff(offsets).astype(np.int64),
+        accepted=prefix_lengths(offsets, passed),
+        passing_tokens=int(np.count_nonzero(passed)),
+        threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
+        sampled_tokens=int(p.shape[0]),
+    )
+
+
+def accept_thresholds(p: FloatArray, q: FloatArray) -> FloatArray:
+    """min(1, p/q) per token, in IEEE double like the scalar rule (q = 0 gives inf or nan, never a warning)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.minimum(1.0, p / q)
+
+
+def prefix_lengths(offsets: IntArray, passed: npt.NDArray[np.bool_]) -> IntArray:
+    """Per run, how many tokens from its start pass before the first one that does not."""
     starts = offsets[:-1]
     ends = offsets[1:]
     total = int(offsets[-1]) if offsets.shape[0] else 0
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        thresholds = np.minimum(1.0, p / q)
-    passed = r <= thresholds
     failing = np.flatnonzero(~passed)
     first_failure = np.append(failing, total)[np.searchsorted(failing, starts)]
-    accepted = (np.minimum(first_failure, ends) - starts).astype(np.int64)
-    fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
-    return BatchOutcome(
-        k=(ends - starts).astype(np.int64),
-        accepted=accepted,
-        passing_tokens=int(np.count_nonzero(passed)),
-        threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
-    )
+    lengths: IntArray = (np.minimum(first_failure, ends) - starts).astype(np.int64)
+    return lengths
+
+
+def run_sums(offsets: IntArray, values: npt.NDArray[np.generic]) -> npt.NDArray[np.float64]:
+    """Per run, the sum of its tokens' values (empty runs sum to 0)."""
+    cumulative = np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
+    return cumulative[offsets[1:]] - cumulative[offsets[:-1]]
