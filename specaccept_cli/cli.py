@@ -14,7 +14,7 @@ from typing import IO, Any, NoReturn
 import click
 
 from specaccept_cli import __version__
-from specaccept_cli.errors import InputError, SpecacceptError
+from specaccept_cli.errors import ChecksFailed, InputError, SpecacceptError
 from specaccept_cli.text import visible
 
 EXIT_OK = 0
@@ -43,6 +43,10 @@ class SpecacceptGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except ChecksFailed as exc:
+            for message in exc.messages:
+                _error_line(message)
+            ctx.exit(EXIT_GATE)
         except InputError as exc:
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
@@ -95,15 +99,72 @@ def _stdout() -> IO[bytes]:
     return sys.stdout.buffer
 
 
+class FiniteFloat(click.FloatRange):
+    """A float in a range; unlike click.FloatRange, nan and inf are refused (nan compares false to any bound)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def _gate_options(command: Any) -> Any:
+    gates = [
+        ("--min-alpha", FiniteFloat(0.0, 1.0), "Exit 1 unless alpha (accepted / examined) is at least X."),
+        ("--min-tokens-per-pass", FiniteFloat(min=1.0), "Exit 1 unless tokens per pass is at least X."),
+        ("--min-acceptance-rate", FiniteFloat(0.0, 1.0), "Exit 1 unless accepted / drafted is at least X."),
+    ]
+    for name, kind, help_text in reversed(gates):
+        command = click.option(name, type=kind, metavar="X", default=None, help=help_text)(command)
+    return command
+
+
+def _comparison_options(command: Any) -> Any:
+    from specaccept_cli.gates import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
+
+    options = [
+        click.option(
+            "--max-drop",
+            type=FiniteFloat(0.0, 1.0, max_open=True),
+            default=DEFAULT_MAX_DROP,
+            show_default=True,
+            metavar="FRACTION",
+            help="Relative drop from the baseline tolerated before a metric can regress.",
+        ),
+        click.option(
+            "--significance",
+            type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
+            default=DEFAULT_SIGNIFICANCE,
+            show_default=True,
+            metavar="P",
+            help="A drop beyond --max-drop regresses only when its one-sided p-value is below P.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _github_option(command: Any) -> Any:
+    return click.option(
+        "--github",
+        is_flag=True,
+        help="GitHub Actions: append the markdown report to $GITHUB_STEP_SUMMARY; an ::error:: line per failed check.",
+    )(command)
+
+
 @cli.command()
 @click.argument("inputs", nargs=-1, metavar="[INPUT]...")
 @click.option(
     "-o",
     "--output",
-    type=click.Choice(["table", "json", "jsonl", "csv"]),
+    type=click.Choice(["table", "json", "markdown", "jsonl", "csv"]),
     default="table",
     show_default=True,
-    help="table: Rich view; json: the summary; jsonl/csv: one record per run, streamed.",
+    help="table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
 )
 @click.option(
     "--format",
@@ -127,6 +188,21 @@ def _stdout() -> IO[bytes]:
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@_gate_options
+@click.option(
+    "--summary-out",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Also write the summary JSON to PATH (atomically), whatever -o is: a later baseline or merge input.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Compare alpha and tokens per pass with this summary JSON; exit 1 on a significant drop.",
+)
+@_comparison_options
+@_github_option
 def audit(
     inputs: tuple[str, ...],
     output: str,
@@ -137,21 +213,34 @@ def audit(
     id_fields: tuple[str, ...],
     max_rows: int,
     quiet: bool,
+    min_alpha: float | None,
+    min_tokens_per_pass: float | None,
+    min_acceptance_rate: float | None,
+    summary_out: str | None,
+    baseline: str | None,
+    max_drop: float,
+    significance: float,
+    github: bool,
 ) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
     INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
     a directory of Parquet shards, or - for stdin (the default when stdin is a pipe).
 
+    Gates (--min-*) and a --baseline comparison exit 1 when they fail, after the
+    normal output; each failure is one line on stderr.
+
     \b
     Examples:
       specaccept audit logs.jsonl.gz
       zcat logs.jsonl.gz | specaccept audit - -o json
       specaccept audit shards/ -o jsonl --id-field request_id | head
+      specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
     """
     from specaccept_cli.batch import FieldSpec
     from specaccept_cli.pipeline import summarise
     from specaccept_cli.sources import STDIN, expand_inputs, read_source
+    from specaccept_cli.summary_files import read_summary_file, summary_of
 
     paths = list(inputs)
     if not paths:
@@ -162,6 +251,8 @@ def audit(
     if paths.count(STDIN) > 1:
         raise click.UsageError("stdin (-) can be read only once")
     fields = FieldSpec(p=p_field, q=q_field, r=r_field, extras=tuple(dict.fromkeys(id_fields)))
+    # Read the baseline before the logs: a bad baseline should not cost a long audit.
+    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
 
     def fail(error: InputError) -> None:
         raise error
@@ -185,29 +276,94 @@ def audit(
                 return summarise(batches(progress), sink)
         return summarise(batches(), sink)
 
+    preview = render.RunPreview(max_rows)
     if output in ("jsonl", "csv"):
         from specaccept_cli.records import CsvWriter, JsonlWriter
 
         writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), fields.extras)
-        run(writer.write)
+        summary = run(writer.write)
         writer.close()
-        return
-    if output == "json":
+    elif output == "table" and max_rows:
+
+        def keep(batch: Any, outcome: Any) -> None:
+            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+
+        summary = run(keep)
+    else:
         summary = run()
+
+    from specaccept_cli.gates import check_gates, compare
+    from specaccept_cli.summary_files import json_bytes
+
+    if summary_out is not None:
+        _write_file(summary_out, json_bytes(summary.to_dict()))
+    thresholds = {
+        "min_alpha": min_alpha,
+        "min_tokens_per_pass": min_tokens_per_pass,
+        "min_acceptance_rate": min_acceptance_rate,
+    }
+    gates = check_gates(summary, thresholds)
+    comparison = None if baseline_summary is None else compare(baseline_summary, summary, max_drop, significance)
+
+    if output == "json":
+        data = summary.to_dict()
+        if gates:
+            data["gates"] = [result.to_dict() for result in gates]
+        if comparison is not None:
+            data["comparison"] = comparison.to_dict()
         out = _stdout()
-        out.write(render.summary_json(summary))
+        out.write(json_bytes(data))
         out.flush()
-        return
-    preview = render.RunPreview(max_rows)
+    elif output == "markdown":
+        click.echo(render.markdown_report(summary, gates, comparison), nl=False)
+    elif output == "table":
+        console = Console()
+        if max_rows:
+            console.print(render.runs_table(preview))
+        console.print(render.summary_view(summary))
+        if gates:
+            console.print(render.gates_view(gates))
+        if comparison is not None:
+            console.print(render.comparison_view(comparison))
 
-    def keep(batch: Any, outcome: Any) -> None:
-        preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+    failures = [f"gate failed: {result.message()}" for result in gates if not result.passed]
+    if comparison is not None:
+        failures += [row.message(max_drop, significance) for row in comparison.failures]
+    if github:
+        where = _describe_inputs(paths)
+        annotations = [("specaccept gate", f"{result.message()} ({where})") for result in gates if not result.passed]
+        if comparison is not None:
+            annotations += [
+                ("specaccept regression", f"{row.message(max_drop, significance)} (baseline {baseline}; {where})")
+                for row in comparison.failures
+            ]
+        _report_to_github(render.markdown_report(summary, gates, comparison), annotations)
+    if failures:
+        raise ChecksFailed(failures)
 
-    summary = run(keep)
-    console = Console()
-    if max_rows:
-        console.print(render.runs_table(preview))
-    console.print(render.summary_view(summary))
+
+def _describe_inputs(paths: list[str], shown: int = 3) -> str:
+    names = ["stdin" if path == "-" else path for path in paths]
+    more = len(names) - shown
+    listed = ", ".join(names[:shown])
+    return f"input {listed}" + (f" and {more} more" if more > 0 else "")
+
+
+def _report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
+    """Append `markdown` to the job's step summary (when the runner set $GITHUB_STEP_SUMMARY) and print
+    one `::error::` workflow command per failed check, on stderr so stdout stays the command's output.
+    """
+    from specaccept_cli.text import workflow_command
+
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as handle:
+                handle.write(markdown + "\n")
+        except OSError as exc:
+            raise SpecacceptError(f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}") from None
+    for title, message in annotations:
+        click.echo(workflow_command("error", message, title=title), err=True)
 
 
 def _parse_list(text: str, name: str) -> list[float]:
@@ -333,6 +489,104 @@ def _write_atomically(path: str, write: Any) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """`data` to `path` atomically; a path that cannot be written is an input error (exit 2), not a traceback."""
+    try:
+        _write_atomically(path, lambda handle: handle.write(data))
+    except OSError as exc:
+        raise SpecacceptError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@cli.command()
+@click.argument("baseline_path", metavar="BASELINE.json", type=click.Path(dir_okay=False))
+@click.argument("current_path", metavar="CURRENT.json", type=click.Path(dir_okay=False))
+@_comparison_options
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "markdown"]),
+    default="table",
+    show_default=True,
+    help="table: Rich view; json: the comparison object; markdown: a GitHub table.",
+)
+@_github_option
+def diff(
+    baseline_path: str, current_path: str, max_drop: float, significance: float, output: str, github: bool
+) -> None:
+    """Compare two saved summaries as `audit --baseline` does; exit 1 when a metric regressed.
+
+    \b
+    Example:
+      specaccept diff main.json pr.json --max-drop 0.02 --significance 0.01
+    """
+    from specaccept_cli.gates import compare
+    from specaccept_cli.summary_files import json_bytes, read_summary_file, summary_of
+
+    baseline = summary_of(read_summary_file(baseline_path), baseline_path)
+    current = summary_of(read_summary_file(current_path), current_path)
+    comparison = compare(baseline, current, max_drop, significance)
+
+    from specaccept_cli import render
+
+    if output == "json":
+        data = {
+            "schema": "specaccept.comparison/1",
+            "baseline_file": baseline_path,
+            "current_file": current_path,
+            **comparison.to_dict(),
+        }
+        out = _stdout()
+        out.write(json_bytes(data))
+        out.flush()
+    elif output == "markdown":
+        click.echo(render.markdown_report(None, (), comparison), nl=False)
+    else:
+        from rich.console import Console
+
+        Console().print(render.comparison_view(comparison))
+    failures = [row.message(max_drop, significance) for row in comparison.failures]
+    if github:
+        annotations = [
+            ("specaccept regression", f"{message} (baseline {baseline_path}; current {current_path})")
+            for message in failures
+        ]
+        _report_to_github(render.markdown_report(None, (), comparison), annotations)
+    if failures:
+        raise ChecksFailed(failures)
+
+
+@cli.command()
+@click.argument("summaries", nargs=-1, required=True, metavar="SUMMARY.json...", type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default="-",
+    help="Where to write the merged summary (stdout by default); written atomically.",
+)
+def merge(summaries: tuple[str, ...], output_path: str) -> None:
+    """Merge summaries of shards into exactly the summary of all of them.
+
+    Counters add, and every estimate is recomputed from the sum. Summaries with
+    `groups` merge group by group.
+
+    \b
+    Example:
+      specaccept merge shard-*.json -o all.json
+    """
+    from specaccept_cli.summary_files import json_bytes, merge_summaries, read_summary_file
+
+    merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
+    data = json_bytes(merged)
+    if output_path == "-":
+        out = _stdout()
+        out.write(data)
+        out.flush()
+    else:
+        _write_file(output_path, data)
 
 
 def main() -> None:
