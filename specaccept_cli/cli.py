@@ -251,6 +251,11 @@ def audit(
     if paths.count(STDIN) > 1:
         raise click.UsageError("stdin (-) can be read only once")
     fields = FieldSpec(p=p_field, q=q_field, r=r_field, extras=tuple(dict.fromkeys(id_fields)))
+    if baseline is None:
+        ctx = click.get_current_context()
+        for name in ("max_drop", "significance"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
     # Read the baseline before the logs: a bad baseline should not cost a long audit.
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
 
@@ -295,8 +300,10 @@ def audit(
     from specaccept_cli.gates import check_gates, compare
     from specaccept_cli.summary_files import json_bytes
 
+    # The one summary object: --summary-out writes it, -o json prints it (plus the checks' results).
+    summary_object = summary.to_dict()
     if summary_out is not None:
-        _write_file(summary_out, json_bytes(summary.to_dict()))
+        _write_file(summary_out, json_bytes(summary_object))
     thresholds = {
         "min_alpha": min_alpha,
         "min_tokens_per_pass": min_tokens_per_pass,
@@ -306,7 +313,7 @@ def audit(
     comparison = None if baseline_summary is None else compare(baseline_summary, summary, max_drop, significance)
 
     if output == "json":
-        data = summary.to_dict()
+        data = dict(summary_object)
         if gates:
             data["gates"] = [result.to_dict() for result in gates]
         if comparison is not None:
@@ -326,18 +333,30 @@ def audit(
         if comparison is not None:
             console.print(render.comparison_view(comparison))
 
-    failures = [f"gate failed: {result.message()}" for result in gates if not result.passed]
-    if comparison is not None:
-        failures += [row.message(max_drop, significance) for row in comparison.failures]
-    if github:
-        where = _describe_inputs(paths)
-        annotations = [("specaccept gate", f"{result.message()} ({where})") for result in gates if not result.passed]
-        if comparison is not None:
-            annotations += [
-                ("specaccept regression", f"{row.message(max_drop, significance)} (baseline {baseline}; {where})")
-                for row in comparison.failures
-            ]
-        _report_to_github(render.markdown_report(summary, gates, comparison), annotations)
+    markdown = render.markdown_report(summary, gates, comparison) if github else None
+    where = _describe_inputs(paths)
+    _conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}")
+
+
+def _conclude_checks(
+    gates: Any, comparison: Any, github_markdown: str | None, gate_context: str, regression_context: str
+) -> None:
+    """After the output: one stderr line per failed check, the GitHub report when asked for, exit 1 on failure.
+
+    The contexts (which inputs, which baseline) go into the GitHub annotations only, which are
+    read away from the log; the stderr lines sit right under the command that produced them.
+    """
+    failed_gates = [result.message() for result in gates if not result.passed]
+    regressions = (
+        []
+        if comparison is None
+        else [row.message(comparison.max_drop, comparison.significance) for row in comparison.failures]
+    )
+    if github_markdown is not None:
+        annotations = [("specaccept gate", f"{message} ({gate_context})") for message in failed_gates]
+        annotations += [("specaccept regression", f"{message} ({regression_context})") for message in regressions]
+        _report_to_github(github_markdown, annotations)
+    failures = [f"gate failed: {message}" for message in failed_gates] + regressions
     if failures:
         raise ChecksFailed(failures)
 
@@ -546,15 +565,8 @@ def diff(
         from rich.console import Console
 
         Console().print(render.comparison_view(comparison))
-    failures = [row.message(max_drop, significance) for row in comparison.failures]
-    if github:
-        annotations = [
-            ("specaccept regression", f"{message} (baseline {baseline_path}; current {current_path})")
-            for message in failures
-        ]
-        _report_to_github(render.markdown_report(None, (), comparison), annotations)
-    if failures:
-        raise ChecksFailed(failures)
+    markdown = render.markdown_report(None, (), comparison) if github else None
+    _conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
 
 
 @cli.command()

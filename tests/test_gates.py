@@ -142,6 +142,13 @@ def test_bad_gate_values_are_usage_errors(hand_log: Path, args: list[str]) -> No
     assert args[0] in result.stderr
 
 
+@pytest.mark.parametrize("option", ["--max-drop", "--significance"])
+def test_comparison_options_need_a_baseline(hand_log: Path, option: str) -> None:
+    result = invoke("audit", str(hand_log), option, "0.05")
+    assert result.exit_code == 2
+    assert f"{option} applies to a comparison: give --baseline too" in result.stderr
+
+
 def test_check_gates_is_pure_and_ordered() -> None:
     counts = np.zeros((4, 4), dtype=np.int64)
     counts[3, 1] = 1  # one run: k=3, a=1 -> alpha 1/2, tokens per pass 2, acceptance rate 1/3
