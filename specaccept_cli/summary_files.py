@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 
 from specaccept_cli.errors import InputError
@@ -53,12 +54,44 @@ def read_summary_file(path: str) -> dict[str, Any]:
     return data
 
 
+# The state is a dense (k + 1) x (k + 1) matrix: a corrupt or hostile file must not make it huge.
+MAX_DRAFT_LENGTH = 4096
+
+
 def summary_of(data: dict[str, Any], source: str) -> Summary:
     """`Summary.from_dict`, with its complaints turned into an InputError naming `source`."""
+    state = data.get("state")
+    joint = state.get("joint_counts") if isinstance(state, dict) else None
+    if isinstance(joint, list):
+        for triple in joint:
+            k = triple[0] if isinstance(triple, list) and triple else None
+            if isinstance(k, (int, float)) and k > MAX_DRAFT_LENGTH:
+                raise InputError(
+                    source, None, f"implausible draft length {k} in joint_counts (over {MAX_DRAFT_LENGTH})"
+                )
     try:
-        return Summary.from_dict(data)
-    except (ValueError, MemoryError) as exc:  # MemoryError: an absurd draft length in joint_counts
+        with np.errstate(over="raise"):  # repeated triples whose counts add beyond int64
+            summary = Summary.from_dict(data)
+    except (ValueError, ArithmeticError, MemoryError) as exc:  # ArithmeticError: a count beyond int64
         raise InputError(source, None, f"not a usable summary: {exc}") from None
+    _check_range(summary, source)
+    return summary
+
+
+INT64_MAX = 2**63 - 1
+
+
+def _check_range(summary: Summary, source: str) -> None:
+    """Counters that fit the int64 arithmetic of the estimates (a wrapped sum turns negative silently)."""
+    counts = summary.counts
+    runs = sum(int(n) for n in counts.ravel())  # Python ints: this sum cannot wrap
+    if (
+        bool((counts < 0).any())
+        or runs * (summary.max_k + 1) > INT64_MAX
+        or not 0 <= summary.passing_tokens <= INT64_MAX
+        or not 0 <= summary.threshold_sum_fixed <= INT64_MAX
+    ):
+        raise InputError(source, None, "counters out of range (negative, or too large for 64-bit sums)")
 
 
 def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -74,6 +107,7 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
     total = Summary()
     for source, data in objects:
         total = total + summary_of(data, source)
+        _check_range(total, f"{source} (merged so far)")
     merged = total.to_dict()
     with_groups = [source for source, data in objects if GROUPS_KEY in data]
     if with_groups and len(with_groups) != len(objects):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from itertools import pairwise
 from pathlib import Path
@@ -71,6 +72,26 @@ def test_a_summary_file_alone_is_a_baseline(hand_log: Path, tmp_path: Path) -> N
     ("content", "message"),
     [
         (None, "cannot read: No such file or directory"),
+        (
+            b'{"schema": "specaccept.summary/1", "state": {"joint_counts": [[3, 0, 1e30]], "passing_tokens": 0, '
+            b'"threshold_sum_fixed": 0}}',
+            "not a usable summary",
+        ),
+        (
+            b'{"schema": "specaccept.summary/1", "state": {"joint_counts": [[3, 0, 1]], "passing_tokens": 0, '
+            b'"threshold_sum_fixed": 1000000000000000000000000000}}',
+            "counters out of range",
+        ),
+        (
+            b'{"schema": "specaccept.summary/1", "state": {"joint_counts": [[3, 0, 4611686018427387904], '
+            b'[3, 0, 4611686018427387904]], "passing_tokens": 0, "threshold_sum_fixed": 0}}',
+            "not a usable summary: overflow",
+        ),
+        (
+            b'{"schema": "specaccept.summary/1", "state": {"joint_counts": [[100000, 0, 1]], "passing_tokens": 0, '
+            b'"threshold_sum_fixed": 0}}',
+            "implausible draft length 100000",
+        ),
         (b"{not json", "not a JSON summary"),
         (b"[1, 2]", "not a specaccept.summary/1 object (a JSON list)"),
         (b'{"schema": "other/1"}', "not a specaccept.summary/1 object (schema: 'other/1')"),
@@ -208,3 +229,58 @@ def test_merge_refuses_to_mix_grouped_and_plain_summaries(tmp_path: Path) -> Non
 
 def test_merge_needs_at_least_one_file() -> None:
     assert invoke("merge").exit_code == 2
+
+
+# --- whatever is in the file: exit 0, 1 or 2, never a traceback ------------------------------
+
+_json_scalars = st.none() | st.booleans() | st.integers(-3, 12) | st.floats(allow_nan=False) | st.text(max_size=3)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=12,
+)
+_states = st.fixed_dictionaries(
+    {},
+    optional={
+        "joint_counts": st.lists(
+            st.lists(st.integers(-2, 12) | st.sampled_from([10**30, 1e30, 2**63, 10**5]) | _json_scalars, max_size=4),
+            max_size=5,
+        )
+        | _json_values,
+        "passing_tokens": st.integers(-5, 50) | st.just(2**63 - 1) | _json_values,
+        "threshold_sum_fixed": st.integers(-5, 10**12) | st.sampled_from([2**63 - 1, 10**30]) | _json_values,
+        "threshold_scale": _json_values,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    body=st.one_of(
+        st.binary(max_size=40),
+        st.builds(lambda v: json.dumps(v).encode(), _json_values),
+        st.builds(lambda s: json.dumps({"schema": "specaccept.summary/1", "state": s}).encode(), _states),
+    )
+)
+def test_any_summary_file_gives_0_1_or_2(body: bytes) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "fuzz.json"
+        path.write_bytes(body)
+        good = save(simulated(30, 0.7, seed=1), Path(directory) / "good.json")
+        commands = (["diff", str(good), str(path)], ["diff", str(path), str(good)], ["merge", str(path), str(path)])
+        for args in commands:
+            result = invoke(*args)  # catch_exceptions=False: a traceback fails the test
+            assert result.exit_code in (0, 1, 2)
+            if result.exit_code == 2:
+                assert len(result.stderr.splitlines()) == 1 or result.stderr.startswith("Usage:")
+
+
+def test_merge_refuses_counters_that_would_overflow(tmp_path: Path) -> None:
+    big = 2**60  # 4 x 2^60 tokens fit in int64; twice that does not
+    state = {"joint_counts": [[3, 3, big]], "passing_tokens": 0, "threshold_sum_fixed": 0}
+    path = tmp_path / "big.json"
+    path.write_bytes(orjson.dumps({"schema": "specaccept.summary/1", "state": state}))
+    assert invoke("merge", str(path)).exit_code == 0
+    result = invoke("merge", str(path), str(path))
+    assert result.exit_code == 2
+    assert "(merged so far): counters out of range" in result.stderr
