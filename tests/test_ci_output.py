@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner, Result
 
 from specaccept_cli.cli import cli
 from specaccept_cli.text import workflow_command, workflow_data, workflow_property
-from tests.conftest import SEED_FIRST, invoke, write_jsonl
+from tests.conftest import SEED_FIRST, invoke, run_process, write_jsonl
 from tests.test_gates import HAND_ROWS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -161,3 +162,16 @@ def test_diff_github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def invoke_env(env: dict[str, str], *args: str) -> Result:
     return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_github_in_a_real_process_keeps_stdout_json(logs: tuple[str, str], tmp_path: Path) -> None:
+    _, current = logs
+    step_summary = tmp_path / "step.md"
+    result = run_process(
+        "audit", str(tmp_path / current), "-o", "json", "--github", "--min-alpha", "0.9",
+        env={"GITHUB_STEP_SUMMARY": str(step_summary)},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert orjson.loads(result.stdout)["gates"][0]["passed"] is False
+    assert result.stderr.decode().splitlines()[0].startswith("::error title=specaccept gate::alpha = 0.75 is below")
+    assert "### Gates" in step_summary.read_text()
