@@ -323,6 +323,8 @@ class SamplerTally:
             raise ValueError("r_histogram_bins differs from this version's")
         histogram = _empty_histogram()
         for index, count in data["r_histogram"]:
+            if not (0 <= int(index) < R_HISTOGRAM_BINS and int(count) >= 0):
+                raise ValueError(f"r_histogram holds an impossible bin ({index}, {count})")
             histogram[int(index)] += int(count)
         return cls(
             significance=float(data["significance"]),

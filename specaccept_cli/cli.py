@@ -14,7 +14,7 @@ from typing import IO, Any, NoReturn
 import click
 
 from specaccept_cli import __version__
-from specaccept_cli.errors import InputError, SpecacceptError
+from specaccept_cli.errors import ChecksFailed, InputError, SpecacceptError
 from specaccept_cli.text import visible
 
 EXIT_OK = 0
@@ -43,6 +43,10 @@ class SpecacceptGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except ChecksFailed as exc:
+            for message in exc.messages:
+                _error_line(message)
+            ctx.exit(EXIT_GATE)
         except InputError as exc:
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
@@ -97,15 +101,72 @@ def _stdout() -> IO[bytes]:
     return sys.stdout.buffer
 
 
+class FiniteFloat(click.FloatRange):
+    """A float in a range; unlike click.FloatRange, nan and inf are refused (nan compares false to any bound)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def _gate_options(command: Any) -> Any:
+    gates = [
+        ("--min-alpha", FiniteFloat(0.0, 1.0), "Exit 1 unless alpha (accepted / examined) is at least X."),
+        ("--min-tokens-per-pass", FiniteFloat(min=1.0), "Exit 1 unless tokens per pass is at least X."),
+        ("--min-acceptance-rate", FiniteFloat(0.0, 1.0), "Exit 1 unless accepted / drafted is at least X."),
+    ]
+    for name, kind, help_text in reversed(gates):
+        command = click.option(name, type=kind, metavar="X", default=None, help=help_text)(command)
+    return command
+
+
+def _comparison_options(command: Any) -> Any:
+    from specaccept_cli.gates import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
+
+    options = [
+        click.option(
+            "--max-drop",
+            type=FiniteFloat(0.0, 1.0, max_open=True),
+            default=DEFAULT_MAX_DROP,
+            show_default=True,
+            metavar="FRACTION",
+            help="Relative drop from the baseline tolerated before a metric can regress.",
+        ),
+        click.option(
+            "--significance",
+            type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
+            default=DEFAULT_SIGNIFICANCE,
+            show_default=True,
+            metavar="P",
+            help="A drop beyond --max-drop regresses only when its one-sided p-value is below P.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _github_option(command: Any) -> Any:
+    return click.option(
+        "--github",
+        is_flag=True,
+        help="GitHub Actions: append the markdown report to $GITHUB_STEP_SUMMARY; an ::error:: line per failed check.",
+    )(command)
+
+
 @cli.command()
 @click.argument("inputs", nargs=-1, metavar="[INPUT]...")
 @click.option(
     "-o",
     "--output",
-    type=click.Choice(["table", "json", "jsonl", "csv"]),
+    type=click.Choice(["table", "json", "markdown", "jsonl", "csv"]),
     default="table",
     show_default=True,
-    help="table: Rich view; json: the summary; jsonl/csv: one record per run, streamed.",
+    help="table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
 )
 @click.option(
     "--format",
@@ -159,6 +220,21 @@ def _stdout() -> IO[bytes]:
     callback=_check_field_path,
     help="Greedy logs: dotted path of the target's argmax token ids (k, or k + 1 with the bonus).",
 )
+@_gate_options
+@click.option(
+    "--summary-out",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Also write the summary JSON to PATH (atomically), whatever -o is: a later baseline or merge input.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Compare alpha and tokens per pass with this summary JSON; exit 1 on a significant drop.",
+)
+@_comparison_options
+@_github_option
 def audit(
     inputs: tuple[str, ...],
     output: str,
@@ -175,21 +251,34 @@ def audit(
     sampler_significance: float,
     draft_tokens_field: str | None,
     target_tokens_field: str | None,
+    min_alpha: float | None,
+    min_tokens_per_pass: float | None,
+    min_acceptance_rate: float | None,
+    summary_out: str | None,
+    baseline: str | None,
+    max_drop: float,
+    significance: float,
+    github: bool,
 ) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
     INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
     a directory of Parquet shards, or - for stdin (the default when stdin is a pipe).
 
+    Gates (--min-*) and a --baseline comparison exit 1 when they fail, after the
+    normal output; each failure is one line on stderr.
+
     \b
     Examples:
       specaccept audit logs.jsonl.gz
       zcat logs.jsonl.gz | specaccept audit - -o json
       specaccept audit shards/ -o jsonl --id-field request_id | head
+      specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
     """
     from specaccept_cli.batch import FieldSpec
     from specaccept_cli.pipeline import AuditPlan, summarise
     from specaccept_cli.sources import STDIN, expand_inputs, read_source
+    from specaccept_cli.summary_files import read_summary_file, summary_of
 
     paths = list(inputs)
     if not paths:
@@ -218,6 +307,13 @@ def audit(
         reported_field=reported_field, check_sampler=check_sampler, sampler_significance=sampler_significance
     )
     column_names = ("reported", "mismatch") if reported_field else ()
+    if baseline is None:
+        ctx = click.get_current_context()
+        for name in ("max_drop", "significance"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
+    # Read the baseline before the logs: a bad baseline should not cost a long audit.
+    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
 
     def fail(error: InputError) -> None:
         raise error
@@ -241,37 +337,119 @@ def audit(
                 return summarise(batches(progress), sink, plan)
         return summarise(batches(), sink, plan)
 
+    preview = render.RunPreview(max_rows)
     if output in ("jsonl", "csv"):
         from specaccept_cli.records import CsvWriter, JsonlWriter
 
         writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), id_fields, column_names)
         summary = run(writer.write)
         writer.close()
-    elif output == "json":
-        summary = run()
-        out = _stdout()
-        out.write(render.summary_json(summary))
-        out.flush()
-    else:
-        preview = render.RunPreview(max_rows)
+    elif output == "table" and max_rows:
 
         def keep(batch: Any, outcome: Any, columns: Any) -> None:
             preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
 
         summary = run(keep)
+    else:
+        summary = run()
+
+    from specaccept_cli.gates import check_gates, compare
+    from specaccept_cli.summary_files import json_bytes
+
+    # The one summary object: --summary-out writes it, -o json prints it (plus the checks' results).
+    summary_object = summary.to_dict()
+    if summary_out is not None:
+        _write_file(summary_out, json_bytes(summary_object))
+    thresholds = {
+        "min_alpha": min_alpha,
+        "min_tokens_per_pass": min_tokens_per_pass,
+        "min_acceptance_rate": min_acceptance_rate,
+    }
+    gates = check_gates(summary, thresholds)
+    comparison = None if baseline_summary is None else compare(baseline_summary, summary, max_drop, significance)
+
+    if output == "json":
+        data = dict(summary_object)
+        if gates:
+            data["gates"] = [result.to_dict() for result in gates]
+        if comparison is not None:
+            data["comparison"] = comparison.to_dict()
+        out = _stdout()
+        out.write(json_bytes(data))
+        out.flush()
+    elif output == "markdown":
+        click.echo(render.markdown_report(summary, gates, comparison), nl=False)
+    elif output == "table":
         console = Console()
         if max_rows:
             console.print(render.runs_table(preview))
         console.print(render.summary_view(summary))
         for view in render.audit_views(summary):
             console.print(view)
+        if gates:
+            console.print(render.gates_view(gates))
+        if comparison is not None:
+            console.print(render.comparison_view(comparison))
+
+    markdown = render.markdown_report(summary, gates, comparison) if github else None
+    where = _describe_inputs(paths)
     from specaccept_cli.audit import audit_failures
 
-    failures = audit_failures(summary.reported, summary.sampler, max_mismatches)
-    for failure in failures:
-        _error_line(failure)
+    audits = audit_failures(summary.reported, summary.sampler, max_mismatches)
+    _conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
+
+
+def _conclude_checks(
+    gates: Any,
+    comparison: Any,
+    github_markdown: str | None,
+    gate_context: str,
+    regression_context: str,
+    audits: list[str] | None = None,
+) -> None:
+    """After the output: one stderr line per failed check, the GitHub report when asked for, exit 1 on failure.
+
+    The contexts (which inputs, which baseline) go into the GitHub annotations only, which are
+    read away from the log; the stderr lines sit right under the command that produced them.
+    """
+    failed_gates = [result.message() for result in gates if not result.passed]
+    regressions = (
+        []
+        if comparison is None
+        else [row.message(comparison.max_drop, comparison.significance) for row in comparison.failures]
+    )
+    if github_markdown is not None:
+        annotations = [("specaccept gate", f"{message} ({gate_context})") for message in failed_gates]
+        annotations += [("specaccept regression", f"{message} ({regression_context})") for message in regressions]
+        annotations += [("specaccept audit", f"{message} ({gate_context})") for message in audits or []]
+        _report_to_github(github_markdown, annotations)
+    failures = [f"gate failed: {message}" for message in failed_gates] + regressions + list(audits or [])
     if failures:
-        click.get_current_context().exit(EXIT_GATE)
+        raise ChecksFailed(failures)
+
+
+def _describe_inputs(paths: list[str], shown: int = 3) -> str:
+    names = ["stdin" if path == "-" else path for path in paths]
+    more = len(names) - shown
+    listed = ", ".join(names[:shown])
+    return f"input {listed}" + (f" and {more} more" if more > 0 else "")
+
+
+def _report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
+    """Append `markdown` to the job's step summary (when the runner set $GITHUB_STEP_SUMMARY) and print
+    one `::error::` workflow command per failed check, on stderr so stdout stays the command's output.
+    """
+    from specaccept_cli.text import workflow_command
+
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as handle:
+                handle.write(markdown + "\n")
+        except OSError as exc:
+            raise SpecacceptError(f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}") from None
+    for title, message in annotations:
+        click.echo(workflow_command("error", message, title=title), err=True)
 
 
 def _parse_list(text: str, name: str) -> list[float]:
@@ -397,6 +575,97 @@ def _write_atomically(path: str, write: Any) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """`data` to `path` atomically; a path that cannot be written is an input error (exit 2), not a traceback."""
+    try:
+        _write_atomically(path, lambda handle: handle.write(data))
+    except OSError as exc:
+        raise SpecacceptError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@cli.command()
+@click.argument("baseline_path", metavar="BASELINE.json", type=click.Path(dir_okay=False))
+@click.argument("current_path", metavar="CURRENT.json", type=click.Path(dir_okay=False))
+@_comparison_options
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "markdown"]),
+    default="table",
+    show_default=True,
+    help="table: Rich view; json: the comparison object; markdown: a GitHub table.",
+)
+@_github_option
+def diff(
+    baseline_path: str, current_path: str, max_drop: float, significance: float, output: str, github: bool
+) -> None:
+    """Compare two saved summaries as `audit --baseline` does; exit 1 when a metric regressed.
+
+    \b
+    Example:
+      specaccept diff main.json pr.json --max-drop 0.02 --significance 0.01
+    """
+    from specaccept_cli.gates import compare
+    from specaccept_cli.summary_files import json_bytes, read_summary_file, summary_of
+
+    baseline = summary_of(read_summary_file(baseline_path), baseline_path)
+    current = summary_of(read_summary_file(current_path), current_path)
+    comparison = compare(baseline, current, max_drop, significance)
+
+    from specaccept_cli import render
+
+    if output == "json":
+        data = {
+            "schema": "specaccept.comparison/1",
+            "baseline_file": baseline_path,
+            "current_file": current_path,
+            **comparison.to_dict(),
+        }
+        out = _stdout()
+        out.write(json_bytes(data))
+        out.flush()
+    elif output == "markdown":
+        click.echo(render.markdown_report(None, (), comparison), nl=False)
+    else:
+        from rich.console import Console
+
+        Console().print(render.comparison_view(comparison))
+    markdown = render.markdown_report(None, (), comparison) if github else None
+    _conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
+
+
+@cli.command()
+@click.argument("summaries", nargs=-1, required=True, metavar="SUMMARY.json...", type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default="-",
+    help="Where to write the merged summary (stdout by default); written atomically.",
+)
+def merge(summaries: tuple[str, ...], output_path: str) -> None:
+    """Merge summaries of shards into exactly the summary of all of them.
+
+    Counters add, and every estimate is recomputed from the sum. Summaries with
+    `groups` merge group by group.
+
+    \b
+    Example:
+      specaccept merge shard-*.json -o all.json
+    """
+    from specaccept_cli.summary_files import json_bytes, merge_summaries, read_summary_file
+
+    merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
+    data = json_bytes(merged)
+    if output_path == "-":
+        out = _stdout()
+        out.write(data)
+        out.flush()
+    else:
+        _write_file(output_path, data)
 
 
 def main() -> None:

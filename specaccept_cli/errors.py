@@ -30,3 +30,14 @@ class InputError(SpecacceptError):
 
 class UsageError(SpecacceptError):
     """A bad option value or combination found after Click's own parsing."""
+
+
+class ChecksFailed(SpecacceptError):
+    """Gates or a baseline comparison failed (exit status 1); one message per failed check.
+
+    Not a user mistake: the command's normal output has been printed already.
+    """
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages

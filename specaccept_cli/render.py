@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import orjson
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -16,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specaccept_cli.audit import RULES
+from specaccept_cli.gates import Comparison, GateResult
 from specaccept_cli.sources import Source
 from specaccept_cli.summary import Summary
 from specaccept_cli.text import visible
@@ -74,7 +74,14 @@ def summary_table(summary: Summary) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
-    rows = [
+    for row in summary_rows(summary):
+        table.add_row(*row)
+    return table
+
+
+def summary_rows(summary: Summary) -> list[tuple[str, str, str]]:
+    """(metric, formatted value, meaning): the rows every summary view shows (Rich table, markdown)."""
+    return [
         ("runs", f"{summary.runs:,}", "target passes (drafted runs)"),
         ("drafted tokens", f"{summary.drafted_tokens:,}", "sum of k"),
         ("accepted tokens", f"{summary.accepted_tokens:,}", "sum of a"),
@@ -84,8 +91,75 @@ def summary_table(summary: Summary) -> Table:
         ("mean accepted", fmt_rate(summary.mean_accepted), "a per run"),
         ("tokens per pass", fmt_rate(summary.tokens_per_pass), "(accepted + runs) / runs"),
     ]
-    for row in rows:
-        table.add_row(*row)
+
+
+def fmt_change(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.2%}"
+
+
+def fmt_z(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.2f}"
+
+
+def fmt_p(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def comparison_rule(comparison: Comparison) -> str:
+    """The rule in one sentence (our own text: used as is in markdown, so no `<`, `|` or backticks)."""
+    floor = 1 - comparison.max_drop
+    return (
+        f"z = standard errors (over runs) of current above the tolerated floor {floor:g} x baseline; "
+        f"p = one-sided p-value of 'current >= floor'; regressed when p is below {comparison.significance:g}, "
+        f"i.e. the drop exceeds --max-drop {comparison.max_drop:g} beyond noise."
+    )
+
+
+def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
+    """(metric, baseline, current, change, z, p, verdict) for every compared metric."""
+    return [
+        (
+            row.label,
+            fmt_rate(row.baseline),
+            fmt_rate(row.current),
+            fmt_change(row.change),
+            fmt_z(row.z),
+            fmt_p(row.p),
+            row.verdict,
+        )
+        for row in comparison.metrics
+    ]
+
+
+COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "verdict")
+
+
+def comparison_view(comparison: Comparison) -> RenderableType:
+    table = Table(title="Baseline comparison", title_justify="left")
+    for name in COMPARISON_COLUMNS:
+        table.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
+    styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow"}
+    for row, cells in zip(comparison.metrics, comparison_rows(comparison)):
+        table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
+    return Group(table, Text(comparison_rule(comparison), style="dim"))
+
+
+def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
+    return [
+        (result.option, f"{result.threshold:g}", fmt_rate(result.value), "passed" if result.passed else "failed")
+        for result in results
+    ]
+
+
+GATE_COLUMNS = ("gate", "threshold", "value", "result")
+
+
+def gates_view(results: Sequence[GateResult]) -> RenderableType:
+    table = Table(title="Gates", title_justify="left")
+    for name in GATE_COLUMNS:
+        table.add_column(name, justify="right" if name in ("threshold", "value") else "left")
+    for result, cells in zip(results, gate_rows(results)):
+        table.add_row(*cells[:-1], Text(cells[-1], style="green" if result.passed else "bold red"))
     return table
 
 
@@ -150,8 +224,47 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def summary_json(summary: Summary) -> bytes:
-    return orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+# --- markdown (GitHub-flavoured) ---------------------------------------------------------
+
+# `<` and `&` could open HTML or an entity; `|` ends a cell; a backslash or backtick could undo the rest.
+_MARKDOWN_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", "&": "&amp;", "\\": "\\\\", "`": "\\`"})
+
+
+def markdown_cell(text: str) -> str:
+    """A table cell that cannot break the table or inject HTML: control characters shown, pipes escaped."""
+    return visible(text).translate(_MARKDOWN_ESCAPES)
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()) -> str:
+    header = "| " + " | ".join(markdown_cell(name) for name in columns) + " |"
+    rule = "|" + "|".join("--:" if name in right else "---" for name in columns) + "|"
+    body = ["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in rows]
+    return "\n".join([header, rule, *body])
+
+
+def markdown_report(
+    summary: Summary | None,
+    gates: Sequence[GateResult] = (),
+    comparison: Comparison | None = None,
+) -> str:
+    """The summary, gate results and baseline comparison as GitHub-flavoured markdown (ends with a newline)."""
+    parts = []
+    if summary is not None:
+        parts += [
+            "### Acceptance",
+            markdown_table(("metric", "value", "meaning"), summary_rows(summary), right=("value",)),
+            ALPHA_CAPTION,
+        ]
+    if gates:
+        parts += ["### Gates", markdown_table(GATE_COLUMNS, gate_rows(gates), right=("threshold", "value"))]
+    if comparison is not None:
+        numeric = ("baseline", "current", "change", "z", "p")
+        parts += [
+            "### Baseline comparison",
+            markdown_table(COMPARISON_COLUMNS, comparison_rows(comparison), right=numeric),
+            comparison_rule(comparison),
+        ]
+    return "\n\n".join(parts) + "\n"
 
 
 def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], accepted: int) -> RenderableType:

@@ -261,5 +261,5 @@ class Summary:
                 reported=ReportedTally.from_dict(state["reported"]) if "reported" in state else None,
                 sampler=SamplerTally.from_dict(state["sampler"]) if "sampler" in state else None,
             )
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
             raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
