@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specaccept_cli.probability import normal_cdf
 from specaccept_cli.summary import Summary
 
 # Gate option names (as in the command line) -> (Summary attribute, label).
@@ -41,11 +42,6 @@ COMPARED_METRICS: tuple[tuple[str, str, str], ...] = (
 
 DEFAULT_MAX_DROP = 0.02
 DEFAULT_SIGNIFICANCE = 0.01
-
-
-def normal_cdf(z: float) -> float:
-    """P(Z <= z) for a standard normal Z, accurate in the far tails too (erfc, not 1 - erf)."""
-    return 0.5 * math.erfc(-z / math.sqrt(2.0))
 
 
 def option_name(key: str) -> str:

@@ -10,6 +10,11 @@ def normal_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+def normal_cdf(z: float) -> float:
+    """P(Z <= z), accurate in the far lower tail too (erfc, not 1 - erf)."""
+    return normal_sf(-z)
+
+
 def normal_two_sided(z: float) -> float:
     """P(|Z| >= |z|)."""
     return math.erfc(abs(z) / math.sqrt(2.0))

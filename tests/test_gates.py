@@ -8,7 +8,8 @@ import numpy as np
 import orjson
 import pytest
 
-from specaccept_cli.gates import check_gates, compare, drop_test, normal_cdf
+from specaccept_cli.gates import check_gates, compare, drop_test
+from specaccept_cli.probability import normal_cdf
 from specaccept_cli.simulate import simulate
 from specaccept_cli.summary import Summary
 from specaccept_cli.vectorized import accept_prefix_batch
