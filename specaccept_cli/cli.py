@@ -84,6 +84,8 @@ def _field_option(name: str) -> Any:
 
 
 def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is None:
+        return value
     values = value if isinstance(value, tuple) else (value,)
     for item in values:
         if not item or any(part == "" for part in item.split(".")):
@@ -124,6 +126,20 @@ def _stdout() -> IO[bytes]:
     help="Carry this field (dotted path) into per-run records. Repeatable.",
 )
 @click.option(
+    "--group-by",
+    "group_by",
+    default=None,
+    callback=_check_field_path,
+    help="Also summarise each value of this field (dotted path) apart.",
+)
+@click.option(
+    "--cost-ratio",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Draft step time / target step time: adds the speedup and the best k.",
+)
+@click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
+@click.option(
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
@@ -135,6 +151,9 @@ def audit(
     q_field: str,
     r_field: str,
     id_fields: tuple[str, ...],
+    group_by: str | None,
+    cost_ratio: float | None,
+    show_conventions: bool,
     max_rows: int,
     quiet: bool,
 ) -> None:
@@ -148,6 +167,7 @@ def audit(
       specaccept audit logs.jsonl.gz
       zcat logs.jsonl.gz | specaccept audit - -o json
       specaccept audit shards/ -o jsonl --id-field request_id | head
+      specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
     """
     from specaccept_cli.batch import FieldSpec
     from specaccept_cli.pipeline import summarise
@@ -161,7 +181,9 @@ def audit(
         paths = [STDIN]
     if paths.count(STDIN) > 1:
         raise click.UsageError("stdin (-) can be read only once")
-    fields = FieldSpec(p=p_field, q=q_field, r=r_field, extras=tuple(dict.fromkeys(id_fields)))
+    id_fields = tuple(dict.fromkeys(id_fields))
+    extras = id_fields if group_by is None else tuple(dict.fromkeys((*id_fields, group_by)))
+    fields = FieldSpec(p=p_field, q=q_field, r=r_field, extras=extras)
 
     def fail(error: InputError) -> None:
         raise error
@@ -179,23 +201,25 @@ def audit(
     stderr = Console(stderr=True)
     show_progress = not quiet and stderr.is_terminal
 
+    grouping = None if output in ("jsonl", "csv") else group_by  # per-run records need no summary
+
     def run(sink: Any = None) -> Any:
         if show_progress:
             with render.RichProgress(stderr, sources) as progress:
-                return summarise(batches(progress), sink)
-        return summarise(batches(), sink)
+                return summarise(batches(progress), sink, grouping)
+        return summarise(batches(), sink, grouping)
 
     if output in ("jsonl", "csv"):
         from specaccept_cli.records import CsvWriter, JsonlWriter
 
-        writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), fields.extras)
+        writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), id_fields)
         run(writer.write)
         writer.close()
         return
     if output == "json":
         summary = run()
         out = _stdout()
-        out.write(render.summary_json(summary))
+        out.write(render.summary_json(summary, cost_ratio))
         out.flush()
         return
     preview = render.RunPreview(max_rows)
@@ -207,7 +231,7 @@ def audit(
     console = Console()
     if max_rows:
         console.print(render.runs_table(preview))
-    console.print(render.summary_view(summary))
+    console.print(render.summary_view(summary, cost_ratio=cost_ratio, conventions=show_conventions))
 
 
 def _parse_list(text: str, name: str) -> list[float]:
@@ -276,7 +300,14 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
 
 @cli.command()
 @click.option("--runs", type=click.IntRange(min=0), required=True, help="Number of drafted runs.")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), required=True, help="Per-token acceptance probability.")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None, help="Per-token acceptance probability.")
+@click.option(
+    "--alpha-by-position",
+    "alpha_by_position_text",
+    metavar="A1,A2,...",
+    default=None,
+    help="Acceptance probability of draft position 1, 2, ... (the last repeats); instead of --alpha.",
+)
 @click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
 @click.option("--seed", type=int, default=None, help="Seed for a reproducible log.")
 @click.option(
@@ -287,20 +318,41 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
     default="-",
     help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet).",
 )
-def simulate(runs: int, alpha: float, k_text: str, seed: int | None, output_path: str) -> None:
+def simulate(
+    runs: int,
+    alpha: float | None,
+    alpha_by_position_text: str | None,
+    k_text: str,
+    seed: int | None,
+    output_path: str,
+) -> None:
     """Write honest synthetic logs: each token passes independently with probability ALPHA.
 
+    With --alpha-by-position the probability depends on the token's position in the draft.
+
     \b
-    Example:
+    Examples:
       specaccept simulate --runs 1000 --alpha 0.8 --k 4 --seed 1 -o logs.jsonl
+      specaccept simulate --runs 1000 --alpha-by-position 0.9,0.7,0.5 --k 4 -o falling.jsonl
     """
     from specaccept_cli import simulate as sim
 
+    if (alpha is None) == (alpha_by_position_text is None):
+        raise click.UsageError("give exactly one of --alpha and --alpha-by-position")
+    alpha_by_position = None
+    if alpha_by_position_text is not None:
+        try:
+            alpha_by_position = sim.parse_alpha_list(alpha_by_position_text)
+        except ValueError:
+            raise click.BadParameter(
+                f"{alpha_by_position_text!r} is not a list of probabilities like 0.9,0.7,0.5",
+                param_hint="--alpha-by-position",
+            ) from None
     try:
         k_low, k_high = sim.parse_k_range(k_text)
     except ValueError:
         raise click.BadParameter(f"{k_text!r} is not a draft length (4) or range (1-8)", param_hint="--k") from None
-    chunks = sim.simulate(runs, alpha, k_low, k_high, seed)
+    chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position)
     if output_path.endswith((".parquet", ".pq")):
         sim.write_parquet(chunks, output_path)
         return
@@ -310,6 +362,75 @@ def simulate(runs: int, alpha: float, k_text: str, seed: int | None, output_path
         out.flush()
         return
     _write_atomically(output_path, lambda handle: sim.write_jsonl(chunks, handle))
+
+
+def _parse_k_list(text: str) -> list[int]:
+    """`4`, `2,4,8`, `1-10` or a mix (`1-3,8`) -> draft lengths in the order given, duplicates dropped."""
+    ks: list[int] = []
+    for item in text.split(","):
+        low_text, dash, high_text = item.strip().partition("-")
+        try:
+            low = int(low_text)
+            high = int(high_text) if dash else low
+        except ValueError:
+            raise click.BadParameter(
+                f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k"
+            ) from None
+        if low < 0 or high < low:
+            raise click.BadParameter(f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k")
+        if high - low >= MAX_EXPECT_KS or high > MAX_EXPECT_K:
+            raise click.BadParameter(f"draft lengths go up to {MAX_EXPECT_K}", param_hint="--k")
+        ks += range(low, high + 1)
+    return list(dict.fromkeys(ks))
+
+
+MAX_EXPECT_K = 1024
+MAX_EXPECT_KS = 1025
+
+
+@cli.command()
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), required=True, help="Per-token acceptance probability.")
+@click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
+@click.option(
+    "--cost-ratio",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Draft step time / target step time: adds the speedup and the best k.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: Rich view; json: an object for one k, a list for several.",
+)
+def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> None:
+    """Tokens per target pass (and speedup) the i.i.d. model predicts: (1 - alpha^(k+1)) / (1 - alpha).
+
+    \b
+    Examples:
+      specaccept expect --alpha 0.8 --k 4              # -> 3.3616
+      specaccept expect --alpha 0.8 --k 1-10 --cost-ratio 0.05
+    """
+    from specaccept_cli import formulas
+
+    ks = _parse_k_list(k_text)
+    rows = [formulas.expectation(alpha, k, cost_ratio) for k in ks]
+    if output == "json":
+        import orjson
+
+        out = _stdout()
+        out.write(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
+        out.flush()
+        return
+    from rich.console import Console
+
+    from specaccept_cli.render import expect_table
+
+    best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
+    optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)
+    Console().print(expect_table(rows, best_k, optimal))
 
 
 def _write_atomically(path: str, write: Any) -> None:

@@ -25,6 +25,28 @@ class BatchOutcome:
     accepted: IntArray  # accepted-prefix length per run, 0 <= a <= k
     passing_tokens: int  # tokens that pass their own test, also after a rejection
     threshold_sum_fixed: int  # sum of min(1, p/q) over drafted tokens, times THRESHOLD_SCALE
+    passing_per_run: IntArray  # the same two sums run by run, so an outcome can be split (--group-by)
+    threshold_fixed_per_run: IntArray
+
+    def take(self, runs: IntArray) -> BatchOutcome:
+        """The outcome of the runs at the given indices (one group of a batch)."""
+        passing = self.passing_per_run[runs]
+        thresholds = self.threshold_fixed_per_run[runs]
+        return BatchOutcome(
+            k=self.k[runs],
+            accepted=self.accepted[runs],
+            passing_tokens=int(passing.sum(dtype=np.int64)),
+            threshold_sum_fixed=int(thresholds.sum(dtype=np.int64)),
+            passing_per_run=passing,
+            threshold_fixed_per_run=thresholds,
+        )
+
+
+def _per_run_sums(offsets: IntArray, values: IntArray) -> IntArray:
+    """Sum of `values` over each run's tokens (exact integer prefix sums; empty runs give 0)."""
+    prefix = np.zeros(values.shape[0] + 1, dtype=np.int64)
+    np.cumsum(values, dtype=np.int64, out=prefix[1:])
+    return prefix[offsets[1:]] - prefix[offsets[:-1]]
 
 
 def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray) -> BatchOutcome:
@@ -44,9 +66,13 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
     first_failure = np.append(failing, total)[np.searchsorted(failing, starts)]
     accepted = (np.minimum(first_failure, ends) - starts).astype(np.int64)
     fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
+    passing_per_run = _per_run_sums(offsets, passed.astype(np.int64))
+    threshold_fixed_per_run = _per_run_sums(offsets, fixed)
     return BatchOutcome(
         k=(ends - starts).astype(np.int64),
         accepted=accepted,
-        passing_tokens=int(np.count_nonzero(passed)),
-        threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
+        passing_tokens=int(passing_per_run.sum(dtype=np.int64)),
+        threshold_sum_fixed=int(threshold_fixed_per_run.sum(dtype=np.int64)),
+        passing_per_run=passing_per_run,
+        threshold_fixed_per_run=threshold_fixed_per_run,
     )
