@@ -9,6 +9,7 @@ them gives exactly the summary of the whole.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,15 @@ CountMatrix = npt.NDArray[np.int64]
 
 def _empty_counts() -> CountMatrix:
     return np.zeros((1, 1), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_of_size(size: int) -> tuple[CountMatrix, CountMatrix]:
+    """k and a index grids of a size x size count matrix (read-only, shared)."""
+    k, a = np.indices((size, size), dtype=np.int64)
+    k.flags.writeable = False
+    a.flags.writeable = False
+    return k, a
 
 
 def _pad(counts: CountMatrix, size: int) -> CountMatrix:
@@ -100,9 +110,7 @@ class Summary:
         return int(nonzero[-1]) if nonzero.shape[0] else 0
 
     def _grid(self) -> tuple[CountMatrix, CountMatrix]:
-        size = self.counts.shape[0]
-        k, a = np.indices((size, size), dtype=np.int64)
-        return k, a
+        return _grid_of_size(self.counts.shape[0])
 
     @property
     def runs(self) -> int:
@@ -226,13 +234,18 @@ class Summary:
         accepted: runs that kept it (a >= j). rate = accepted / reached is the conditional rate
         (EAGLE's); unconditional_rate = accepted / drafts is vLLM's per-position rate.
         """
-        k_grid, a_grid = self._grid()
+        counts = self.counts
+        # at_least_k[j] = runs with k >= j; at_least_a[j] = runs with a >= j;
+        # at_least_both[j] = runs with k >= j and a >= j - 1 (a = k when all kept, so a >= j - 1 and k >= j
+        # is every run with a >= j - 1 except those that drafted exactly j - 1 and kept them all).
+        at_least_k = np.cumsum(counts.sum(axis=1)[::-1])[::-1]
+        at_least_a = np.cumsum(counts.sum(axis=0)[::-1])[::-1]
+        all_kept = np.diagonal(counts)
         rows = []
         for position in range(1, self.max_k + 1):
-            drafted_here = k_grid >= position
-            drafts = int(self.counts[drafted_here].sum())
-            reached = int(self.counts[drafted_here & (a_grid >= position - 1)].sum())
-            accepted = int(self.counts[a_grid >= position].sum())
+            drafts = int(at_least_k[position])
+            reached = int(at_least_a[position - 1] - all_kept[position - 1])
+            accepted = int(at_least_a[position])
             rows.append(
                 {
                     "position": position,

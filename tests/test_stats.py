@@ -10,6 +10,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specaccept_cli.pipeline import summarise
 from specaccept_cli.simulate import simulate
@@ -410,3 +412,44 @@ def test_simulate_alpha_by_position_errors(args: list[str], message: str) -> Non
     result = invoke("simulate", "--runs", "1", *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+# --- properties ------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=60))
+def test_per_position_and_histogram_equal_counting_run_by_run(pairs: list[tuple[int, int]]) -> None:
+    runs = [(k, min(a, k)) for k, a in pairs]
+    size = max((k for k, _ in runs), default=0) + 1
+    counts = np.zeros((size, size), dtype=np.int64)
+    for k, a in runs:
+        counts[k, a] += 1
+    summary = Summary(counts=counts)
+    for row in summary.per_position:
+        j = row["position"]
+        assert row["drafts"] == sum(k >= j for k, _ in runs)
+        assert row["reached"] == sum(k >= j and a >= j - 1 for k, a in runs)
+        assert row["accepted"] == sum(a >= j for _, a in runs)
+    assert len(summary.per_position) == max((k for k, _ in runs), default=0)
+    assert sum(summary.accepted_histogram.values()) == len(runs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 200), st.integers(1, 6))
+def test_groups_of_a_batch_are_the_summaries_of_their_runs(seed: int, runs: int, n_keys: int) -> None:
+    from specaccept_cli.pipeline import split_by_group
+
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, 9, size=runs)
+    offsets = np.zeros(runs + 1, dtype=np.int64)
+    np.cumsum(k, out=offsets[1:])
+    n = int(offsets[-1])
+    outcome = accept_prefix_batch(offsets, rng.random(n), 1.0 - rng.random(n), rng.random(n))
+    labels = [[None, 1, "a", True, "1", [2]][int(i)] for i in rng.integers(0, n_keys, size=runs)]
+    groups = split_by_group(outcome, labels)
+    for key, group in groups.items():
+        members = np.array([i for i, label in enumerate(labels) if group_key(label) == key], dtype=np.int64)
+        assert group == Summary.of_outcome(outcome.take(members))
+    total = sum(groups.values(), Summary())
+    assert total == Summary.of_outcome(outcome)
