@@ -21,6 +21,20 @@ WHY_THEY_DIFFER = (
     "or unconditional (vLLM)."
 )
 
+# (engine, metric) -> the definition in words, for the side-by-side view.
+DEFINITIONS = {
+    ("vllm", "acceptance_rate"): "accepted / drafted",
+    ("vllm", "mean_acceptance_length"): "1 + accepted / runs",
+    ("vllm", "per_position"): "accepted at i / runs",
+    ("vllm_v0", "acceptance_rate"): "every passing token, also after a rejection / drafted",
+    ("vllm_v0", "system_efficiency"): "emitted / (runs x (k + 1))",
+    ("sglang", "accept_rate"): "(accepted + runs) / (runs x (k + 1))",
+    ("sglang", "accept_length"): "(accepted + runs) / runs",
+    ("llama_cpp", "acceptance_rate"): "n_accept / n_drafted",
+    ("spec_bench", "tau"): "mean of a + 1 per step",
+    ("eagle", "per_position"): "accepted at i / reached i",
+}
+
 
 def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None

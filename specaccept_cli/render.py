@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specaccept_cli import formulas
-from specaccept_cli.conventions import WHY_THEY_DIFFER
+from specaccept_cli.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.sources import Source
 from specaccept_cli.summary import CONSISTENT_Z, Summary
 from specaccept_cli.text import visible
@@ -200,23 +200,11 @@ def conventions_table(summary: Summary) -> RenderableType:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("definition", style="dim")
-    definitions = {
-        ("vllm", "acceptance_rate"): "accepted / drafted",
-        ("vllm", "mean_acceptance_length"): "1 + accepted / runs",
-        ("vllm", "per_position"): "accepted at i / runs",
-        ("vllm_v0", "acceptance_rate"): "every passing token, also after a rejection / drafted",
-        ("vllm_v0", "system_efficiency"): "emitted / (runs x (k + 1))",
-        ("sglang", "accept_rate"): "(accepted + runs) / (runs x (k + 1))",
-        ("sglang", "accept_length"): "(accepted + runs) / runs",
-        ("llama_cpp", "acceptance_rate"): "n_accept / n_drafted",
-        ("spec_bench", "tau"): "mean of a + 1 per step",
-        ("eagle", "per_position"): "accepted at i / reached i",
-    }
     table.add_row("specaccept", "alpha", fmt_rate(summary.alpha), "accepted / examined")
     for engine, metrics in conventions.items():
         for metric, value in metrics.items():
             shown = ", ".join(fmt_rate(v, 3) for v in value) if isinstance(value, list) else fmt_rate(value)
-            table.add_row(engine, metric, shown, definitions.get((engine, metric), ""))
+            table.add_row(engine, metric, shown, DEFINITIONS.get((engine, metric), ""))
     return Group(table, Text(WHY_THEY_DIFFER, style="dim"))
 
 

@@ -74,11 +74,6 @@ class Summary:
             threshold_sum_fixed=outcome.threshold_sum_fixed,
         )
 
-    @classmethod
-    def grouped(cls, group_by: str) -> Summary:
-        """An empty summary that will hold groups of `group_by` (add grouped summaries to it)."""
-        return cls(group_by=group_by, groups={})
-
     def __add__(self, other: Summary) -> Summary:
         size = max(self.counts.shape[0], other.counts.shape[0])
         group_by, groups = _merge_groups(self, other)
@@ -216,7 +211,7 @@ class Summary:
             return None
         difference = observed - predicted
         if error == 0.0:
-            z = 0.0 if abs(difference) < 1e-12 else float("inf") if difference > 0 else float("-inf")
+            z = 0.0 if abs(difference) < 1e-9 else float("inf") if difference > 0 else float("-inf")
         else:
             z = difference / error
         return {
