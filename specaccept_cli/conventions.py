@@ -63,6 +63,9 @@ def engine_conventions(summary: Summary) -> dict[str, dict[str, Any]]:
         # output tokens (accepted prefix + the resampled/bonus token).
         # vllm/spec_decode/metrics.py: draft_acceptance_rate = accepted / draft_tokens;
         # system_efficiency = emitted / (draft_tokens / k * (k + 1)). Bonus tokens counted as emitted.
+        # Its sampler (vllm/model_executor/layers/rejection_sampler.py, _get_accepted) tests
+        # uniform_rand < capped_ratio, strictly; passing_tokens uses the rule's inclusive <=, which
+        # differs only where r equals min(1, p/q) exactly.
         "vllm_v0": {
             "acceptance_rate": _ratio(summary.passing_tokens, drafted),
             "system_efficiency": _ratio(emitted, drafted + runs),

@@ -453,3 +453,22 @@ def test_groups_of_a_batch_are_the_summaries_of_their_runs(seed: int, runs: int,
         assert group == Summary.of_outcome(outcome.take(members))
     total = sum(groups.values(), Summary())
     assert total == Summary.of_outcome(outcome)
+
+
+def test_saved_grouped_summaries_merge_to_the_whole(tmp_path: Path) -> None:
+    rows = HAND_ROWS * 3 + [{"p": [0.3], "q": [0.9], "r": [0.1], "model": "c"}]
+    saved = []
+    for name, part in (("left", rows[:4]), ("right", rows[4:]), ("whole", rows)):
+        path = write_jsonl(tmp_path / f"{name}.jsonl", part)
+        saved.append(orjson.loads(invoke("audit", str(path), "-o", "json", "--group-by", "model").stdout))
+    left, right, whole = (Summary.from_dict(data) for data in saved)
+    assert left + right == whole
+    assert (left + right).to_dict() == saved[2]
+
+
+def test_group_by_does_not_change_per_run_records(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "hand.jsonl", HAND_ROWS)
+    plain = invoke("audit", str(path), "-o", "jsonl").stdout
+    grouped = invoke("audit", str(path), "-o", "jsonl", "--group-by", "model").stdout
+    assert plain == grouped
+    assert "model" not in grouped
