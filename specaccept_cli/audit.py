@@ -25,7 +25,6 @@ from specaccept_cli.vectorized import (
     BatchOutcome,
     accept_thresholds,
     prefix_lengths,
-    run_sums,
 )
 
 BoolArray = npt.NDArray[np.bool_]
@@ -46,7 +45,7 @@ def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]
     thresholds = accept_thresholds(batch.p, batch.q)
     return {
         "strict-inequality": prefix_lengths(batch.offsets, batch.r < thresholds),
-        "no-prefix-break": run_sums(batch.offsets, batch.r <= thresholds).astype(np.int64),
+        "no-prefix-break": outcome.passing_per_run,
         "target-probability-only": prefix_lengths(batch.offsets, batch.r <= batch.p),
         "bonus-counted": outcome.accepted + 1,
     }

@@ -88,6 +88,8 @@ def _field_option(name: str) -> Any:
 
 
 def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is None:
+        return value
     values = value if isinstance(value, tuple) else (value,)
     for item in values:
         if item is None:  # an optional path that was not given
@@ -187,6 +189,20 @@ def _github_option(command: Any) -> Any:
     help="Carry this field (dotted path) into per-run records. Repeatable.",
 )
 @click.option(
+    "--group-by",
+    "group_by",
+    default=None,
+    callback=_check_field_path,
+    help="Also summarise each value of this field (dotted path) apart.",
+)
+@click.option(
+    "--cost-ratio",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Draft step time / target step time: adds the speedup and the best k.",
+)
+@click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
+@click.option(
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
@@ -243,6 +259,9 @@ def audit(
     q_field: str,
     r_field: str,
     id_fields: tuple[str, ...],
+    group_by: str | None,
+    cost_ratio: float | None,
+    show_conventions: bool,
     max_rows: int,
     quiet: bool,
     reported_field: str | None,
@@ -274,6 +293,7 @@ def audit(
       zcat logs.jsonl.gz | specaccept audit - -o json
       specaccept audit shards/ -o jsonl --id-field request_id | head
       specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
+      specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
     """
     from specaccept_cli.batch import FieldSpec
     from specaccept_cli.pipeline import AuditPlan, summarise
@@ -294,7 +314,8 @@ def audit(
         raise click.UsageError("--check-sampler needs logged (p, q, r); greedy logs have none")
     if max_mismatches is not None and reported_field is None:
         raise click.UsageError("--max-mismatches needs --reported-field")
-    extras = (*id_fields, *([reported_field] if reported_field else []))
+    id_fields = tuple(dict.fromkeys(id_fields))
+    extras = (*id_fields, *(name for name in (group_by, reported_field) if name is not None))
     fields = FieldSpec(
         p=p_field,
         q=q_field,
@@ -303,8 +324,13 @@ def audit(
         draft_tokens=draft_tokens_field,
         target_tokens=target_tokens_field,
     )
+    # Per-run records alone need no groups; a summary that is printed or saved does.
+    grouping = None if output in ("jsonl", "csv") and summary_out is None else group_by
     plan = AuditPlan(
-        reported_field=reported_field, check_sampler=check_sampler, sampler_significance=sampler_significance
+        group_by=grouping,
+        reported_field=reported_field,
+        check_sampler=check_sampler,
+        sampler_significance=sampler_significance,
     )
     column_names = ("reported", "mismatch") if reported_field else ()
     if baseline is None:
@@ -357,7 +383,7 @@ def audit(
     from specaccept_cli.summary_files import json_bytes
 
     # The one summary object: --summary-out writes it, -o json prints it (plus the checks' results).
-    summary_object = summary.to_dict()
+    summary_object = summary.to_dict(cost_ratio)
     if summary_out is not None:
         _write_file(summary_out, json_bytes(summary_object))
     thresholds = {
@@ -383,7 +409,7 @@ def audit(
         console = Console()
         if max_rows:
             console.print(render.runs_table(preview))
-        console.print(render.summary_view(summary))
+        console.print(render.summary_view(summary, cost_ratio=cost_ratio, conventions=show_conventions))
         for view in render.audit_views(summary):
             console.print(view)
         if gates:
@@ -518,7 +544,14 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
 
 @cli.command()
 @click.option("--runs", type=click.IntRange(min=0), required=True, help="Number of drafted runs.")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), required=True, help="Per-token acceptance probability.")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None, help="Per-token acceptance probability.")
+@click.option(
+    "--alpha-by-position",
+    "alpha_by_position_text",
+    metavar="A1,A2,...",
+    default=None,
+    help="Acceptance probability of draft position 1, 2, ... (the last repeats); instead of --alpha.",
+)
 @click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
 @click.option("--seed", type=int, default=None, help="Seed for a reproducible log.")
 @click.option(
@@ -529,20 +562,41 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
     default="-",
     help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet).",
 )
-def simulate(runs: int, alpha: float, k_text: str, seed: int | None, output_path: str) -> None:
+def simulate(
+    runs: int,
+    alpha: float | None,
+    alpha_by_position_text: str | None,
+    k_text: str,
+    seed: int | None,
+    output_path: str,
+) -> None:
     """Write honest synthetic logs: each token passes independently with probability ALPHA.
 
+    With --alpha-by-position the probability depends on the token's position in the draft.
+
     \b
-    Example:
+    Examples:
       specaccept simulate --runs 1000 --alpha 0.8 --k 4 --seed 1 -o logs.jsonl
+      specaccept simulate --runs 1000 --alpha-by-position 0.9,0.7,0.5 --k 4 -o falling.jsonl
     """
     from specaccept_cli import simulate as sim
 
+    if (alpha is None) == (alpha_by_position_text is None):
+        raise click.UsageError("give exactly one of --alpha and --alpha-by-position")
+    alpha_by_position = None
+    if alpha_by_position_text is not None:
+        try:
+            alpha_by_position = sim.parse_alpha_list(alpha_by_position_text)
+        except ValueError:
+            raise click.BadParameter(
+                f"{alpha_by_position_text!r} is not a list of probabilities like 0.9,0.7,0.5",
+                param_hint="--alpha-by-position",
+            ) from None
     try:
         k_low, k_high = sim.parse_k_range(k_text)
     except ValueError:
         raise click.BadParameter(f"{k_text!r} is not a draft length (4) or range (1-8)", param_hint="--k") from None
-    chunks = sim.simulate(runs, alpha, k_low, k_high, seed)
+    chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position)
     if output_path.endswith((".parquet", ".pq")):
         sim.write_parquet(chunks, output_path)
         return
@@ -552,6 +606,75 @@ def simulate(runs: int, alpha: float, k_text: str, seed: int | None, output_path
         out.flush()
         return
     _write_atomically(output_path, lambda handle: sim.write_jsonl(chunks, handle))
+
+
+def _parse_k_list(text: str) -> list[int]:
+    """`4`, `2,4,8`, `1-10` or a mix (`1-3,8`) -> draft lengths in the order given, duplicates dropped."""
+    ks: list[int] = []
+    for item in text.split(","):
+        low_text, dash, high_text = item.strip().partition("-")
+        try:
+            low = int(low_text)
+            high = int(high_text) if dash else low
+        except ValueError:
+            raise click.BadParameter(
+                f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k"
+            ) from None
+        if low < 0 or high < low:
+            raise click.BadParameter(f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k")
+        if high - low >= MAX_EXPECT_KS or high > MAX_EXPECT_K:
+            raise click.BadParameter(f"draft lengths go up to {MAX_EXPECT_K}", param_hint="--k")
+        ks += range(low, high + 1)
+    return list(dict.fromkeys(ks))
+
+
+MAX_EXPECT_K = 1024
+MAX_EXPECT_KS = 1025
+
+
+@cli.command()
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), required=True, help="Per-token acceptance probability.")
+@click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
+@click.option(
+    "--cost-ratio",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Draft step time / target step time: adds the speedup and the best k.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: Rich view; json: an object for one k, a list for several.",
+)
+def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> None:
+    """Tokens per target pass (and speedup) the i.i.d. model predicts: (1 - alpha^(k+1)) / (1 - alpha).
+
+    \b
+    Examples:
+      specaccept expect --alpha 0.8 --k 4              # -> 3.3616
+      specaccept expect --alpha 0.8 --k 1-10 --cost-ratio 0.05
+    """
+    from specaccept_cli import formulas
+
+    ks = _parse_k_list(k_text)
+    rows = [formulas.expectation(alpha, k, cost_ratio) for k in ks]
+    if output == "json":
+        import orjson
+
+        out = _stdout()
+        out.write(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
+        out.flush()
+        return
+    from rich.console import Console
+
+    from specaccept_cli.render import expect_table
+
+    best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
+    optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)
+    Console().print(expect_table(rows, best_k, optimal))
 
 
 def _write_atomically(path: str, write: Any) -> None:

@@ -14,11 +14,16 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from specaccept_cli import formulas
 from specaccept_cli.audit import RULES
+from specaccept_cli.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.gates import Comparison, GateResult
 from specaccept_cli.sources import Source
-from specaccept_cli.summary import Summary
+from specaccept_cli.summary import CONSISTENT_Z, Summary
 from specaccept_cli.text import visible
+
+MAX_GROUP_ROWS = 50  # groups shown in the table view (all are in -o json), largest first
+BAR_WIDTH = 40
 
 ALPHA_CAPTION = (
     "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
@@ -64,9 +69,22 @@ def runs_table(preview: RunPreview) -> RenderableType:
     return table
 
 
-def summary_view(summary: Summary) -> RenderableType:
-    """The aggregate table, with one line under it on what alpha and tokens per pass mean."""
-    return Group(summary_table(summary), Text(ALPHA_CAPTION, style="dim"))
+def fmt_interval(interval: tuple[float, float] | None) -> str:
+    return "—" if interval is None else f"[{interval[0]:.4f}, {interval[1]:.4f}]"
+
+
+def summary_view(summary: Summary, cost_ratio: float | None = None, conventions: bool = False) -> RenderableType:
+    """Every aggregate view of one summary, in reading order; the command prints it once."""
+    parts: list[RenderableType] = [summary_table(summary), Text(ALPHA_CAPTION, style="dim"), iid_verdict(summary)]
+    if summary.max_k:
+        parts += [per_position_table(summary), histogram_chart(summary)]
+    if cost_ratio is not None:
+        parts.append(cost_table(summary, cost_ratio))
+    if conventions:
+        parts.append(conventions_table(summary))
+    if summary.groups is not None:
+        parts.append(groups_table(summary, cost_ratio))
+    return Group(*parts)
 
 
 def summary_table(summary: Summary) -> Table:
@@ -87,9 +105,16 @@ def summary_rows(summary: Summary) -> list[tuple[str, str, str]]:
         ("accepted tokens", f"{summary.accepted_tokens:,}", "sum of a"),
         ("examined tokens", f"{summary.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
         ("alpha", fmt_rate(summary.alpha), "accepted / examined: per-token acceptance"),
+        ("alpha 95% interval", fmt_interval(summary.alpha_ci), "delta method over runs (tokens of a run correlate)"),
+        ("expected alpha", fmt_rate(summary.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
         ("acceptance rate", fmt_rate(summary.acceptance_rate), "accepted / drafted (vLLM's number)"),
         ("mean accepted", fmt_rate(summary.mean_accepted), "a per run"),
         ("tokens per pass", fmt_rate(summary.tokens_per_pass), "(accepted + runs) / runs"),
+        (
+            "  predicted (i.i.d.)",
+            fmt_rate(summary.tokens_per_pass_predicted),
+            "mean over runs of (1 - alpha^(k+1)) / (1 - alpha)",
+        ),
     ]
 
 
@@ -265,6 +290,154 @@ def markdown_report(
             comparison_rule(comparison),
         ]
     return "\n\n".join(parts) + "\n"
+
+
+def iid_verdict(summary: Summary) -> Text:
+    """One line: does one per-token probability explain the observed tokens per pass?"""
+    check = summary.iid_check
+    if check is None:
+        return Text("i.i.d. check: needs at least two runs.", style="dim")
+    z = check["z"]
+    z_text = "inf" if z is None else f"{z:+.1f}"
+    detail = f"observed - predicted = {check['difference']:+.4f} tokens per pass, z = {z_text}"
+    if check["consistent"]:
+        return Text(f"i.i.d. model explains the logs: {detail} (|z| <= {CONSISTENT_Z:g}).", style="green")
+    return Text(
+        f"i.i.d. model does NOT explain the logs: {detail} (|z| > {CONSISTENT_Z:g}); acceptance depends on "
+        "the position or the context (see the per-position rates).",
+        style="bold red",
+    )
+
+
+def per_position_table(summary: Summary) -> Table:
+    table = Table(title="Per position", title_justify="left", caption_justify="left")
+    for name in ("position", "drafts", "reached", "accepted", "rate", "unconditional"):
+        table.add_column(name, justify="right")
+    for row in summary.per_position:
+        table.add_row(
+            str(row["position"]),
+            f"{row['drafts']:,}",
+            f"{row['reached']:,}",
+            f"{row['accepted']:,}",
+            fmt_rate(row["rate"]),
+            fmt_rate(row["unconditional_rate"]),
+        )
+    table.caption = (
+        "rate = accepted / reached (conditional, EAGLE's); unconditional = accepted / drafts (vLLM's). "
+        "Under the i.i.d. model every rate is alpha."
+    )
+    return table
+
+
+def histogram_chart(summary: Summary) -> Table:
+    """Runs by accepted length as horizontal bars (the widest bar is BAR_WIDTH cells)."""
+    histogram = summary.accepted_histogram
+    largest = max(histogram.values(), default=0)
+    runs = summary.runs
+    table = Table(title="Accepted length", title_justify="left", box=None, pad_edge=False)
+    table.add_column("a", justify="right")
+    table.add_column("runs", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("", no_wrap=True)
+    for accepted, count in histogram.items():
+        cells = round(BAR_WIDTH * count / largest) if largest else 0
+        bar = "█" * cells if cells or not count else "▏"
+        table.add_row(accepted, f"{count:,}", fmt_rate(count / runs if runs else None, 3), bar)
+    return table
+
+
+def cost_table(summary: Summary, cost_ratio: float) -> RenderableType:
+    """Observed speedup, and the i.i.d. model's tokens per pass and speedup for k around the best."""
+    alpha = summary.alpha
+    speedup = summary.speedup(cost_ratio)
+    head = Text(
+        f"Cost ratio c = {cost_ratio:g}: observed speedup sum(a + 1) / sum(k c + 1) = {fmt_rate(speedup)}",
+    )
+    if alpha is None:
+        return head
+    best = formulas.optimal_k(alpha, cost_ratio)
+    table = Table(title=f"Draft length at alpha = {alpha:.4f}, c = {cost_ratio:g}", title_justify="left")
+    for name in ("k", "tokens per pass", "speedup", ""):
+        table.add_column(name, justify="right")
+    for k in range(max(1, best - 3), min(formulas.K_MAX, best + 3) + 1):
+        mark = "best" if k == best else ""
+        table.add_row(
+            str(k),
+            f"{formulas.expected_tokens_per_pass(alpha, k):.4f}",
+            f"{formulas.expected_speedup(alpha, k, cost_ratio):.4f}",
+            mark,
+            style="bold" if k == best else None,
+        )
+    return Group(head, table)
+
+
+def conventions_table(summary: Summary) -> RenderableType:
+    """Each engine's numbers on these same runs, beside ours."""
+    conventions = summary.conventions
+    table = Table(title="What each engine would report", title_justify="left")
+    table.add_column("engine")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("definition", style="dim")
+    table.add_row("specaccept", "alpha", fmt_rate(summary.alpha), "accepted / examined")
+    for engine, metrics in conventions.items():
+        for metric, value in metrics.items():
+            shown = ", ".join(fmt_rate(v, 3) for v in value) if isinstance(value, list) else fmt_rate(value)
+            table.add_row(engine, metric, shown, DEFINITIONS.get((engine, metric), ""))
+    return Group(table, Text(WHY_THEY_DIFFER, style="dim"))
+
+
+def groups_table(summary: Summary, cost_ratio: float | None = None) -> RenderableType:
+    """One row per group (largest first, at most MAX_GROUP_ROWS); group keys are data, escaped."""
+    groups = summary.groups or {}
+    table = Table(title=f"By {data_text(summary.group_by or '')}", title_justify="left")
+    table.add_column("group", overflow="fold")
+    for name in ("runs", "alpha", "95% interval", "accept rate", "tokens/pass", "predicted"):
+        table.add_column(name, justify="right")
+    if cost_ratio is not None:
+        table.add_column("speedup", justify="right")
+    table.add_column("i.i.d.?", justify="right")
+    ordered = sorted(groups.items(), key=lambda item: (-item[1].runs, item[0]))
+    for key, group in ordered[:MAX_GROUP_ROWS]:
+        row = [
+            data_text(key),
+            f"{group.runs:,}",
+            fmt_rate(group.alpha),
+            fmt_interval(group.alpha_ci),
+            fmt_rate(group.acceptance_rate),
+            fmt_rate(group.tokens_per_pass),
+            fmt_rate(group.tokens_per_pass_predicted),
+        ]
+        if cost_ratio is not None:
+            row.append(fmt_rate(group.speedup(cost_ratio)))
+        check = group.iid_check
+        row.append("—" if check is None else "fits" if check["consistent"] else "[red]misfit[/]")
+        table.add_row(*row)
+    table.caption = f"i.i.d.? fits when |observed - predicted tokens per pass| <= {CONSISTENT_Z:g} standard errors."
+    table.caption_justify = "left"
+    more = len(ordered) - MAX_GROUP_ROWS
+    if more > 0:
+        return Group(table, Text(f"… and {more:,} more groups (-o json has them all)", style="dim"))
+    return table
+
+
+def expect_table(rows: Sequence[dict[str, float]], best_k: int | None, optimal_k: int | None) -> RenderableType:
+    """The calculator's rows; the best listed k (by speedup) is marked."""
+    with_speedup = any("speedup" in row for row in rows)
+    table = Table(title="Expected (i.i.d. model)", title_justify="left")
+    for name in ("alpha", "k", "tokens per pass", *(("speedup", "") if with_speedup else ())):
+        table.add_column(name, justify="right")
+    for row in rows:
+        cells = [f"{row['alpha']:g}", str(row["k"]), f"{row['tokens_per_pass']:.4f}"]
+        best = row["k"] == best_k
+        if with_speedup:
+            cells += [f"{row['speedup']:.4f}", "best" if best else ""]
+        table.add_row(*cells, style="bold" if best else None)
+    if optimal_k is None:
+        note = "Without --cost-ratio a longer draft always yields more tokens per pass; give it to find the best k."
+    else:
+        note = f"Best k in 1..{formulas.K_MAX} at this alpha and cost ratio: {optimal_k}."
+    return Group(table, Text(note, style="dim"))
 
 
 def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], accepted: int) -> RenderableType:

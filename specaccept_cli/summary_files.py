@@ -98,38 +98,25 @@ def _check_range(summary: Summary, source: str) -> None:
 def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """The summary of all inputs, from (source name, summary object) pairs.
 
-    Counters add; everything else is recomputed from the sum. When the objects carry
-    `groups` ({value: summary object}), groups are merged value by value the same way;
-    either every object has groups or none does, since otherwise the merged groups
-    would not add up to the merged total.
+    Counters add; everything else is recomputed from the sum. Summaries with `groups`
+    merge value by value (`Summary.__add__`); either every object has groups or none
+    does, since otherwise the merged groups would not add up to the merged total.
     """
     if not objects:
         raise ValueError("nothing to merge")
     total = Summary()
+    first_source, first_grouped = objects[0][0], None
     for source, data in objects:
-        total = total + summary_of(data, source)
+        summary = summary_of(data, source)
+        grouped = summary.groups is not None
+        if first_grouped is None:
+            first_grouped = grouped
+        if grouped != first_grouped:
+            has, lacks = (source, first_source) if grouped else (first_source, source)
+            raise InputError(lacks, None, f"has no '{GROUPS_KEY}' while {has} has: summarise every shard the same way")
+        try:
+            total = total + summary
+        except ValueError as exc:  # grouped by different fields
+            raise InputError(source, None, str(exc)) from None
         _check_range(total, f"{source} (merged so far)")
-    merged = total.to_dict()
-    with_groups = [source for source, data in objects if GROUPS_KEY in data]
-    if with_groups and len(with_groups) != len(objects):
-        without = next(source for source, data in objects if GROUPS_KEY not in data)
-        raise InputError(
-            without, None, f"has no '{GROUPS_KEY}' while {with_groups[0]} has: summarise every shard the same way"
-        )
-    if with_groups:
-        merged[GROUPS_KEY] = _merge_groups(objects)
-    return merged
-
-
-def _merge_groups(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    by_value: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for source, data in objects:
-        groups = data[GROUPS_KEY]
-        if not isinstance(groups, dict):
-            raise InputError(source, None, f"'{GROUPS_KEY}' is not an object of {{value: summary}}")
-        for value, group in groups.items():
-            where = f"{source} ({GROUPS_KEY}.{value})"
-            if not isinstance(group, dict):
-                raise InputError(where, None, "not a summary object")
-            by_value.setdefault(value, []).append((where, group))
-    return {value: merge_summaries(parts) for value, parts in by_value.items()}
+    return total.to_dict()

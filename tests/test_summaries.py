@@ -199,10 +199,11 @@ def test_merge_groups_value_by_value(tmp_path: Path) -> None:
     ab = _hand([SEED_FIRST, ALL_KEPT], tmp_path, "ab")
     abc = _hand([SEED_FIRST, ALL_KEPT, FIRST_REJECTED], tmp_path, "abc")
     ac = _hand([SEED_FIRST, FIRST_REJECTED], tmp_path, "ac")
-    shard_1 = {**ab, "groups": {"draft-a": a, "draft-b": b}}
-    shard_2 = {**c, "groups": {"draft-a": c}}
+    shard_1 = {**ab, "group_by": "draft", "groups": {"draft-a": a, "draft-b": b}}
+    shard_2 = {**c, "group_by": "draft", "groups": {"draft-a": c}}
     merged = merge_summaries([("1.json", shard_1), ("2.json", shard_2)])
-    assert {key: value for key, value in merged.items() if key != "groups"} == abc
+    assert {key: value for key, value in merged.items() if key not in ("groups", "group_by")} == abc
+    assert merged["group_by"] == "draft"
     assert merged["groups"] == {"draft-a": ac, "draft-b": b}
     assert merged["alpha"] == 3 / 5  # (1 + 2 + 0) / (2 + 2 + 1)
 
@@ -216,15 +217,19 @@ def test_merge_groups_value_by_value(tmp_path: Path) -> None:
 
 def test_merge_refuses_to_mix_grouped_and_plain_summaries(tmp_path: Path) -> None:
     a = _hand([SEED_FIRST], tmp_path, "a")
-    (tmp_path / "grouped.json").write_bytes(orjson.dumps({**a, "groups": {"x": a}}))
+    (tmp_path / "grouped.json").write_bytes(orjson.dumps({**a, "group_by": "g", "groups": {"x": a}}))
     (tmp_path / "plain.json").write_bytes(orjson.dumps(a))
     result = invoke("merge", str(tmp_path / "grouped.json"), str(tmp_path / "plain.json"))
     assert result.exit_code == 2
     assert "plain.json: has no 'groups'" in result.stderr
-    (tmp_path / "broken.json").write_bytes(orjson.dumps({**a, "groups": {"x": [1]}}))
+    (tmp_path / "broken.json").write_bytes(orjson.dumps({**a, "group_by": "g", "groups": {"x": [1]}}))
     result = invoke("merge", str(tmp_path / "broken.json"))
     assert result.exit_code == 2
-    assert "broken.json (groups.x): not a summary object" in result.stderr
+    assert "broken.json: not a usable summary: not a specaccept.summary/1 object (a JSON list)" in result.stderr
+    (tmp_path / "other.json").write_bytes(orjson.dumps({**a, "group_by": "h", "groups": {"x": a}}))
+    result = invoke("merge", str(tmp_path / "grouped.json"), str(tmp_path / "other.json"))
+    assert result.exit_code == 2
+    assert "other.json: cannot add summaries grouped by different fields ('g', 'h')" in result.stderr
 
 
 def test_merge_needs_at_least_one_file() -> None:
