@@ -29,6 +29,13 @@ class FieldSpec:
     q: str = "q"
     r: str = "r"
     extras: tuple[str, ...] = ()  # carried through per run (--id-field, later --group-by ...)
+    # Greedy logs: token-id lists instead of (p, q, r); a token is kept iff it equals the target's.
+    draft_tokens: str | None = None
+    target_tokens: str | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.draft_tokens is not None
 
 
 @dataclass
@@ -37,6 +44,11 @@ class RunBatch:
 
     Run j's tokens are p[offsets[j]:offsets[j+1]] (likewise q, r). `lines` holds each
     run's 1-based JSONL line or Parquet row, so every result can point back at its input.
+
+    Greedy logs (temperature 0) are the same rule with degenerate distributions: the
+    target puts all its mass on its argmax and the draft on its token, so p = 1 where
+    they agree and 0 where not, q = 1, and r (never logged) stands at 0.5. `greedy`
+    marks such batches, so nothing r- or p/q-based is computed from them.
     """
 
     source: str
@@ -46,6 +58,7 @@ class RunBatch:
     q: FloatArray
     r: FloatArray
     extras: dict[str, list[object]] = field(default_factory=dict)
+    greedy: bool = False
 
     def __len__(self) -> int:
         return int(self.lines.shape[0])
@@ -69,6 +82,7 @@ class RunBatch:
             q=self.q[token_keep],
             r=self.r[token_keep],
             extras={name: [values[i] for i in index] for name, values in self.extras.items()},
+            greedy=self.greedy,
         )
 
 
@@ -100,3 +114,20 @@ def find_bad_runs(
                 problems.append((run, message))
                 break
     return problems
+
+
+def greedy_batch(
+    source: str, lines: IntArray, offsets: IntArray, matches: npt.NDArray[np.bool_], extras: dict[str, list[object]]
+) -> RunBatch:
+    """A batch of greedy runs from per-token match flags (see RunBatch)."""
+    n = matches.shape[0]
+    return RunBatch(
+        source=source,
+        lines=lines,
+        offsets=offsets,
+        p=matches.astype(np.float64),
+        q=np.ones(n),
+        r=np.full(n, 0.5),
+        extras=extras,
+        greedy=True,
+    )

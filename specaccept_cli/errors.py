@@ -34,3 +34,14 @@ class UsageError(SpecacceptError):
 
 class OutputError(SpecacceptError):
     """Results could not be written (a full disk, a closed stdout): the run did not deliver its output."""
+
+
+class ChecksFailed(SpecacceptError):
+    """Gates or a baseline comparison failed (exit status 1); one message per failed check.
+
+    Not a user mistake: the command's normal output has been printed already.
+    """
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages

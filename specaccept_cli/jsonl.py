@@ -14,7 +14,7 @@ from typing import BinaryIO
 import numpy as np
 import orjson
 
-from specaccept_cli.batch import FieldPath, FieldSpec, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.batch import FieldPath, FieldSpec, RunBatch, find_bad_runs, greedy_batch, parse_field_path
 from specaccept_cli.errors import InputError
 from specaccept_cli.validate import describe_value, json_type_name
 
@@ -269,6 +269,91 @@ def parse_lines(
     return batch, errors
 
 
+def _decode_row(raw: bytes | None, line: int, max_line_bytes: int) -> dict[str, object] | str | None:
+    """A row's JSON object, None for a blank line, or the message saying why it is not a row."""
+    if raw is None or len(raw) > max_line_bytes:
+        return f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"
+    if not raw or raw.isspace():
+        return None
+    if line == 1 and raw.startswith(BOM):
+        raw = raw[len(BOM) :]
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return _json_error_message(raw, exc)
+    if type(obj) is not dict:
+        return f"row is a JSON {json_type_name(obj)}, not an object"
+    return obj
+
+
+def _token_problem(name: str, tokens: list[object]) -> str | None:
+    for index, token in enumerate(tokens):
+        if type(token) is not int and type(token) is not str:
+            return f"{name}[{index}] is {json_type_name(token)} {describe_value(token)}, not a token id"
+    return None
+
+
+def parse_greedy_lines(
+    lines: list[bytes | None],
+    first_line: int,
+    source: str,
+    fields: FieldSpec,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[RunBatch, list[InputError]]:
+    """Greedy logs: each row holds the drafted token ids and the target's argmax ids.
+
+    The target list has k entries, or k + 1 when it includes the bonus position; a run's
+    accepted length is the common prefix of the two (see `batch.greedy_batch`).
+    """
+    assert fields.draft_tokens is not None and fields.target_tokens is not None
+    names = (fields.draft_tokens, fields.target_tokens)
+    paths = [parse_field_path(name) for name in names]
+    extra_paths = [(name, parse_field_path(name)) for name in fields.extras]
+    matches: list[bool] = []
+    lengths: list[int] = []
+    line_numbers: list[int] = []
+    extras: dict[str, list[object]] = {name: [] for name in fields.extras}
+    errors: list[InputError] = []
+    for offset, raw in enumerate(lines):
+        line = first_line + offset
+        obj = _decode_row(raw, line, max_line_bytes)
+        if obj is None:
+            continue
+        problem: str | None = obj if isinstance(obj, str) else None
+        lists: list[list[object]] = []
+        if isinstance(obj, dict):
+            for name, path in zip(names, paths):
+                value = _lookup(obj, path)
+                if value is MISSING:
+                    problem = _missing_message(obj, path)
+                elif type(value) is not list:
+                    problem = f"'{name}' is {json_type_name(value)}, not a list of token ids"
+                else:
+                    problem = _token_problem(name, value)
+                    lists.append(value)
+                if problem is not None:
+                    break
+        if problem is None:
+            drafted, target = lists
+            k = len(drafted)
+            if len(target) not in (k, k + 1):
+                problem = f"'{names[1]}' has {len(target)} entries; {k} drafted tokens need {k} or {k + 1}"
+        if problem is not None:
+            errors.append(InputError(source, line, problem, raw=raw))
+            continue
+        matches += [d == t for d, t in zip(drafted, target)]
+        lengths.append(k)
+        line_numbers.append(line)
+        assert isinstance(obj, dict)
+        for name, path in extra_paths:
+            value = _lookup(obj, path)
+            extras[name].append(None if value is MISSING else value)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    batch = greedy_batch(source, np.array(line_numbers, dtype=np.int64), offsets, np.array(matches, dtype=bool), extras)
+    return batch, errors
+
+
 def read_jsonl(
     stream: BinaryIO,
     source: str,
@@ -278,7 +363,8 @@ def read_jsonl(
 ) -> Iterator[RunBatch]:
     """Stream a JSONL byte stream as batches of valid runs, in input order."""
     for first_line, lines in iter_line_blocks(stream, source, max_line_bytes=max_line_bytes):
-        batch, errors = parse_lines(lines, first_line, source, fields, max_line_bytes)
+        parse = parse_greedy_lines if fields.greedy else parse_lines
+        batch, errors = parse(lines, first_line, source, fields, max_line_bytes)
         for error in errors:
             on_error(error)
         yield batch

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from specaccept_cli.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
 from specaccept_cli.errors import InputError
 from specaccept_cli.jsonl import OnError
 
@@ -39,8 +39,11 @@ def _top_level(name: str, schema_names: list[str]) -> str:
     return name if name in schema_names else parse_field_path(name)[0]
 
 
-def _list_parts(array: pa.Array, name: str, source: str) -> tuple[IntArray, pa.Array]:
-    """Offsets (starting at 0) and the flat values of a list-like column, honouring slices."""
+def _list_parts(array: pa.Array, name: str, source: str, tokens: bool = False) -> tuple[IntArray, pa.Array]:
+    """Offsets (starting at 0) and the flat values of a list-like column, honouring slices.
+
+    Values must be numbers, or (`tokens`, for greedy logs) integer or string token ids.
+    """
     kind = array.type
     if pa.types.is_fixed_size_list(kind):
         size = kind.list_size
@@ -53,7 +56,12 @@ def _list_parts(array: pa.Array, name: str, source: str) -> tuple[IntArray, pa.A
     else:
         raise InputError(source, None, f"column '{name}' is {kind}, not a list of numbers")
     value_type = values.type
-    if not (pa.types.is_floating(value_type) or pa.types.is_integer(value_type)):
+    if tokens:
+        if not (
+            pa.types.is_integer(value_type) or pa.types.is_string(value_type) or pa.types.is_large_string(value_type)
+        ):
+            raise InputError(source, None, f"column '{name}' holds {value_type}, not token ids")
+    elif not (pa.types.is_floating(value_type) or pa.types.is_integer(value_type)):
         raise InputError(source, None, f"column '{name}' holds {value_type}, not numbers")
     return offsets, values
 
@@ -65,8 +73,13 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
     schema_names = parquet.schema_arrow.names
-    names = (fields.p, fields.q, fields.r)
+    if fields.greedy:
+        assert fields.draft_tokens is not None and fields.target_tokens is not None
+        names: tuple[str, ...] = (fields.draft_tokens, fields.target_tokens)
+    else:
+        names = (fields.p, fields.q, fields.r)
     wanted = [*names, *fields.extras]
+    convert = _to_greedy_batch if fields.greedy else _to_run_batch
     for name in wanted:
         if _top_level(name, schema_names) not in schema_names:
             shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
@@ -76,7 +89,7 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
     try:
         batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
         for record_batch in batches:
-            batch, errors = _to_run_batch(record_batch, first_row, source, fields)
+            batch, errors = convert(record_batch, first_row, source, fields)
             for error in errors:
                 on_error(error)
             yield batch
@@ -135,9 +148,11 @@ def _to_run_batch(
         return batch, []
     keep = np.ones(n, dtype=bool)
     keep[list(bad)] = False
-    runs = sorted(bad)
-    raws = _rows_json(record_batch, runs)
-    return batch.select(keep), [InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(runs, raws)]
+    bad_runs = sorted(bad)
+    raws = _rows_json(record_batch, bad_runs)
+    return batch.select(keep), [
+        InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(bad_runs, raws)
+    ]
 
 
 def _rows_json(record_batch: pa.RecordBatch, indices: list[int]) -> list[bytes]:
@@ -154,3 +169,45 @@ def _ranks(lengths: IntArray) -> IntArray:
     starts = np.zeros(lengths.shape[0], dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     return np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
+
+
+def _to_greedy_batch(
+    record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec
+) -> tuple[RunBatch, list[InputError]]:
+    """Greedy logs: drafted token ids and the target's argmax ids (k or k + 1 of them) per row."""
+    assert fields.draft_tokens is not None and fields.target_tokens is not None
+    names = (fields.draft_tokens, fields.target_tokens)
+    n = record_batch.num_rows
+    rows = np.arange(first_row, first_row + n, dtype=np.int64)
+    bad: dict[int, str] = {}
+    parts = []
+    for name in names:
+        array = _column(record_batch, name, source)
+        if array.null_count:
+            for index in np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False)).tolist():
+                bad.setdefault(index, f"'{name}' is null")
+        offsets, values = _list_parts(array, name, source, tokens=True)
+        if values.null_count:
+            null_tokens = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
+            for run in (np.searchsorted(offsets, null_tokens, side="right") - 1).tolist():
+                bad.setdefault(run, f"'{name}' holds a null token")
+        parts.append((offsets, values.to_numpy(zero_copy_only=False)))
+    (draft_offsets, drafted), (target_offsets, target) = parts
+    k = np.diff(draft_offsets)
+    target_k = np.diff(target_offsets)
+    for run in np.flatnonzero((target_k != k) & (target_k != k + 1)).tolist():
+        bad.setdefault(
+            run, f"'{names[1]}' has {target_k[run]} entries; {k[run]} drafted tokens need {k[run]} or {k[run] + 1}"
+        )
+    # Compare each drafted token with the target's token at the same position of its run.
+    usable = np.repeat(~np.isin(np.arange(n), list(bad)), k)
+    target_index = np.repeat(target_offsets[:-1], k) + _ranks(k)
+    matches = np.zeros(drafted.shape[0], dtype=bool)
+    matches[usable] = drafted[usable] == target[target_index[usable]]
+    extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
+    batch = greedy_batch(source, rows, draft_offsets, matches, extras)
+    if not bad:
+        return batch, []
+    keep = np.ones(n, dtype=bool)
+    keep[list(bad)] = False
+    return batch.select(keep), [InputError(source, int(rows[run]), bad[run]) for run in sorted(bad)]

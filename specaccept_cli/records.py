@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+from itertools import repeat
 from typing import IO
 
 import orjson
 
 from specaccept_cli.batch import RunBatch
+from specaccept_cli.pipeline import RunColumns
 from specaccept_cli.text import json_controls_escaped, safe_text
 from specaccept_cli.vectorized import BatchOutcome
 
@@ -19,30 +21,41 @@ def _json_value(value: object) -> bytes:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)  # str: Parquet bytes, decimals
 
 
-class JsonlWriter:
-    """One JSON object per run: source, line, k, accepted, emitted, then each --id-field."""
+def _tail_values(
+    batch: RunBatch, columns: RunColumns, column_names: tuple[str, ...], id_fields: tuple[str, ...]
+) -> list[list[object]]:
+    """Per-run values after the base columns: computed columns first, then --id-field values."""
+    return [columns[name].tolist() for name in column_names] + [batch.extras[name] for name in id_fields]
 
-    def __init__(self, out: IO[bytes], id_fields: tuple[str, ...]) -> None:
+
+class JsonlWriter:
+    """One JSON object per run: source, line, k, accepted, emitted, computed columns, then each --id-field."""
+
+    def __init__(self, out: IO[bytes], id_fields: tuple[str, ...], column_names: tuple[str, ...] = ()) -> None:
         self.out = out
         self.id_fields = id_fields
-        self.id_keys = [_json_value(name) for name in id_fields]
+        self.column_names = column_names
+        self.keys = [_json_value(name) for name in (*column_names, *id_fields)]
 
-    def write(self, batch: RunBatch, outcome: BatchOutcome) -> None:
+    def write(self, batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
         prefix = b'{"source":' + _json_value(batch.source) + b',"line":'
-        columns = [batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist()]
-        if not self.id_fields:
-            lines = [
-                b'%s%d,"k":%d,"accepted":%d,"emitted":%d}\n' % (prefix, line, k, a, a + 1)
-                for line, k, a in zip(*columns)
-            ]
+        base = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+        if not self.keys:
+            lines = [b'%s%d,"k":%d,"accepted":%d,"emitted":%d}\n' % (prefix, line, k, a, a + 1) for line, k, a in base]
         else:
-            ids = [batch.extras[name] for name in self.id_fields]
-            lines = []
-            for index, (line, k, a) in enumerate(zip(*columns)):
-                tail = b"".join(
-                    b"," + key + b":" + _json_value(values[index]) for key, values in zip(self.id_keys, ids)
+            tails = zip(*_tail_values(batch, columns, self.column_names, self.id_fields))
+            lines = [
+                b'%s%d,"k":%d,"accepted":%d,"emitted":%d%s}\n'
+                % (
+                    prefix,
+                    line,
+                    k,
+                    a,
+                    a + 1,
+                    b"".join(b"," + key + b":" + _json_value(v) for key, v in zip(self.keys, tail)),
                 )
-                lines.append(b'%s%d,"k":%d,"accepted":%d,"emitted":%d%s}\n' % (prefix, line, k, a, a + 1, tail))
+                for (line, k, a), tail in zip(base, tails)
+            ]
         self.out.write(json_controls_escaped(b"".join(lines)))
 
     def close(self) -> None:
@@ -51,9 +64,11 @@ class JsonlWriter:
 
 def _csv_cell(value: object) -> object:
     """One single-line cell: strings with controls made visible, non-scalars as JSON text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return safe_text(value)
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+    if value is None or isinstance(value, (int, float)):
         return value
     return safe_text(_json_value(value).decode())
 
@@ -65,12 +80,13 @@ class CsvWriter:
     whole records, and no cell can start a line as a CI workflow command.
     """
 
-    def __init__(self, out: IO[bytes], id_fields: tuple[str, ...]) -> None:
+    def __init__(self, out: IO[bytes], id_fields: tuple[str, ...], column_names: tuple[str, ...] = ()) -> None:
         self.out = out
         self.id_fields = id_fields
+        self.column_names = column_names
         self.buffer = io.StringIO()
         self.writer = csv.writer(self.buffer, lineterminator="\n")
-        self.writer.writerow([*BASE_COLUMNS, *(safe_text(name) for name in id_fields)])
+        self.writer.writerow([*BASE_COLUMNS, *column_names, *(safe_text(name) for name in id_fields)])
         self._flush_buffer()
 
     def _flush_buffer(self) -> None:
@@ -78,12 +94,13 @@ class CsvWriter:
         self.buffer.seek(0)
         self.buffer.truncate()
 
-    def write(self, batch: RunBatch, outcome: BatchOutcome) -> None:
-        ids = [batch.extras[name] for name in self.id_fields]
-        rows = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+    def write(self, batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
+        base = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+        values = _tail_values(batch, columns, self.column_names, self.id_fields)
+        tails = zip(*values) if values else repeat(())
         source = safe_text(batch.source)
-        for index, (line, k, a) in enumerate(rows):
-            self.writer.writerow([source, line, k, a, a + 1, *(_csv_cell(values[index]) for values in ids)])
+        for (line, k, a), tail in zip(base, tails):
+            self.writer.writerow([source, line, k, a, a + 1, *(_csv_cell(value) for value in tail)])
         self._flush_buffer()
 
     def close(self) -> None:

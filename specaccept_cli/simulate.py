@@ -4,6 +4,10 @@ Each token gets an acceptance probability t = min(1, p/q) drawn so that E[t] = a
 (half the mass, alpha/2, at t = 1 with p >= q; the rest from a Beta with the matching
 mean), a draft probability q, p = t * q, and a uniform r in [0, 1). Since r is
 uniform and independent of t, P(r <= t) = E[t] = alpha exactly.
+
+With `alpha_by_position`, token i of every run (0-based) uses alpha_by_position[i]
+(the last value for positions beyond the list): acceptance that falls along the draft,
+as real drafters show, where the conditional and unconditional per-position rates differ.
 """
 
 from __future__ import annotations
@@ -51,9 +55,40 @@ def _thresholds(rng: np.random.Generator, alpha: float, size: int) -> FloatArray
     return np.where(rng.random(size) < certain, 1.0, rest)
 
 
-def simulate(runs: int, alpha: float, k_low: int, k_high: int, seed: int | None) -> Iterator[SimulatedChunk]:
-    """Chunks of simulated runs (k uniform in k_low..k_high), `runs` in all, reproducible with `seed`."""
+def _thresholds_by_position(rng: np.random.Generator, alphas: FloatArray) -> FloatArray:
+    """Like `_thresholds`, one target mean per token: E[t_i] = alphas[i]."""
+    inner = (alphas > 0.0) & (alphas < 1.0)
+    safe = np.where(inner, alphas, 0.5)
+    certain = safe / 2
+    mean_rest = (safe - certain) / (1 - certain)
+    concentration = 2.0
+    rest = rng.beta(concentration * mean_rest, concentration * (1 - mean_rest))
+    t = np.where(rng.random(alphas.shape[0]) < certain, 1.0, rest)
+    return np.where(inner, t, np.where(alphas >= 1.0, 1.0, 0.0))
+
+
+def parse_alpha_list(text: str) -> list[float]:
+    """`0.9,0.7,0.5` -> [0.9, 0.7, 0.5]; each in [0, 1]. Raises ValueError on anything else."""
+    values = [float(item) for item in text.split(",")]
+    if not values or any(not 0.0 <= value <= 1.0 for value in values):
+        raise ValueError(f"not a list of probabilities: {text!r}")
+    return values
+
+
+def simulate(
+    runs: int,
+    alpha: float,
+    k_low: int,
+    k_high: int,
+    seed: int | None,
+    alpha_by_position: list[float] | None = None,
+) -> Iterator[SimulatedChunk]:
+    """Chunks of simulated runs (k uniform in k_low..k_high), `runs` in all, reproducible with `seed`.
+
+    `alpha_by_position`, when given, replaces `alpha` position by position (see the module doc).
+    """
     rng = np.random.default_rng(seed)
+    by_position = None if alpha_by_position is None else np.asarray(alpha_by_position, dtype=np.float64)
     remaining = runs
     while remaining > 0:
         n = min(CHUNK_RUNS, remaining)
@@ -62,7 +97,11 @@ def simulate(runs: int, alpha: float, k_low: int, k_high: int, seed: int | None)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(k, out=offsets[1:])
         tokens = int(offsets[-1])
-        t = _thresholds(rng, alpha, tokens)
+        if by_position is None:
+            t = _thresholds(rng, alpha, tokens)
+        else:
+            position = np.arange(tokens, dtype=np.int64) - np.repeat(offsets[:-1], k)
+            t = _thresholds_by_position(rng, by_position[np.minimum(position, by_position.shape[0] - 1)])
         q = 1.0 - rng.random(tokens) * 0.95  # (0.05, 1]
         p = np.where(t >= 1.0, q + rng.random(tokens) * (1.0 - q), t * q)  # t = 1: p >= q
         r = rng.random(tokens)

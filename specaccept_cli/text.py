@@ -5,7 +5,9 @@ Data reaches three kinds of output, each with its own helper:
   makes control characters visible (`visible`) and defuses a leading `::` (`defused`);
 - JSON (`-o json`, `-o jsonl`): JSON escaping already covers C0 controls and newlines, and every line
   starts with `{` or spaces and a quote; `json_controls_escaped` also escapes the C1 controls, line
-  separators and bidi overrides that JSON may carry raw, which decodes to the very same strings.
+  separators and bidi overrides that JSON may carry raw, which decodes to the very same strings;
+- GitHub workflow commands that specaccept writes on purpose (`--github`): `workflow_command`, whose
+  message and properties are percent-encoded the runner's way.
 """
 
 from __future__ import annotations
@@ -51,3 +53,25 @@ def json_controls_escaped(data: bytes) -> bytes:
     if b"\xc2" not in data and b"\xe2" not in data and b"\xef" not in data:
         return data
     return _RAW_IN_JSON.sub(lambda match: b"\\u%04x" % ord(match.group().decode()), data)
+
+
+def workflow_data(text: str) -> str:
+    """A GitHub Actions workflow-command message: `%`, CR and LF percent-encoded (GitHub's rule, `%` first).
+
+    The runner reads a command only at the start of a line, so with no raw line break
+    left, nothing in `text` can start an annotation of its own; the remaining control
+    characters are shown as escapes so they cannot rewrite the log line either.
+    """
+    encoded = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return visible(encoded)
+
+
+def workflow_property(text: str) -> str:
+    """A workflow-command property value (`title=...`): as data, plus `:` and `,`, which end a property."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(command: str, message: str, **properties: str) -> str:
+    """`::command key=value,...::message`, every value and the message escaped."""
+    props = ",".join(f"{key}={workflow_property(value)}" for key, value in properties.items())
+    return f"::{command}{' ' + props if props else ''}::{workflow_data(message)}"

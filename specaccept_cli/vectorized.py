@@ -6,9 +6,11 @@ clamp with min(1, .) and compare with an inclusive `<=` (property-tested).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.batch import FloatArray, IntArray
 
@@ -25,6 +27,41 @@ class BatchOutcome:
     accepted: IntArray  # accepted-prefix length per run, 0 <= a <= k
     passing_tokens: int  # tokens that pass their own test, also after a rejection
     threshold_sum_fixed: int  # sum of min(1, p/q) over drafted tokens, times THRESHOLD_SCALE
+    sampled_tokens: int  # tokens with a logged (p, q, r); 0 for greedy logs
+    passing_per_run: IntArray  # the two token sums run by run, so an outcome can be split (--group-by)
+    threshold_fixed_per_run: IntArray
+
+    def take(self, runs: IntArray) -> BatchOutcome:
+        """The outcome of the runs at the given indices (one group of a batch)."""
+        passing = self.passing_per_run[runs]
+        thresholds = self.threshold_fixed_per_run[runs]
+        k = self.k[runs]
+        return BatchOutcome(
+            k=k,
+            accepted=self.accepted[runs],
+            passing_tokens=int(passing.sum(dtype=np.int64)),
+            threshold_sum_fixed=int(thresholds.sum(dtype=np.int64)),
+            sampled_tokens=int(k.sum(dtype=np.int64)) if self.sampled_tokens else 0,
+            passing_per_run=passing,
+            threshold_fixed_per_run=thresholds,
+        )
+
+    def without_thresholds(self) -> BatchOutcome:
+        """The outcome of greedy runs: nothing p/q- or r-based was logged, so no threshold sums."""
+        return replace(
+            self,
+            threshold_sum_fixed=0,
+            sampled_tokens=0,
+            threshold_fixed_per_run=np.zeros_like(self.threshold_fixed_per_run),
+        )
+
+
+def run_sums(offsets: IntArray, values: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_]) -> IntArray:
+    """Sum of integer `values` over each run's tokens (exact integer prefix sums; empty runs give 0)."""
+    prefix = np.zeros(values.shape[0] + 1, dtype=np.int64)
+    np.cumsum(values, dtype=np.int64, out=prefix[1:])
+    sums: IntArray = prefix[offsets[1:]] - prefix[offsets[:-1]]
+    return sums
 
 
 def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray) -> BatchOutcome:
@@ -34,19 +71,34 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
     token, or its length when none fails: find all failing token positions once,
     then for each run the first one at or after its start (searchsorted).
     """
+    thresholds = accept_thresholds(p, q)
+    passed = r <= thresholds
+    fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
+    passing_per_run = run_sums(offsets, passed)
+    threshold_fixed_per_run = run_sums(offsets, fixed)
+    return BatchOutcome(
+        k=np.diff(offsets).astype(np.int64),
+        accepted=prefix_lengths(offsets, passed),
+        passing_tokens=int(passing_per_run.sum(dtype=np.int64)),
+        threshold_sum_fixed=int(threshold_fixed_per_run.sum(dtype=np.int64)),
+        sampled_tokens=int(p.shape[0]),
+        passing_per_run=passing_per_run,
+        threshold_fixed_per_run=threshold_fixed_per_run,
+    )
+
+
+def accept_thresholds(p: FloatArray, q: FloatArray) -> FloatArray:
+    """min(1, p/q) per token, in IEEE double like the scalar rule (q = 0 gives inf or nan, never a warning)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.minimum(1.0, p / q)
+
+
+def prefix_lengths(offsets: IntArray, passed: npt.NDArray[np.bool_]) -> IntArray:
+    """Per run, how many tokens from its start pass before the first one that does not."""
     starts = offsets[:-1]
     ends = offsets[1:]
     total = int(offsets[-1]) if offsets.shape[0] else 0
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        thresholds = np.minimum(1.0, p / q)
-    passed = r <= thresholds
     failing = np.flatnonzero(~passed)
     first_failure = np.append(failing, total)[np.searchsorted(failing, starts)]
-    accepted = (np.minimum(first_failure, ends) - starts).astype(np.int64)
-    fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
-    return BatchOutcome(
-        k=(ends - starts).astype(np.int64),
-        accepted=accepted,
-        passing_tokens=int(np.count_nonzero(passed)),
-        threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
-    )
+    lengths: IntArray = (np.minimum(first_failure, ends) - starts).astype(np.int64)
+    return lengths

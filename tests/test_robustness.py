@@ -226,6 +226,7 @@ def shell(command: str) -> subprocess.CompletedProcess[bytes]:
         ("-o jsonl", b'{"source":'),
         ("-o csv", b"source,line,k,accepted,emitted"),
         ("--max-rows 5000", b"Runs"),
+        ("-o markdown --group-by id", b"### Acceptance"),
     ],
 )
 def test_head_ends_the_pipeline_quietly(big_log: Path, options: str, first: bytes) -> None:
@@ -273,14 +274,14 @@ def test_sigint_mid_stream_exits_130_with_one_line(big_log: Path) -> None:
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv"])
+@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv", "markdown"])
 def test_full_disk_is_an_error_not_a_crash(big_log: Path, output: str) -> None:
     result = shell(f'"$SPECACCEPT" -m specaccept_cli audit {big_log} -o {output} > /dev/full')
     assert result.returncode == 2
     assert result.stderr == b"specaccept: cannot write output: No space left on device\n"
 
 
-@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv"])
+@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv", "markdown"])
 def test_closed_stdout_is_an_error_not_a_crash(output: str) -> None:
     seed = Path(__file__).parent / "corpus" / "q_zero.jsonl"
     result = shell(f'"$SPECACCEPT" -m specaccept_cli audit {seed} -o {output} --on-error skip >&-')
@@ -299,7 +300,7 @@ def _no_live_text(text: str) -> None:
         assert not line.lstrip().startswith("::"), line
 
 
-@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv"])
+@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv", "markdown"])
 def test_hostile_strings_from_data_are_defused_everywhere(tmp_path: Path, output: str) -> None:
     directory = tmp_path / "::error::dir"
     directory.mkdir()
@@ -311,7 +312,7 @@ def test_hostile_strings_from_data_are_defused_everywhere(tmp_path: Path, output
         ],
     )
     for source in (str(path), os.path.relpath(path)):
-        result = invoke("audit", source, "-o", output, "--id-field", "id", "--on-error", "skip")
+        result = invoke("audit", source, "-o", output, "--id-field", "id", "--group-by", "id", "--on-error", "skip")
         assert result.exit_code == 0
         _no_live_text(result.stdout)
         _no_live_text(result.stderr)

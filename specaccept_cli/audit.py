@@ -1,0 +1,354 @@
+"""Auditing the server: the counts it reported, and the health of its sampler.
+
+Given the (p, q, r) a server logged and the accepted count it reported, recompute
+each run's count, flag disagreements, and test which known faulty rule reproduces
+the reported count exactly. Separately, test the sampler itself: acceptances at the
+examined tokens against their expected number (calibration), and the uniformity of
+the logged draws r (Kolmogorov-Smirnov). Every tally here is additive, like `Summary`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from specaccept_cli.batch import IntArray, RunBatch
+from specaccept_cli.errors import InputError
+from specaccept_cli.probability import ks_p_value, normal_two_sided
+from specaccept_cli.validate import describe_value, json_type_name
+from specaccept_cli.vectorized import (
+    THRESHOLD_SCALE,
+    BatchOutcome,
+    accept_thresholds,
+    prefix_lengths,
+)
+
+BoolArray = npt.NDArray[np.bool_]
+
+# Faulty rules seen in real servers (see REFERENCE.md), each reproducible from (p, q, r).
+RULES: dict[str, str] = {
+    "strict-inequality": "accepts on r < p/q instead of r <= p/q",
+    "no-prefix-break": "counts passes after the first rejection",
+    "target-probability-only": "accepts on r <= p, ignoring q",
+    "bonus-counted": "reports a + 1 (counts the bonus token)",
+}
+MAX_EXAMPLES = 20
+R_HISTOGRAM_BINS = 4096
+
+
+def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]:
+    """What each faulty rule would have reported for every run of the batch."""
+    thresholds = accept_thresholds(batch.p, batch.q)
+    return {
+        "strict-inequality": prefix_lengths(batch.offsets, batch.r < thresholds),
+        "no-prefix-break": outcome.passing_per_run,
+        "target-probability-only": prefix_lengths(batch.offsets, batch.r <= batch.p),
+        "bonus-counted": outcome.accepted + 1,
+    }
+
+
+def parse_reported(batch: RunBatch, name: str) -> tuple[IntArray, BoolArray, list[InputError]]:
+    """The reported counts of a batch as integers, which of them are valid, and an error for each that is not."""
+    values = batch.extras[name]
+    counts = np.zeros(len(values), dtype=np.int64)
+    valid = np.ones(len(values), dtype=bool)
+    errors: list[InputError] = []
+    lines = batch.lines.tolist()
+    for index, value in enumerate(values):
+        if type(value) is int and value >= 0:
+            counts[index] = value
+        elif type(value) is float and value.is_integer() and value >= 0:
+            counts[index] = int(value)
+        else:
+            shown = "missing" if value is None else f"{json_type_name(value)} {describe_value(value)}"
+            errors.append(InputError(batch.source, lines[index], f"'{name}' is {shown}, not a non-negative count"))
+            valid[index] = False
+    return counts, valid, errors
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One run whose reported count disagrees with the rule, and the faulty rules that explain it."""
+
+    source: str
+    line: int
+    k: int
+    reported: int
+    recomputed: int
+    rules: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "line": self.line,
+            "k": self.k,
+            "reported": self.reported,
+            "recomputed": self.recomputed,
+            "rules": list(self.rules),
+        }
+
+
+@dataclass
+class ReportedCheck:
+    """Per-run result of comparing reported with recomputed counts (for per-run records)."""
+
+    reported: IntArray
+    mismatch: BoolArray
+
+
+@dataclass
+class ReportedTally:
+    """Additive: runs compared, mismatches, how many mismatches each faulty rule explains."""
+
+    runs: int = 0
+    mismatches: int = 0
+    explains: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
+    unexplained: int = 0
+    examples: list[Mismatch] = field(default_factory=list)  # the first MAX_EXAMPLES, in input order
+
+    @classmethod
+    def of_batch(
+        cls, batch: RunBatch, outcome: BatchOutcome, reported: IntArray
+    ) -> tuple[ReportedTally, ReportedCheck]:
+        mismatch = reported != outcome.accepted
+        tally = cls(runs=len(batch), mismatches=int(mismatch.sum()))
+        if tally.mismatches:
+            where = np.flatnonzero(mismatch)
+            alternatives = {
+                rule: counts[where] == reported[where] for rule, counts in faulty_counts(batch, outcome).items()
+            }
+            explained = np.zeros(where.shape[0], dtype=bool)
+            for rule, hits in alternatives.items():
+                tally.explains[rule] = int(hits.sum())
+                explained |= hits
+            tally.unexplained = int((~explained).sum())
+            for position, run in enumerate(where[:MAX_EXAMPLES].tolist()):
+                tally.examples.append(
+                    Mismatch(
+                        source=batch.source,
+                        line=int(batch.lines[run]),
+                        k=int(outcome.k[run]),
+                        reported=int(reported[run]),
+                        recomputed=int(outcome.accepted[run]),
+                        rules=tuple(rule for rule, hits in alternatives.items() if hits[position]),
+                    )
+                )
+        return tally, ReportedCheck(reported=reported, mismatch=mismatch)
+
+    def __add__(self, other: ReportedTally) -> ReportedTally:
+        return ReportedTally(
+            runs=self.runs + other.runs,
+            mismatches=self.mismatches + other.mismatches,
+            explains={rule: self.explains.get(rule, 0) + other.explains.get(rule, 0) for rule in RULES},
+            unexplained=self.unexplained + other.unexplained,
+            examples=(self.examples + other.examples)[:MAX_EXAMPLES],
+        )
+
+    def diagnosis(self) -> list[dict[str, Any]]:
+        """Faulty rules sorted by how many mismatching runs they explain (a run may have several)."""
+        ranked = sorted(RULES, key=lambda rule: (-self.explains.get(rule, 0), list(RULES).index(rule)))
+        return [{"rule": rule, "explains": self.explains.get(rule, 0)} for rule in ranked]
+
+    def summary_keys(self) -> dict[str, Any]:
+        """The keys this audit adds to the summary object."""
+        return {
+            "reported_runs": self.runs,
+            "mismatches": self.mismatches,
+            "diagnosis": self.diagnosis(),
+            "unexplained": self.unexplained,
+            "mismatch_examples": [example.to_dict() for example in self.examples],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "mismatches": self.mismatches,
+            "explains": dict(self.explains),
+            "unexplained": self.unexplained,
+            "examples": [example.to_dict() for example in self.examples],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReportedTally:
+        return cls(
+            runs=int(data["runs"]),
+            mismatches=int(data["mismatches"]),
+            explains={rule: int(data["explains"].get(rule, 0)) for rule in RULES},
+            unexplained=int(data["unexplained"]),
+            examples=[
+                Mismatch(
+                    source=str(item["source"]),
+                    line=int(item["line"]),
+                    k=int(item["k"]),
+                    reported=int(item["reported"]),
+                    recomputed=int(item["recomputed"]),
+                    rules=tuple(str(rule) for rule in item["rules"]),
+                )
+                for item in data["examples"]
+            ],
+        )
+
+
+@dataclass(frozen=True)
+class TestResult:
+    statistic: float | None
+    p_value: float | None
+    ok: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"statistic": self.statistic, "p_value": self.p_value, "ok": self.ok}
+
+
+def _empty_histogram() -> IntArray:
+    return np.zeros(R_HISTOGRAM_BINS, dtype=np.int64)
+
+
+@dataclass
+class SamplerTally:
+    """Additive evidence about the sampler.
+
+    Calibration: at every examined token a lawful sampler accepts with probability
+    t = min(1, p/q) given everything before it, so (accepted - sum t) / sqrt(sum t(1-t))
+    is asymptotically standard normal whatever the draft model's quality (a martingale
+    CLT: which tokens get examined depends only on earlier outcomes). Uniformity: the
+    logged r are binned finely (R_HISTOGRAM_BINS) and the KS distance is taken at the
+    bin edges, so the state stays small and additive.
+    """
+
+    significance: float = 0.001  # a test is ok when its p-value is at least this (a setting, not a count)
+    examined_tokens: int = 0
+    accepted_tokens: int = 0
+    expected_fixed: int = 0  # sum of t over examined tokens, x THRESHOLD_SCALE
+    variance_fixed: int = 0  # sum of t (1 - t) over examined tokens, x THRESHOLD_SCALE
+    r_histogram: IntArray = field(default_factory=_empty_histogram)
+
+    @classmethod
+    def of_batch(cls, batch: RunBatch, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
+        k = outcome.k
+        examined_per_run = np.minimum(outcome.accepted + 1, k)
+        starts = batch.offsets[:-1]
+        position = np.arange(batch.p.shape[0], dtype=np.int64) - np.repeat(starts, k)
+        examined = position < np.repeat(examined_per_run, k)
+        t = accept_thresholds(batch.p, batch.q)[examined]
+        bins = np.minimum((batch.r * R_HISTOGRAM_BINS).astype(np.int64), R_HISTOGRAM_BINS - 1)
+        return cls(
+            significance=significance,
+            examined_tokens=int(examined.sum()),
+            accepted_tokens=int(outcome.accepted.sum()),
+            expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum()),
+            variance_fixed=int(np.rint(t * (1.0 - t) * THRESHOLD_SCALE).astype(np.int64).sum()),
+            r_histogram=np.bincount(bins, minlength=R_HISTOGRAM_BINS).astype(np.int64),
+        )
+
+    def __add__(self, other: SamplerTally) -> SamplerTally:
+        return SamplerTally(
+            significance=self.significance,
+            examined_tokens=self.examined_tokens + other.examined_tokens,
+            accepted_tokens=self.accepted_tokens + other.accepted_tokens,
+            expected_fixed=self.expected_fixed + other.expected_fixed,
+            variance_fixed=self.variance_fixed + other.variance_fixed,
+            r_histogram=self.r_histogram + other.r_histogram,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SamplerTally):
+            return NotImplemented
+        return (
+            self.examined_tokens == other.examined_tokens
+            and self.accepted_tokens == other.accepted_tokens
+            and self.expected_fixed == other.expected_fixed
+            and self.variance_fixed == other.variance_fixed
+            and bool(np.array_equal(self.r_histogram, other.r_histogram))
+        )
+
+    @property
+    def expected_acceptances(self) -> float:
+        return self.expected_fixed / THRESHOLD_SCALE
+
+    def calibration(self, significance: float | None = None) -> TestResult:
+        variance = self.variance_fixed / THRESHOLD_SCALE
+        if variance <= 0.0:
+            return TestResult(None, None, None)
+        z = (self.accepted_tokens - self.expected_acceptances) / math.sqrt(variance)
+        p_value = normal_two_sided(z)
+        return TestResult(z, p_value, p_value >= (self.significance if significance is None else significance))
+
+    def r_uniformity(self, significance: float | None = None) -> TestResult:
+        n = int(self.r_histogram.sum())
+        if n == 0:
+            return TestResult(None, None, None)
+        empirical = np.cumsum(self.r_histogram) / n
+        edges = np.arange(1, R_HISTOGRAM_BINS + 1) / R_HISTOGRAM_BINS
+        statistic = float(np.max(np.abs(empirical - edges)))
+        p_value = ks_p_value(statistic, n)
+        return TestResult(statistic, p_value, p_value >= (self.significance if significance is None else significance))
+
+    @property
+    def ok(self) -> bool:
+        """False when either test rejects a lawful sampler; None-valued tests (no data) pass."""
+        return self.calibration().ok is not False and self.r_uniformity().ok is not False
+
+    def summary_keys(self) -> dict[str, Any]:
+        return {
+            "calibration": {
+                **self.calibration().to_dict(),
+                "observed": self.accepted_tokens,
+                "expected": self.expected_acceptances,
+                "examined_tokens": self.examined_tokens,
+            },
+            "r_uniformity": {**self.r_uniformity().to_dict(), "draws": int(self.r_histogram.sum())},
+            "sampler_significance": self.significance,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        nonzero = np.flatnonzero(self.r_histogram)
+        return {
+            "significance": self.significance,
+            "examined_tokens": self.examined_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "expected_fixed": self.expected_fixed,
+            "variance_fixed": self.variance_fixed,
+            "r_histogram_bins": R_HISTOGRAM_BINS,
+            "r_histogram": [[int(i), int(self.r_histogram[i])] for i in nonzero],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SamplerTally:
+        if int(data["r_histogram_bins"]) != R_HISTOGRAM_BINS:
+            raise ValueError("r_histogram_bins differs from this version's")
+        histogram = _empty_histogram()
+        for index, count in data["r_histogram"]:
+            if not (0 <= int(index) < R_HISTOGRAM_BINS and int(count) >= 0):
+                raise ValueError(f"r_histogram holds an impossible bin ({index}, {count})")
+            histogram[int(index)] += int(count)
+        return cls(
+            significance=float(data["significance"]),
+            examined_tokens=int(data["examined_tokens"]),
+            accepted_tokens=int(data["accepted_tokens"]),
+            expected_fixed=int(data["expected_fixed"]),
+            variance_fixed=int(data["variance_fixed"]),
+            r_histogram=histogram,
+        )
+
+
+def audit_failures(
+    reported: ReportedTally | None, sampler: SamplerTally | None, max_mismatches: int | None
+) -> list[str]:
+    """One line per failed audit check: too many mismatches, or a sampler test that rejects."""
+    failures = []
+    if reported is not None and max_mismatches is not None and reported.mismatches > max_mismatches:
+        top = reported.diagnosis()[0]
+        hint = f"; most explained by {top['rule']} ({top['explains']})" if top["explains"] else ""
+        failures.append(f"mismatches: {reported.mismatches} > --max-mismatches {max_mismatches}{hint}")
+    if sampler is not None:
+        for name, result in (("calibration", sampler.calibration()), ("r uniformity", sampler.r_uniformity())):
+            if result.ok is False:
+                failures.append(
+                    f"sampler {name}: p = {result.p_value:.3g} < --sampler-significance {sampler.significance:g} "
+                    f"(statistic {result.statistic:.4g})"
+                )
+    return failures

@@ -1,0 +1,211 @@
+"""Checks on a Summary: minimum thresholds (gates) and comparison with a baseline.
+
+Both are pure functions of Summary objects and return plain results; the command
+line decides how to print them and turns a failure into exit status 1.
+
+The baseline comparison is a one-sided two-sample z test over runs. For a metric m
+with estimates b (baseline) and c (current) and standard errors se_b, se_c (over
+runs, so tokens of one run are not counted as independent draws), and a tolerated
+relative drop d (`--max-drop`), it tests
+
+    H0: true c >= (1 - d) * true b      (the metric dropped by at most d)
+
+with z = (c - (1 - d) b) / sqrt(se_c^2 + (1 - d)^2 se_b^2) and p = P(Z <= z).
+The metric regresses when p < significance. Rejecting H0 needs the estimated drop
+to exceed d *and* that excess to be unlikely under noise alone; when the true drop
+is exactly d, false alarms happen at the rate `significance`, and less often for
+smaller drops. With d = 0 it is the plain test z = (c - b) / sqrt(se_b^2 + se_c^2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specaccept_cli.probability import normal_cdf
+from specaccept_cli.summary import Summary
+
+# Gate option names (as in the command line) -> (Summary attribute, label).
+GATE_METRICS: dict[str, tuple[str, str]] = {
+    "min_alpha": ("alpha", "alpha"),
+    "min_tokens_per_pass": ("tokens_per_pass", "tokens per pass"),
+    "min_acceptance_rate": ("acceptance_rate", "acceptance rate"),
+}
+
+# Metrics compared with a baseline: (Summary attribute, label, standard-error attribute).
+COMPARED_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("alpha", "alpha", "alpha_standard_error"),
+    ("tokens_per_pass", "tokens per pass", "tokens_per_pass_standard_error"),
+)
+
+DEFAULT_MAX_DROP = 0.02
+DEFAULT_SIGNIFICANCE = 0.01
+
+
+def option_name(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One threshold checked against a summary. A metric with no value (no runs) fails."""
+
+    option: str  # e.g. "--min-alpha"
+    metric: str  # e.g. "alpha"
+    label: str  # e.g. "alpha"
+    threshold: float
+    value: float | None
+
+    @property
+    def passed(self) -> bool:
+        return self.value is not None and self.value >= self.threshold
+
+    def message(self) -> str:
+        if self.value is None:
+            return f"{self.label} has no value (no runs to estimate it from); {self.option} {self.threshold:g} fails"
+        relation = "is at least" if self.passed else "is below"
+        return f"{self.label} = {self.value:.6g} {relation} {self.option} {self.threshold:g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "option": self.option,
+            "metric": self.metric,
+            "threshold": self.threshold,
+            "value": self.value,
+            "passed": self.passed,
+        }
+
+
+def check_gates(summary: Summary, thresholds: Mapping[str, float | None]) -> list[GateResult]:
+    """Results for every threshold given (keys of GATE_METRICS; None means not set), in a fixed order."""
+    unknown = set(thresholds) - set(GATE_METRICS)
+    if unknown:
+        raise KeyError(f"unknown gates: {sorted(unknown)}")
+    results = []
+    for key, (metric, label) in GATE_METRICS.items():
+        threshold = thresholds.get(key)
+        if threshold is None:
+            continue
+        value = getattr(summary, metric)
+        results.append(GateResult(option_name(key), metric, label, threshold, value))
+    return results
+
+
+# --- baseline comparison ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One metric, baseline against current. `verdict` is "ok", "regressed" or "untestable"."""
+
+    metric: str
+    label: str
+    baseline: float | None
+    current: float | None
+    baseline_standard_error: float | None
+    current_standard_error: float | None
+    change: float | None  # (current - baseline) / baseline
+    z: float | None
+    p: float | None
+    verdict: str
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict != "ok"
+
+    def message(self, max_drop: float, significance: float) -> str:
+        if self.verdict == "untestable":
+            return (
+                f"{self.label} cannot be compared with the baseline "
+                f"(each side needs at least 2 runs; baseline {_fmt(self.baseline)}, current {_fmt(self.current)})"
+            )
+        change = "" if self.change is None else f" ({self.change:+.2%})"
+        z = "" if self.z is None else f"z = {self.z:.2f}, "
+        test = f"{z}p = {self.p:.3g}"
+        if self.verdict == "regressed":
+            return (
+                f"{self.label} regressed: {_fmt(self.baseline)} -> {_fmt(self.current)}{change}, a drop of more than "
+                f"--max-drop {max_drop:g} at --significance {significance:g} ({test})"
+            )
+        return f"{self.label}: {_fmt(self.baseline)} -> {_fmt(self.current)}{change}, no regression ({test})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "baseline": self.baseline,
+            "current": self.current,
+            "baseline_standard_error": self.baseline_standard_error,
+            "current_standard_error": self.current_standard_error,
+            "change": self.change,
+            "z": self.z,
+            "p": self.p,
+            "verdict": self.verdict,
+        }
+
+
+def _fmt(value: float | None) -> str:
+    return "null" if value is None else f"{value:.6g}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    max_drop: float
+    significance: float
+    metrics: list[MetricComparison]
+
+    @property
+    def failures(self) -> list[MetricComparison]:
+        return [metric for metric in self.metrics if metric.failed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_drop": self.max_drop,
+            "significance": self.significance,
+            "test": "one-sided z over runs: H0 current >= (1 - max_drop) * baseline; regressed when p < significance",
+            "metrics": [metric.to_dict() for metric in self.metrics],
+            "regressed": bool(self.failures),
+        }
+
+
+def drop_test(
+    baseline: float, baseline_se: float, current: float, current_se: float, max_drop: float
+) -> tuple[float | None, float]:
+    """(z, p) of the one-sided test of H0: current >= (1 - max_drop) * baseline.
+
+    With no variance on either side the answer is certain: p = 0 when the current
+    value is below the tolerated floor, else 1 (z is then undefined: None).
+    """
+    keep = 1.0 - max_drop
+    difference = current - keep * baseline
+    spread = math.sqrt(current_se * current_se + keep * keep * baseline_se * baseline_se)
+    if spread == 0.0:
+        return None, 0.0 if difference < 0 else 1.0
+    z = difference / spread
+    return z, normal_cdf(z)
+
+
+def compare(
+    baseline: Summary,
+    current: Summary,
+    max_drop: float = DEFAULT_MAX_DROP,
+    significance: float = DEFAULT_SIGNIFICANCE,
+) -> Comparison:
+    """Compare alpha and tokens per pass; see the module docstring for the exact rule."""
+    if not 0.0 <= max_drop < 1.0:
+        raise ValueError(f"max_drop must be in [0, 1), not {max_drop}")
+    if not 0.0 < significance < 1.0:
+        raise ValueError(f"significance must be in (0, 1), not {significance}")
+    rows = []
+    for metric, label, se_name in COMPARED_METRICS:
+        b, c = getattr(baseline, metric), getattr(current, metric)
+        se_b, se_c = getattr(baseline, se_name), getattr(current, se_name)
+        change = (c - b) / b if b is not None and c is not None and b != 0 else None
+        if b is None or c is None or se_b is None or se_c is None:
+            rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, None, None, "untestable"))
+            continue
+        z, p = drop_test(b, se_b, c, se_c, max_drop)
+        verdict = "regressed" if p < significance else "ok"
+        rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, z, p, verdict))
+    return Comparison(max_drop, significance, rows)

@@ -1,0 +1,133 @@
+"""Reported counts and sampler health, on logs from a real (tiny) speculative decoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specaccept_cli.audit import RULES, ReportedTally, SamplerTally, faulty_counts, parse_reported
+from specaccept_cli.batch import RunBatch
+from specaccept_cli.vectorized import accept_prefix_batch
+from tests.conftest import spec_accept
+from tests.specdec import FAULTS, model_pair, speculative_runs
+
+
+def batch_of(rows: list[dict[str, object]]) -> RunBatch:
+    lengths = [len(row["p"]) for row in rows]  # type: ignore[arg-type]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = {name: np.array([x for row in rows for x in row[name]], dtype=np.float64) for name in "pqr"}  # type: ignore[attr-defined]
+    return RunBatch(
+        source="log.jsonl",
+        lines=np.arange(1, len(rows) + 1, dtype=np.int64),
+        offsets=offsets,
+        p=flat["p"],
+        q=flat["q"],
+        r=flat["r"],
+        extras={"reported": [row.get("reported") for row in rows]},
+    )
+
+
+def tally(rows: list[dict[str, object]]) -> tuple[ReportedTally, SamplerTally]:
+    batch = batch_of(rows)
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
+    reported, valid, errors = parse_reported(batch, "reported")
+    assert errors == [] and valid.all()
+    reported_tally, _ = ReportedTally.of_batch(batch, outcome, reported)
+    return reported_tally, SamplerTally.of_batch(batch, outcome)
+
+
+def test_faulty_counts_by_hand() -> None:
+    # thresholds 1, 0.25, 1, 0.5; r 0.1, 0.25 (tie), 0.2, 0.9
+    rows = [{"p": [0.9, 0.2, 0.8, 0.25], "q": [0.5, 0.8, 0.4, 0.5], "r": [0.1, 0.25, 0.2, 0.9], "reported": 0}]
+    batch = batch_of(rows)
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
+    assert outcome.accepted.tolist() == [3]
+    counts = faulty_counts(batch, outcome)
+    assert counts["strict-inequality"].tolist() == [1]  # 0.25 < 0.25 fails
+    assert counts["no-prefix-break"].tolist() == [3]
+    assert counts["target-probability-only"].tolist() == [1]  # 0.25 <= 0.2 fails
+    assert counts["bonus-counted"].tolist() == [4]
+
+
+def test_parse_reported_rejects_non_counts() -> None:
+    rows = [
+        {**row, "p": [0.5], "q": [0.5], "r": [0.5]}
+        for row in [{"reported": 1}, {"reported": 2.0}, {"reported": -1}, {"reported": "3"}, {"reported": True}, {}]
+    ]
+    counts, valid, errors = parse_reported(batch_of(rows), "reported")
+    assert counts[:2].tolist() == [1, 2]
+    assert valid.tolist() == [True, True, False, False, False, False]
+    assert [(error.line, error.message) for error in errors] == [
+        (3, "'reported' is number -1, not a non-negative count"),
+        (4, "'reported' is string '3', not a non-negative count"),
+        (5, "'reported' is boolean true, not a non-negative count"),
+        (6, "'reported' is missing, not a non-negative count"),
+    ]
+
+
+@pytest.mark.parametrize("quality", [0.2, 0.6, 0.95])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_honest_server_has_no_mismatches_and_a_healthy_sampler(quality: float, seed: int) -> None:
+    target, draft = model_pair(vocab=12, quality=quality, seed=seed)
+    rows = list(speculative_runs(target, draft, runs=3000, k=5, seed=seed))
+    assert [row["reported"] for row in rows] == [spec_accept(row["p"], row["q"], row["r"]) for row in rows]  # type: ignore[arg-type]
+    reported, sampler = tally(rows)
+    assert reported.runs == 3000 and reported.mismatches == 0 and reported.examples == []
+    calibration = sampler.calibration(0.001)
+    uniformity = sampler.r_uniformity(0.001)
+    assert calibration.ok and uniformity.ok, (calibration, uniformity)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_every_injected_bug_is_flagged_and_attributed(fault: str) -> None:
+    # A top-k target (p = 0 happens) and 8-bit uniform draws (r = 0 happens): the ties where
+    # strict `<` differs from `<=`, as on real servers; harmless for the other faults.
+    target, draft = model_pair(vocab=12, quality=0.3, seed=3, top_k=3)
+    rows = list(speculative_runs(target, draft, runs=4000, k=6, seed=3, fault=fault, r_levels=256))
+    reported, _ = tally(rows)
+    assert reported.mismatches > 0
+    ranking = reported.diagnosis()
+    assert reported.explains[fault] == reported.mismatches  # the injected rule explains every mismatch
+    assert ranking[0]["explains"] == reported.mismatches
+    assert reported.unexplained == 0
+    assert all(fault in example.rules for example in reported.examples)
+    assert len(reported.examples) == min(20, reported.mismatches)
+
+
+def test_unexplained_mismatches_are_counted() -> None:
+    rows = [{"p": [0.9, 0.9], "q": [0.3, 0.3], "r": [0.5, 0.5], "reported": 0}]  # a = 2; no faulty rule gives 0
+    reported, _ = tally(rows)
+    assert reported.mismatches == 1 and reported.unexplained == 1
+    assert all(item["explains"] == 0 for item in reported.diagnosis())
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_biased_uniform_draws_fail_both_sampler_tests(seed: int) -> None:
+    target, draft = model_pair(vocab=12, quality=0.6, seed=seed)
+    rows = list(speculative_runs(target, draft, runs=3000, k=5, seed=seed, r_power=1.3))
+    _, sampler = tally(rows)
+    assert sampler.calibration(0.001).ok is False
+    assert sampler.r_uniformity(0.001).ok is False
+
+
+def test_calibration_by_hand() -> None:
+    # one run, thresholds 0.5 and 0.25, both examined (first accepted, second rejected)
+    rows = [{"p": [0.25, 0.2], "q": [0.5, 0.8], "r": [0.1, 0.9], "reported": 1}]
+    _, sampler = tally(rows)
+    assert sampler.examined_tokens == 2 and sampler.accepted_tokens == 1
+    result = sampler.calibration(0.001)
+    expected = (1 - 0.75) / (0.5 * 0.5 + 0.25 * 0.75) ** 0.5
+    assert result.statistic == pytest.approx(expected, rel=1e-8)
+
+
+def test_tallies_add_and_round_trip() -> None:
+    target, draft = model_pair(vocab=8, quality=0.5, seed=9)
+    rows = list(speculative_runs(target, draft, runs=600, k=4, seed=9, fault="bonus-counted"))
+    whole_reported, whole_sampler = tally(rows)
+    left, right = tally(rows[:250]), tally(rows[250:])
+    assert (left[0] + right[0]).to_dict() == whole_reported.to_dict()
+    assert left[1] + right[1] == whole_sampler
+    assert ReportedTally.from_dict(whole_reported.to_dict()).to_dict() == whole_reported.to_dict()
+    assert SamplerTally.from_dict(whole_sampler.to_dict()) == whole_sampler
+    assert set(whole_reported.explains) == set(RULES)

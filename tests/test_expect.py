@@ -1,0 +1,67 @@
+"""`specaccept expect`: the i.i.d. model's closed forms as a calculator."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.conftest import invoke
+
+
+def test_the_seed_worked_number() -> None:
+    result = invoke("expect", "--alpha", "0.8", "--k", "4", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    row = orjson.loads(result.stdout)
+    assert row == {"alpha": 0.8, "k": 4, "tokens_per_pass": pytest.approx(3.3616)}
+    assert "speedup" not in row
+    assert "3.3616" in invoke("expect", "--alpha", "0.8", "--k", "4").stdout
+
+
+def test_several_k_give_a_list_with_speedups() -> None:
+    result = invoke("expect", "--alpha", "0.8", "--k", "2,4,8", "--cost-ratio", "0.1", "-o", "json")
+    rows = orjson.loads(result.stdout)
+    # k=2: 2.44 / 1.2; k=4: 3.3616 / 1.4; k=8: (1 - 0.8^9)/0.2 = 4.3289... / 1.8
+    assert [row["k"] for row in rows] == [2, 4, 8]
+    assert rows[0]["tokens_per_pass"] == pytest.approx(2.44)
+    assert rows[0]["speedup"] == pytest.approx(2.44 / 1.2)
+    assert rows[1]["speedup"] == pytest.approx(3.3616 / 1.4)
+    assert rows[2]["tokens_per_pass"] == pytest.approx((1 - 0.8**9) / 0.2)
+
+
+def test_range_and_alpha_one() -> None:
+    rows = orjson.loads(invoke("expect", "--alpha", "1", "--k", "1-3", "-o", "json").stdout)
+    assert [(row["k"], row["tokens_per_pass"]) for row in rows] == [(1, 2.0), (2, 3.0), (3, 4.0)]
+
+
+def test_table_marks_the_best_k() -> None:
+    # alpha 0.6, c 0.1: speedups k=1 1.4545, k=2 1.6333, k=3 1.6738, k=4 1.6469: best is 3
+    result = invoke("expect", "--alpha", "0.6", "--k", "1-4", "--cost-ratio", "0.1")
+    assert result.exit_code == 0
+    best_lines = [line for line in result.stdout.splitlines() if "best" in line and "│" in line]
+    assert len(best_lines) == 1
+    assert "│ 3 │" in best_lines[0]
+    assert "1.6738" in best_lines[0]
+    assert "Best k in 1..32 at this alpha and cost ratio: 3." in result.stdout
+
+
+def test_without_cost_ratio_no_k_is_marked() -> None:
+    result = invoke("expect", "--alpha", "0.6", "--k", "1-4")
+    assert not [line for line in result.stdout.splitlines() if "best" in line and "│" in line]
+    assert "give it to find the best k" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--alpha", "0.8", "--k", "x"], "not a draft length"),
+        (["--alpha", "0.8", "--k", "5-2"], "not a draft length"),
+        (["--alpha", "0.8", "--k", "-1"], "not a draft length"),
+        (["--alpha", "0.8", "--k", "1-100000"], "draft lengths go up to"),
+        (["--alpha", "1.2", "--k", "4"], "--alpha"),
+        (["--alpha", "0.8", "--k", "4", "--cost-ratio", "-1"], "--cost-ratio"),
+    ],
+)
+def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
+    result = invoke("expect", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr

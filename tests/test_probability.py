@@ -1,0 +1,56 @@
+"""The tails against published values (scipy's, to the digits printed in standard tables)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specaccept_cli.probability import kolmogorov_sf, ks_p_value, normal_sf, normal_two_sided
+
+
+@pytest.mark.parametrize(
+    ("z", "tail"),
+    [
+        (0.0, 0.5),
+        (1.0, 0.15865525393145707),
+        (1.6448536269514722, 0.05),
+        (2.326347874040841, 0.01),
+        (3.090232306167813, 0.001),
+        (-1.0, 0.8413447460685429),
+        (8.0, 6.22096057427178e-16),
+    ],
+)
+def test_normal_sf(z: float, tail: float) -> None:
+    assert normal_sf(z) == pytest.approx(tail, rel=1e-9)
+
+
+def test_normal_two_sided() -> None:
+    assert normal_two_sided(1.959963984540054) == pytest.approx(0.05, rel=1e-9)
+    assert normal_two_sided(-1.959963984540054) == pytest.approx(0.05, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("x", "tail"),
+    [  # scipy.special.kolmogorov
+        (0.2, 0.9999999999999990),
+        (0.5, 0.9639452436648751),
+        (0.8, 0.5441424115741982),
+        (1.0, 0.2699996716735565),
+        (1.1, 0.1777181926064012),
+        (1.3580986393225505, 0.05),
+        (1.6276236115189480, 0.01),
+        (1.9494746927713730, 0.001),
+        (3.0, 3.0459959489543e-08),
+    ],
+)
+def test_kolmogorov_sf(x: float, tail: float) -> None:
+    assert kolmogorov_sf(x) == pytest.approx(tail, rel=1e-6, abs=1e-15)
+
+
+def test_kolmogorov_is_continuous_where_the_series_switch() -> None:
+    assert kolmogorov_sf(1.18 - 1e-9) == pytest.approx(kolmogorov_sf(1.18 + 1e-9), rel=1e-6)
+
+
+def test_ks_p_value_edges() -> None:
+    assert ks_p_value(0.0, 100) == 1.0
+    assert ks_p_value(0.5, 0) == 1.0
+    assert ks_p_value(0.2, 1000) < 1e-20
