@@ -16,13 +16,13 @@ Two kinds of problem reach the policy:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import IO, Literal
+from typing import IO, Literal, TypeVar
 
-from specaccept_cli.batch import RunBatch
 from specaccept_cli.errors import InputError
 from specaccept_cli.summary import MAX_KEPT_ERRORS, SkippedRow, Summary
 
 Mode = Literal["fail", "skip"]
+Item = TypeVar("Item")  # what a source yields: RunBatches, or blocks already evaluated elsewhere
 
 
 class ErrorPolicy:
@@ -64,7 +64,7 @@ class ErrorPolicy:
         """The skipped part of the audit as a Summary, to add to the summary of the runs read."""
         return Summary(skipped_rows=self.skipped_rows, skipped_sources=self.skipped_sources, errors=tuple(self.errors))
 
-    def guard(self, batches: Iterable[RunBatch]) -> Iterator[RunBatch]:
+    def guard(self, batches: Iterable[Item]) -> Iterator[Item]:
         """The batches of one source; a source-level failure ends this source, not the audit (skip)."""
         try:
             yield from batches

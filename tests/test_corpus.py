@@ -144,7 +144,7 @@ def test_unreadable_file(mode: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["empty.jsonl", "blank_lines.jsonl", "empty.parquet"])
-@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv"])
+@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv", "markdown"])
 @pytest.mark.parametrize("mode", ["fail", "skip"])
 def test_empty_input_is_zero_runs_and_exit_0(name: str, output: str, mode: str) -> None:
     result = invoke("audit", str(CORPUS / name), "-o", output, "--on-error", mode)
@@ -157,6 +157,8 @@ def test_empty_input_is_zero_runs_and_exit_0(name: str, output: str, mode: str) 
         assert result.stdout == ""
     elif output == "csv":
         assert result.stdout == "source,line,k,accepted,emitted\n"
+    elif output == "markdown":
+        assert "| runs | 0 |" in result.stdout
     else:
         assert "runs" in result.stdout and "—" in result.stdout
 
