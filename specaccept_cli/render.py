@@ -312,6 +312,18 @@ def markdown_report(
             markdown_table(("metric", "value", "meaning"), summary_rows(summary), right=("value",)),
             ALPHA_CAPTION,
         ]
+        if summary.errors:
+            rows = [
+                (f"{error.source}" + ("" if error.line is None else f":{error.line}"), error.message)
+                for error in summary.errors
+            ]
+            skipped = summary.skipped_rows + summary.skipped_sources
+            more = skipped - len(rows)
+            parts += [
+                "### Skipped input",
+                markdown_table(("source:line", "problem"), rows),
+                *([f"… and {more:,} more (the summary keeps the first {len(rows)})."] if more > 0 else []),
+            ]
     if gates:
         parts += ["### Gates", markdown_table(GATE_COLUMNS, gate_rows(gates), right=("threshold", "value"))]
     if comparison is not None:

@@ -398,3 +398,12 @@ def test_many_errors_keep_the_first_twenty(tmp_path: Path) -> None:
     assert (summary["runs"], summary["skipped_rows"]) == (1, 25)
     assert [error["line"] for error in summary["errors"]] == list(range(1, 21))
     assert "… and 5 more" in result.stderr
+
+
+def test_markdown_report_lists_skipped_input() -> None:
+    corpus = Path(__file__).parent / "corpus"
+    result = invoke("audit", str(corpus / "q_zero.jsonl"), "-o", "markdown", "--on-error", "skip")
+    assert result.exit_code == 0
+    assert "| skipped rows | 1 | bad rows left out (--on-error skip) |" in result.stdout
+    assert "### Skipped input" in result.stdout
+    assert f"| {corpus / 'q_zero.jsonl'}:3 | q[1] = 0.0 is zero: a drafted token always has q > 0 |" in result.stdout
