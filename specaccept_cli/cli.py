@@ -676,11 +676,14 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
             if problem is not None:
                 raise click.BadParameter(problem, param_hint=f"--{name}")
     accepted = accept_prefix(p, q, r)
-    click.echo(accepted)
+    out = _stdout()
+    out.write(b"%d\n" % accepted)
+    out.flush()
     if explain:
         from specaccept_cli.render import QuietPipeConsole, explain_table
 
-        QuietPipeConsole().print(explain_table(p, q, r, accepted))
+        with _printing_to_stdout():
+            QuietPipeConsole().print(explain_table(p, q, r, accepted))
 
 
 @cli.command()

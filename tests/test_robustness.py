@@ -407,3 +407,22 @@ def test_markdown_report_lists_skipped_input() -> None:
     assert "| skipped rows | 1 | bad rows left out (--on-error skip) |" in result.stdout
     assert "### Skipped input" in result.stdout
     assert f"| {corpus / 'q_zero.jsonl'}:3 | q[1] = 0.0 is zero: a drafted token always has q > 0 |" in result.stdout
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "command",
+    [
+        "check --p 0.5 --q 0.5 --r 0.1",
+        "check --p 0.5 --q 0.5 --r 0.1 --explain",
+        "simulate --runs 10 --alpha 0.5 --k 3",
+        "expect --alpha 0.8 --k 1-8",
+    ],
+)
+def test_every_command_reports_a_full_disk(command: str) -> None:
+    result = shell(f'"$SPECACCEPT" -m specaccept_cli {command} > /dev/full')
+    assert result.returncode == 2
+    assert result.stderr == b"specaccept: cannot write output: No space left on device\n"
+    closed = shell(f'"$SPECACCEPT" -m specaccept_cli {command} >&-')
+    assert closed.returncode == 2
+    assert closed.stderr == b"specaccept: cannot write output: stdout is closed\n"
