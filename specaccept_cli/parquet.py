@@ -20,6 +20,10 @@ from specaccept_cli.jsonl import OnError
 
 BATCH_ROWS = 65_536
 
+# What pyarrow raises on a damaged file: any Arrow error (invalid data, an encoding it does not implement,
+# absurd sizes), an I/O error, or column names that are not UTF-8.
+_DAMAGED: tuple[type[BaseException], ...] = (pa.ArrowException, OSError, UnicodeDecodeError)
+
 
 def _column(batch: pa.RecordBatch, name: str, source: str) -> pa.Array:
     """Resolve a dotted path: a literal column name first, else struct fields."""
@@ -70,9 +74,9 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
     """Stream one Parquet file as batches of valid runs; rows are numbered from 1."""
     try:
         parquet = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        schema_names = parquet.schema_arrow.names
+    except _DAMAGED as exc:
         raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
-    schema_names = parquet.schema_arrow.names
     if fields.greedy:
         assert fields.draft_tokens is not None and fields.target_tokens is not None
         names: tuple[str, ...] = (fields.draft_tokens, fields.target_tokens)
@@ -94,7 +98,7 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
                 on_error(error)
             yield batch
             first_row += record_batch.num_rows
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+    except _DAMAGED as exc:
         read = first_row - 1
         raise InputError(
             source, None, f"cannot read Parquet data after {read} row{'s' if read != 1 else ''} ({exc})"

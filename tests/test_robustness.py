@@ -426,3 +426,39 @@ def test_every_command_reports_a_full_disk(command: str) -> None:
     closed = shell(f'"$SPECACCEPT" -m specaccept_cli {command} >&-')
     assert closed.returncode == 2
     assert closed.stderr == b"specaccept: cannot write output: stdout is closed\n"
+
+
+@pytest.fixture(scope="module")
+def parquet_bytes() -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"p": [[0.5, 0.2]] * 50, "q": [[0.5, 0.4]] * 50, "r": [[0.1, 0.9]] * 50, "id": list(range(50))})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+@PROPERTY
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+    cut=st.none() | st.integers(0, 10**6),
+)
+def test_damaged_parquet_is_an_input_error_never_a_crash(
+    tmp_path: Path, parquet_bytes: bytes, flips: list[tuple[int, int]], cut: int | None
+) -> None:
+    """Random bytes overwritten (and maybe the file cut short): pyarrow's many exceptions become one line."""
+    data = bytearray(parquet_bytes)
+    for position, value in flips:
+        data[position % len(data)] = value
+    if cut is not None:
+        data = data[: cut % len(data)]
+    path = tmp_path / "damaged.parquet"
+    path.write_bytes(bytes(data))
+    for mode in ("fail", "skip"):
+        result = invoke("audit", str(path), "-o", "json", "--on-error", mode, "--id-field", "id")
+        assert result.exit_code in (0, 2)
+        if result.exit_code == 2:
+            assert result.stderr.startswith(f"specaccept: {path}") and len(result.stderr.splitlines()) == 1
+        else:
+            assert orjson.loads(result.stdout)["schema"] == "specaccept.summary/1"
