@@ -134,9 +134,12 @@ def summary_rows(summary: Summary) -> list[tuple[str, str, str]]:
 def skipped_table(summary: Summary) -> RenderableType:
     """What `--on-error skip` left out: the first errors kept in the summary, for stderr."""
     skipped, sources = summary.skipped_rows, summary.skipped_sources
-    title = f"Skipped {skipped:,} bad row{'s' if skipped != 1 else ''}"
+    parts = []
+    if skipped or not sources:
+        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
     if sources:
-        title += f" and {sources:,} unreadable source{'s' if sources != 1 else ''}"
+        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
+    title = "Skipped " + " and ".join(parts)
     table = Table(title=title, title_justify="left")
     table.add_column("source:line", overflow="fold")
     table.add_column("problem", overflow="fold")

@@ -137,6 +137,8 @@ def test_unreadable_file(mode: str) -> None:
         assert result.exit_code == 2
         assert _one_error_line(result.stderr) == "specaccept: /proc/self/mem: cannot read: Input/output error"
         return
+    alone = invoke("audit", "/proc/self/mem", "-o", "json", "--on-error", mode)
+    assert alone.exit_code == 0 and "Skipped 1 unreadable source" in alone.stderr
     assert result.exit_code == 0
     summary = orjson.loads(result.stdout)
     assert (summary["runs"], summary["skipped_rows"], summary["skipped_sources"]) == (3, 1, 1)
