@@ -214,4 +214,8 @@ def _to_greedy_batch(
         return batch, []
     keep = np.ones(n, dtype=bool)
     keep[list(bad)] = False
-    return batch.select(keep), [InputError(source, int(rows[run]), bad[run]) for run in sorted(bad)]
+    bad_runs = sorted(bad)
+    raws = _rows_json(record_batch, bad_runs)
+    return batch.select(keep), [
+        InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(bad_runs, raws)
+    ]

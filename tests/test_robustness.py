@@ -462,3 +462,18 @@ def test_damaged_parquet_is_an_input_error_never_a_crash(
             assert result.stderr.startswith(f"specaccept: {path}") and len(result.stderr.splitlines()) == 1
         else:
             assert orjson.loads(result.stdout)["schema"] == "specaccept.summary/1"
+
+
+def test_greedy_parquet_rows_are_quarantined_too(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "greedy.parquet"
+    pq.write_table(pa.table({"d": [[1, 2], [3, 4]], "t": [[1, 2, 5], [3]]}), path)
+    quarantine = tmp_path / "bad.jsonl"
+    greedy = ["--draft-tokens-field", "d", "--target-tokens-field", "t"]
+    result = invoke("audit", str(path), *greedy, "-o", "json", "--on-error", "skip", "--quarantine", str(quarantine))
+    summary = orjson.loads(result.stdout)
+    assert (summary["runs"], summary["skipped_rows"]) == (1, 1)
+    assert summary["errors"][0]["line"] == 2
+    assert quarantine.read_bytes() == b'{"d": [3, 4], "t": [3]}\n'
