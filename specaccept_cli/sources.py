@@ -33,6 +33,8 @@ MAGIC = {
     b"BZh": "bz2",
     b"\xfd7zXZ\x00": "xz",
     b"\x28\xb5\x2f\xfd": "zstd",
+    # zstd skippable frames (0x184D2A50-5F, little-endian): pzstd starts its output with one.
+    **{bytes([0x50 + low]) + b"\x2a\x4d\x18": "zstd" for low in range(16)},
 }
 
 

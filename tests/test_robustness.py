@@ -477,3 +477,22 @@ def test_greedy_parquet_rows_are_quarantined_too(tmp_path: Path) -> None:
     assert (summary["runs"], summary["skipped_rows"]) == (1, 1)
     assert summary["errors"][0]["line"] == 2
     assert quarantine.read_bytes() == b'{"d": [3, 4], "t": [3]}\n'
+
+
+def test_zstd_starting_with_a_skippable_frame(tmp_path: Path) -> None:
+    """pzstd writes a skippable frame first; its magic is not the frame magic, and it must still be zstd."""
+    import struct
+
+    import zstandard
+
+    row = orjson.dumps(SEED_FIRST) + b"\n"
+    skippable = struct.pack("<II", 0x184D2A50, 4) + b"size"
+    frame = zstandard.ZstdCompressor().compress(row)
+    path = tmp_path / "logs.jsonl.zst"
+    path.write_bytes(skippable + frame + skippable + frame)
+    summary = orjson.loads(invoke("audit", str(path), "-o", "json").stdout)
+    assert summary["runs"] == 2 and summary["accepted_tokens"] == 2
+    path.write_bytes((skippable + frame)[:-3])
+    result = invoke("audit", str(path), "-o", "json")
+    assert result.exit_code == 2
+    assert "compressed stream is truncated or corrupt after 0 lines (zstd stream ended inside a frame)" in result.stderr
