@@ -23,6 +23,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/mypy
 
+# Fuzz the JSONL reader (tests/fuzz_reader.py): FUZZ_EXAMPLES inputs through hypothesis.
+FUZZ_EXAMPLES ?= 20000
+fuzz: $(STAMP)
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m tests.fuzz_reader
+
 examples: $(STAMP)
 	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 7 -o examples/serving-logs.jsonl.gz
 	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 8 -o examples/serving-logs.parquet

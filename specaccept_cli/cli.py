@@ -7,14 +7,16 @@ them, so `specaccept check` starts about as fast as click itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import IO, Any, NoReturn
 
 import click
 
 from specaccept_cli import __version__
-from specaccept_cli.errors import ChecksFailed, InputError, SpecacceptError
+from specaccept_cli.errors import ChecksFailed, InputError, OutputError, SpecacceptError
 from specaccept_cli.text import visible
 
 EXIT_OK = 0
@@ -22,19 +24,40 @@ EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
 
+MAX_LINE_BYTES = 64 << 20  # jsonl.DEFAULT_MAX_LINE_BYTES, kept here so `check` need not import numpy
+
 
 def _error_line(message: str) -> None:
     click.echo(f"specaccept: {visible(message)}", err=True)
 
 
-def _quiet_broken_pipe() -> NoReturn:
-    """stdout was closed by the reader (`| head`): stop quietly, like other Unix filters."""
+def _abandon_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's final flush of stdout cannot fail a second time."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # pragma: no cover - no real stdout to redirect
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout to redirect
         pass
+
+
+def _flush_stdout() -> None:
+    """Deliver what is already buffered (complete records), or give up on stdout quietly."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        _abandon_stdout()
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """stdout was closed by the reader (`| head`): stop quietly, like other Unix filters."""
+    _abandon_stdout()
     raise SystemExit(EXIT_OK)
+
+
+def _write_failed(exc: OSError) -> str:
+    return f"cannot write output: {exc.strerror or exc}"
 
 
 class SpecacceptGroup(click.Group):
@@ -50,14 +73,24 @@ class SpecacceptGroup(click.Group):
         except InputError as exc:
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
+        except OutputError as exc:
+            _abandon_stdout()
+            _error_line(str(exc))
+            ctx.exit(EXIT_INPUT)
         except SpecacceptError as exc:
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
         except KeyboardInterrupt:
+            _flush_stdout()
             _error_line("interrupted")
             ctx.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             _quiet_broken_pipe()
+        except OSError as exc:  # a last resort: reads and writes are named where they happen
+            _abandon_stdout()
+            reason = exc.strerror or str(exc)
+            _error_line(f"{exc.filename}: {reason}" if exc.filename else f"I/O error: {reason}")
+            ctx.exit(EXIT_INPUT)
 
 
 @click.group(cls=SpecacceptGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -99,8 +132,49 @@ def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) ->
     return value
 
 
-def _stdout() -> IO[bytes]:
-    return sys.stdout.buffer
+class _CheckedOutput:
+    """A binary output where a failed write (full disk, EIO) is an OutputError; EPIPE stays BrokenPipeError."""
+
+    def __init__(self, raw: IO[bytes], name: str = "output") -> None:
+        self.raw = raw
+        self.name = name
+
+    def _failed(self, exc: OSError) -> OutputError:
+        return OutputError(f"cannot write {self.name}: {exc.strerror or exc}")
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.raw.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.raw.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+
+def _stdout() -> Any:
+    if sys.stdout is None:
+        raise OutputError("cannot write output: stdout is closed")
+    return _CheckedOutput(sys.stdout.buffer)
+
+
+@contextlib.contextmanager
+def _printing_to_stdout() -> Iterator[None]:
+    """Around Rich or click printing to stdout: a failed write is an OutputError, like the byte writers'."""
+    _stdout()  # a closed stdout is an error before Rich finds out
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(_write_failed(exc)) from None
 
 
 class FiniteFloat(click.FloatRange):
@@ -251,6 +325,35 @@ def _github_option(command: Any) -> Any:
 )
 @_comparison_options
 @_github_option
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "skip"]),
+    default="fail",
+    show_default=True,
+    help="fail: stop at the first bad row (exit 2); skip: leave bad rows out, count them and list them on stderr.",
+)
+@click.option(
+    "--max-errors",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
+)
+@click.option(
+    "--quarantine",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    metavar="PATH",
+    help="With --on-error skip: write the raw lines of skipped rows to PATH.",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_LINE_BYTES,
+    show_default=True,
+    metavar="N",
+    help="A JSONL line longer than N bytes is a bad row (its bytes are never held in memory).",
+)
 def audit(
     inputs: tuple[str, ...],
     output: str,
@@ -278,6 +381,10 @@ def audit(
     max_drop: float,
     significance: float,
     github: bool,
+    on_error: str,
+    max_errors: int | None,
+    quarantine: str | None,
+    max_line_bytes: int,
 ) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -285,7 +392,8 @@ def audit(
     a directory of Parquet shards, or - for stdin (the default when stdin is a pipe).
 
     Gates (--min-*) and a --baseline comparison exit 1 when they fail, after the
-    normal output; each failure is one line on stderr.
+    normal output; each failure is one line on stderr. A bad row stops the audit
+    (exit 2) unless --on-error skip, which counts it and lists it on stderr.
 
     \b
     Examples:
@@ -297,6 +405,7 @@ def audit(
     """
     from specaccept_cli.batch import FieldSpec
     from specaccept_cli.pipeline import AuditPlan, summarise
+    from specaccept_cli.policy import ErrorPolicy
     from specaccept_cli.sources import STDIN, expand_inputs, read_source
     from specaccept_cli.summary_files import read_summary_file, summary_of
 
@@ -314,6 +423,10 @@ def audit(
         raise click.UsageError("--check-sampler needs logged (p, q, r); greedy logs have none")
     if max_mismatches is not None and reported_field is None:
         raise click.UsageError("--max-mismatches needs --reported-field")
+    if on_error == "fail":
+        for name, value in (("--max-errors", max_errors), ("--quarantine", quarantine)):
+            if value is not None:
+                raise click.UsageError(f"{name} applies to --on-error skip")
     id_fields = tuple(dict.fromkeys(id_fields))
     extras = (*id_fields, *(name for name in (group_by, reported_field) if name is not None))
     fields = FieldSpec(
@@ -341,14 +454,14 @@ def audit(
     # Read the baseline before the logs: a bad baseline should not cost a long audit.
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
 
-    def fail(error: InputError) -> None:
-        raise error
-
+    # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths)
+    policy = ErrorPolicy(on_error)  # type: ignore[arg-type]
 
     def batches(progress: Any = None) -> Any:
         for source in sources:
-            yield from read_source(source, fields, fail, input_format, progress=progress)  # type: ignore[arg-type]
+            chosen: Any = input_format
+            yield from policy.guard(read_source(source, fields, policy, chosen, max_line_bytes, progress))
 
     from rich.console import Console
 
@@ -364,20 +477,22 @@ def audit(
         return summarise(batches(), sink, plan)
 
     preview = render.RunPreview(max_rows)
-    if output in ("jsonl", "csv"):
-        from specaccept_cli.records import CsvWriter, JsonlWriter
+    with _quarantine_file(quarantine) as policy.quarantine:
+        if output in ("jsonl", "csv"):
+            from specaccept_cli.records import CsvWriter, JsonlWriter
 
-        writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), id_fields, column_names)
-        summary = run(writer.write)
-        writer.close()
-    elif output == "table" and max_rows:
+            writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), id_fields, column_names)
+            summary = run(writer.write)
+            writer.close()
+        elif output == "table" and max_rows:
 
-        def keep(batch: Any, outcome: Any, columns: Any) -> None:
-            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+            def keep(batch: Any, outcome: Any, columns: Any) -> None:
+                preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
 
-        summary = run(keep)
-    else:
-        summary = run()
+            summary = run(keep)
+        else:
+            summary = run()
+    summary = summary + policy.summary()
 
     from specaccept_cli.gates import check_gates, compare
     from specaccept_cli.summary_files import json_bytes
@@ -404,25 +519,53 @@ def audit(
         out.write(json_bytes(data))
         out.flush()
     elif output == "markdown":
-        click.echo(render.markdown_report(summary, gates, comparison), nl=False)
+        out = _stdout()
+        out.write(render.markdown_report(summary, gates, comparison).encode())
+        out.flush()
     elif output == "table":
-        console = Console()
-        if max_rows:
-            console.print(render.runs_table(preview))
-        console.print(render.summary_view(summary, cost_ratio=cost_ratio, conventions=show_conventions))
-        for view in render.audit_views(summary):
-            console.print(view)
-        if gates:
-            console.print(render.gates_view(gates))
-        if comparison is not None:
-            console.print(render.comparison_view(comparison))
+        with _printing_to_stdout():
+            console = render.QuietPipeConsole()
+            if max_rows:
+                console.print(render.runs_table(preview))
+            console.print(render.summary_view(summary, cost_ratio=cost_ratio, conventions=show_conventions))
+            for view in render.audit_views(summary):
+                console.print(view)
+            if gates:
+                console.print(render.gates_view(gates))
+            if comparison is not None:
+                console.print(render.comparison_view(comparison))
+    if summary.skipped_rows or summary.skipped_sources:
+        stderr.print(render.skipped_table(summary))
 
     markdown = render.markdown_report(summary, gates, comparison) if github else None
     where = _describe_inputs(paths)
     from specaccept_cli.audit import audit_failures
 
     audits = audit_failures(summary.reported, summary.sampler, max_mismatches)
+    if max_errors is not None and policy.skipped > max_errors:
+        audits.append(_too_many_errors(policy, max_errors))
     _conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
+
+
+def _too_many_errors(policy: Any, max_errors: int) -> str:
+    what = f"{policy.skipped_rows} bad row{'s' if policy.skipped_rows != 1 else ''}"
+    if policy.skipped_sources:
+        what += f" and {policy.skipped_sources} unreadable source{'s' if policy.skipped_sources != 1 else ''}"
+    return f"skipped {what}: more than --max-errors {max_errors}"
+
+
+@contextlib.contextmanager
+def _quarantine_file(path: str | None) -> Iterator[Any]:
+    """The quarantine file, written beside its final path and renamed into place when the audit ends."""
+    if path is None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(_atomic_file(path))
+        except OSError as exc:
+            raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
+        yield _CheckedOutput(handle, f"quarantine file {path}")
 
 
 def _conclude_checks(
@@ -533,13 +676,14 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
             if problem is not None:
                 raise click.BadParameter(problem, param_hint=f"--{name}")
     accepted = accept_prefix(p, q, r)
-    click.echo(accepted)
+    out = _stdout()
+    out.write(b"%d\n" % accepted)
+    out.flush()
     if explain:
-        from rich.console import Console
+        from specaccept_cli.render import QuietPipeConsole, explain_table
 
-        from specaccept_cli.render import explain_table
-
-        Console().print(explain_table(p, q, r, accepted))
+        with _printing_to_stdout():
+            QuietPipeConsole().print(explain_table(p, q, r, accepted))
 
 
 @cli.command()
@@ -668,18 +812,29 @@ def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> 
         out.write(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
         out.flush()
         return
-    from rich.console import Console
-
-    from specaccept_cli.render import expect_table
+    from specaccept_cli.render import QuietPipeConsole, expect_table
 
     best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
     optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)
-    Console().print(expect_table(rows, best_k, optimal))
+    with _printing_to_stdout():
+        QuietPipeConsole().print(expect_table(rows, best_k, optimal))
 
 
 def _write_atomically(path: str, write: Any) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see half a file."""
     import gzip
+
+    with _atomic_file(path) as raw:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+                write(packed)
+        else:
+            write(raw)
+
+
+@contextlib.contextmanager
+def _atomic_file(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `path` only when the block ends without an exception."""
     import tempfile
 
     directory = os.path.dirname(os.path.abspath(path))
@@ -689,11 +844,7 @@ def _write_atomically(path: str, write: Any) -> None:
     os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; the result should look like any new file
     try:
         with os.fdopen(fd, "wb") as raw:
-            if path.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
-                    write(packed)
-            else:
-                write(raw)
+            yield raw
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
@@ -750,11 +901,12 @@ def diff(
         out.write(json_bytes(data))
         out.flush()
     elif output == "markdown":
-        click.echo(render.markdown_report(None, (), comparison), nl=False)
+        out = _stdout()
+        out.write(render.markdown_report(None, (), comparison).encode())
+        out.flush()
     else:
-        from rich.console import Console
-
-        Console().print(render.comparison_view(comparison))
+        with _printing_to_stdout():
+            render.QuietPipeConsole().print(render.comparison_view(comparison))
     markdown = render.markdown_report(None, (), comparison) if github else None
     _conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
 

@@ -32,6 +32,10 @@ class UsageError(SpecacceptError):
     """A bad option value or combination found after Click's own parsing."""
 
 
+class OutputError(SpecacceptError):
+    """Results could not be written (a full disk, a closed stdout): the run did not deliver its output."""
+
+
 class ChecksFailed(SpecacceptError):
     """Gates or a baseline comparison failed (exit status 1); one message per failed check.
 

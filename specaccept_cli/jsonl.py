@@ -62,9 +62,10 @@ def iter_line_blocks(
         try:
             chunk = stream.read(block_bytes)
         except _STREAM_ERRORS as exc:
-            raise InputError(
-                source, None, f"compressed stream is truncated or corrupt after line {next_line - 1}: {exc}"
-            ) from None
+            read = f"{next_line - 1} line{'s' if next_line != 2 else ''}"
+            if isinstance(exc, OSError) and exc.errno is not None:  # the device, not the data
+                raise InputError(source, None, f"read error after {read} ({exc.strerror})") from None
+            raise InputError(source, None, f"compressed stream is truncated or corrupt after {read} ({exc})") from None
         if not chunk:
             break
         cut = chunk.rfind(b"\n")
@@ -123,7 +124,11 @@ def _json_error_message(raw: bytes, exc: orjson.JSONDecodeError) -> str:
     column = getattr(exc, "colno", None)
     position = getattr(exc, "pos", 0) or 0
     if "UTF-8" in text and "byte order mark" not in text:
-        return "line is not valid UTF-8"
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return f"line is not valid UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})"
+        return f"invalid JSON at column {column}: a \\u escape is a lone surrogate (not a Unicode character)"
     rest = raw[position : position + 9].lstrip(b"-")
     if rest.startswith((b"NaN", b"Infinity")):
         return f"NaN or Infinity at column {column} is not valid JSON (a numerics bug upstream?)"

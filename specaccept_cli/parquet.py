@@ -20,6 +20,10 @@ from specaccept_cli.jsonl import OnError
 
 BATCH_ROWS = 65_536
 
+# What pyarrow raises on a damaged file: any Arrow error (invalid data, an encoding it does not implement,
+# absurd sizes), an I/O error, or column names that are not UTF-8.
+_DAMAGED: tuple[type[BaseException], ...] = (pa.ArrowException, OSError, UnicodeDecodeError)
+
 
 def _column(batch: pa.RecordBatch, name: str, source: str) -> pa.Array:
     """Resolve a dotted path: a literal column name first, else struct fields."""
@@ -70,9 +74,9 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
     """Stream one Parquet file as batches of valid runs; rows are numbered from 1."""
     try:
         parquet = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(source, None, f"not a readable Parquet file ({exc})") from None
-    schema_names = parquet.schema_arrow.names
+        schema_names = parquet.schema_arrow.names
+    except _DAMAGED as exc:
+        raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
     if fields.greedy:
         assert fields.draft_tokens is not None and fields.target_tokens is not None
         names: tuple[str, ...] = (fields.draft_tokens, fields.target_tokens)
@@ -94,8 +98,11 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
                 on_error(error)
             yield batch
             first_row += record_batch.num_rows
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
-        raise InputError(source, first_row, f"cannot read Parquet data ({exc})") from None
+    except _DAMAGED as exc:
+        read = first_row - 1
+        raise InputError(
+            source, None, f"cannot read Parquet data after {read} row{'s' if read != 1 else ''} ({exc})"
+        ) from None
 
 
 def _to_run_batch(
@@ -145,7 +152,19 @@ def _to_run_batch(
         return batch, []
     keep = np.ones(n, dtype=bool)
     keep[list(bad)] = False
-    return batch.select(keep), [InputError(source, int(rows[run]), bad[run]) for run in sorted(bad)]
+    bad_runs = sorted(bad)
+    raws = _rows_json(record_batch, bad_runs)
+    return batch.select(keep), [
+        InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(bad_runs, raws)
+    ]
+
+
+def _rows_json(record_batch: pa.RecordBatch, indices: list[int]) -> list[bytes]:
+    """Bad rows as lines of JSON (for quarantine): the columns read, NaN and Infinity as bare words."""
+    import json
+
+    rows = record_batch.take(pa.array(indices, pa.int64())).to_pylist()
+    return [json.dumps(row, default=str, ensure_ascii=False).encode() for row in rows]
 
 
 def _ranks(lengths: IntArray) -> IntArray:
@@ -195,4 +214,8 @@ def _to_greedy_batch(
         return batch, []
     keep = np.ones(n, dtype=bool)
     keep[list(bad)] = False
-    return batch.select(keep), [InputError(source, int(rows[run]), bad[run]) for run in sorted(bad)]
+    bad_runs = sorted(bad)
+    raws = _rows_json(record_batch, bad_runs)
+    return batch.select(keep), [
+        InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(bad_runs, raws)
+    ]

@@ -11,13 +11,14 @@ import orjson
 
 from specaccept_cli.batch import RunBatch
 from specaccept_cli.pipeline import RunColumns
+from specaccept_cli.text import json_controls_escaped, safe_text
 from specaccept_cli.vectorized import BatchOutcome
 
 BASE_COLUMNS = ("source", "line", "k", "accepted", "emitted")
 
 
 def _json_value(value: object) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)  # str: Parquet bytes, decimals
 
 
 def _tail_values(
@@ -55,22 +56,29 @@ class JsonlWriter:
                 )
                 for (line, k, a), tail in zip(base, tails)
             ]
-        self.out.write(b"".join(lines))
+        self.out.write(json_controls_escaped(b"".join(lines)))
 
     def close(self) -> None:
         self.out.flush()
 
 
 def _csv_cell(value: object) -> object:
+    """One single-line cell: strings with controls made visible, non-scalars as JSON text."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if value is None or isinstance(value, (str, int, float)):
+    if isinstance(value, str):
+        return safe_text(value)
+    if value is None or isinstance(value, (int, float)):
         return value
-    return orjson.dumps(value).decode()
+    return safe_text(_json_value(value).decode())
 
 
 class CsvWriter:
-    """A header, then one row per run; non-scalar id values are written as JSON text."""
+    """A header, then one row per run; non-scalar id values are written as JSON text.
+
+    Every cell is one line (no quoted newlines), so a record is a line: `head`, `grep` and CI logs see
+    whole records, and no cell can start a line as a CI workflow command.
+    """
 
     def __init__(self, out: IO[bytes], id_fields: tuple[str, ...], column_names: tuple[str, ...] = ()) -> None:
         self.out = out
@@ -78,7 +86,7 @@ class CsvWriter:
         self.column_names = column_names
         self.buffer = io.StringIO()
         self.writer = csv.writer(self.buffer, lineterminator="\n")
-        self.writer.writerow([*BASE_COLUMNS, *column_names, *id_fields])
+        self.writer.writerow([*BASE_COLUMNS, *column_names, *(safe_text(name) for name in id_fields)])
         self._flush_buffer()
 
     def _flush_buffer(self) -> None:
@@ -90,8 +98,9 @@ class CsvWriter:
         base = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
         values = _tail_values(batch, columns, self.column_names, self.id_fields)
         tails = zip(*values) if values else repeat(())
+        source = safe_text(batch.source)
         for (line, k, a), tail in zip(base, tails):
-            self.writer.writerow([batch.source, line, k, a, a + 1, *(_csv_cell(value) for value in tail)])
+            self.writer.writerow([source, line, k, a, a + 1, *(_csv_cell(value) for value in tail)])
         self._flush_buffer()
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from specaccept_cli.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.gates import Comparison, GateResult
 from specaccept_cli.sources import Source
 from specaccept_cli.summary import CONSISTENT_Z, Summary
-from specaccept_cli.text import visible
+from specaccept_cli.text import safe_text
 
 MAX_GROUP_ROWS = 50  # groups shown in the table view (all are in -o json), largest first
 BAR_WIDTH = 40
@@ -31,9 +31,17 @@ ALPHA_CAPTION = (
 )
 
 
+class QuietPipeConsole(Console):
+    """A Console that lets a closed pipe (`| head`) reach the command's handler instead of exiting 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def data_text(value: object) -> str:
-    """A value from the data, safe for Rich markup and the terminal."""
-    return escape(visible(value if isinstance(value, str) else str(value)))
+    """A value from the data, safe for Rich markup, the terminal and CI logs."""
+    return escape(safe_text(value))
 
 
 def fmt_rate(value: float | None, digits: int = 4) -> str:
@@ -99,7 +107,7 @@ def summary_table(summary: Summary) -> Table:
 
 def summary_rows(summary: Summary) -> list[tuple[str, str, str]]:
     """(metric, formatted value, meaning): the rows every summary view shows (Rich table, markdown)."""
-    return [
+    rows = [
         ("runs", f"{summary.runs:,}", "target passes (drafted runs)"),
         ("drafted tokens", f"{summary.drafted_tokens:,}", "sum of k"),
         ("accepted tokens", f"{summary.accepted_tokens:,}", "sum of a"),
@@ -116,6 +124,33 @@ def summary_rows(summary: Summary) -> list[tuple[str, str, str]]:
             "mean over runs of (1 - alpha^(k+1)) / (1 - alpha)",
         ),
     ]
+    if summary.skipped_rows or summary.skipped_sources:
+        rows.append(("skipped rows", f"{summary.skipped_rows:,}", "bad rows left out (--on-error skip)"))
+        if summary.skipped_sources:
+            rows.append(("skipped sources", f"{summary.skipped_sources:,}", "sources abandoned (unreadable)"))
+    return rows
+
+
+def skipped_table(summary: Summary) -> RenderableType:
+    """What `--on-error skip` left out: the first errors kept in the summary, for stderr."""
+    skipped, sources = summary.skipped_rows, summary.skipped_sources
+    parts = []
+    if skipped or not sources:
+        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
+    if sources:
+        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
+    title = "Skipped " + " and ".join(parts)
+    table = Table(title=title, title_justify="left")
+    table.add_column("source:line", overflow="fold")
+    table.add_column("problem", overflow="fold")
+    for error in summary.errors:
+        where = data_text(error.source) + ("" if error.line is None else f":{error.line}")
+        table.add_row(where, data_text(error.message))
+    shown = len(summary.errors)
+    if shown < skipped + sources:
+        note = Text(f"… and {skipped + sources - shown:,} more (the summary keeps the first {shown})", style="dim")
+        return Group(table, note)
+    return table
 
 
 def fmt_change(value: float | None) -> str:
@@ -257,7 +292,7 @@ _MARKDOWN_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", "&": "&amp;", "\\": 
 
 def markdown_cell(text: str) -> str:
     """A table cell that cannot break the table or inject HTML: control characters shown, pipes escaped."""
-    return visible(text).translate(_MARKDOWN_ESCAPES)
+    return safe_text(text).translate(_MARKDOWN_ESCAPES)
 
 
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()) -> str:
@@ -280,6 +315,18 @@ def markdown_report(
             markdown_table(("metric", "value", "meaning"), summary_rows(summary), right=("value",)),
             ALPHA_CAPTION,
         ]
+        if summary.errors:
+            rows = [
+                (f"{error.source}" + ("" if error.line is None else f":{error.line}"), error.message)
+                for error in summary.errors
+            ]
+            skipped = summary.skipped_rows + summary.skipped_sources
+            more = skipped - len(rows)
+            parts += [
+                "### Skipped input",
+                markdown_table(("source:line", "problem"), rows),
+                *([f"… and {more:,} more (the summary keeps the first {len(rows)})."] if more > 0 else []),
+            ]
     if gates:
         parts += ["### Gates", markdown_table(GATE_COLUMNS, gate_rows(gates), right=("threshold", "value"))]
     if comparison is not None:

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal, Protocol, cast
+from typing import Any, BinaryIO, Literal, Protocol, cast
 
 from specaccept_cli.batch import FieldSpec, RunBatch
 from specaccept_cli.errors import InputError
@@ -33,6 +33,8 @@ MAGIC = {
     b"BZh": "bz2",
     b"\xfd7zXZ\x00": "xz",
     b"\x28\xb5\x2f\xfd": "zstd",
+    # zstd skippable frames (0x184D2A50-5F, little-endian): pzstd starts its output with one.
+    **{bytes([0x50 + low]) + b"\x2a\x4d\x18": "zstd" for low in range(16)},
 }
 
 
@@ -52,25 +54,104 @@ def sniff_compression(head: bytes) -> str | None:
     return None
 
 
+class SalvagingReader:
+    """`read(n)` over a decompressor, built from `read1` calls, that keeps what it decoded before an error.
+
+    A decompressor's `read(n)` that meets a truncated or corrupt stream raises and drops everything it
+    decoded in that call (up to a whole 4 MiB block of good rows). Here the bytes decoded so far are
+    returned first and the error is raised by the next call, so every complete line before the damage
+    is read and the error names how many there were.
+    """
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.error: BaseException | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        pieces: list[bytes] = []
+        got = 0
+        while size < 0 or got < size:
+            try:
+                piece = self.stream.read1(size - got if size >= 0 else 1 << 20)  # type: ignore[attr-defined]
+            except Exception as exc:  # the decompressor's own error types; re-raised on the next call
+                if not pieces:
+                    raise
+                self.error = exc
+                break
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        return b"".join(pieces)
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class ZstdFrames:
+    """zstd frames one after another, decoded as they arrive (`read1`).
+
+    zstandard's own stream reader ends quietly when the input stops inside a frame;
+    here that is an EOFError, like gzip, bz2 and xz, so a cut-off copy is never
+    mistaken for a complete log.
+    """
+
+    def __init__(self, raw: BinaryIO, decompressor: Any) -> None:
+        self.raw = raw
+        self.decompressor = decompressor
+        self.frame: Any = None  # the decompressobj of the frame being decoded
+        self.decoded = b""
+
+    def read1(self, size: int = -1) -> bytes:
+        while not self.decoded:
+            chunk = self.raw.read(1 << 17)
+            if not chunk:
+                if self.frame is not None:
+                    raise EOFError("zstd stream ended inside a frame")
+                return b""
+            out = []
+            while chunk:
+                if self.frame is None:
+                    self.frame = self.decompressor.decompressobj()
+                out.append(self.frame.decompress(chunk))
+                chunk = b""
+                if self.frame.eof:
+                    chunk = self.frame.unused_data
+                    self.frame = None
+            self.decoded = b"".join(out)
+        size = len(self.decoded) if size < 0 else size
+        piece, self.decoded = self.decoded[:size], self.decoded[size:]
+        return piece
+
+    def close(self) -> None:
+        pass  # the caller closes the raw file
+
+
 def decompress(raw: BinaryIO, source: str) -> BinaryIO:
     """Wrap a buffered binary stream in the decompressor its first bytes call for."""
     head = raw.peek(6)[:6] if isinstance(raw, io.BufferedReader) else b""
     kind = sniff_compression(head)
+    stream: object
     if kind == "gzip":
-        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
-    if kind == "bz2":
-        return cast(BinaryIO, bz2.BZ2File(raw, mode="rb"))
-    if kind == "xz":
-        return cast(BinaryIO, lzma.LZMAFile(raw, mode="rb"))
-    if kind == "zstd":
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+    elif kind == "bz2":
+        stream = bz2.BZ2File(raw, mode="rb")
+    elif kind == "xz":
+        stream = lzma.LZMAFile(raw, mode="rb")  # noqa: SIM115 - returned open; read_source closes the file
+    elif kind == "zstd":
         try:
             import zstandard
         except ImportError:
             raise InputError(
                 source, None, "is zstd-compressed; install the extra: pip install 'specaccept[zstd]'"
             ) from None
-        return cast(BinaryIO, zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
-    return raw
+        stream = ZstdFrames(raw, zstandard.ZstdDecompressor())
+    else:
+        return raw
+    return cast(BinaryIO, SalvagingReader(cast(BinaryIO, stream)))
 
 
 def expand_inputs(inputs: list[str]) -> list[Source]:
@@ -107,6 +188,8 @@ def detect_format(source: Source, head: bytes, requested: Format) -> Literal["js
 
 def _open_binary(source: Source) -> BinaryIO:
     if source.path is None:
+        if sys.stdin is None:
+            raise InputError(source.name, None, "stdin is closed")
         return sys.stdin.buffer
     try:
         return open(source.path, "rb", buffering=1 << 20)
@@ -135,7 +218,10 @@ def read_source(
         progress.start_source(source)
     raw = _open_binary(source)
     try:
-        head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
+        try:
+            head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
+        except OSError as exc:
+            raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
         if detect_format(source, head, requested) == "parquet":
             yield from _read_parquet(source, raw, fields, on_error, progress)
             return

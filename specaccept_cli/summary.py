@@ -29,6 +29,20 @@ CONSISTENT_Z = 3.0  # |observed - predicted| / standard error above this: the i.
 
 CountMatrix = npt.NDArray[np.int64]
 
+MAX_KEPT_ERRORS = 20  # the first errors a summary keeps, in input order; the rest are only counted
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """One input problem kept in a summary: where (`line` is None for a whole source) and what."""
+
+    source: str
+    line: int | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "line": self.line, "message": self.message}
+
 
 Tally = TypeVar("Tally", ReportedTally, SamplerTally)
 
@@ -84,6 +98,11 @@ class Summary:
     # The whole summary above still covers every run; groups split the same runs.
     group_by: str | None = None
     groups: dict[str, Summary] | None = None
+    # Input skipped under `--on-error skip`: additive counters, and the first MAX_KEPT_ERRORS problems
+    # in input order (merging keeps the first ones of `a`, then of `b`).
+    skipped_rows: int = 0
+    skipped_sources: int = 0  # sources abandoned whole or part-way (unreadable, corrupt stream)
+    errors: tuple[SkippedRow, ...] = ()
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -108,6 +127,9 @@ class Summary:
             sampler=_add_optional(self.sampler, other.sampler),
             group_by=group_by,
             groups=groups,
+            skipped_rows=self.skipped_rows + other.skipped_rows,
+            skipped_sources=self.skipped_sources + other.skipped_sources,
+            errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
         )
 
     def __eq__(self, other: object) -> bool:
@@ -123,6 +145,9 @@ class Summary:
             and self.sampler == other.sampler
             and self.group_by == other.group_by
             and self.groups == other.groups
+            and self.skipped_rows == other.skipped_rows
+            and self.skipped_sources == other.skipped_sources
+            and self.errors == other.errors
         )
 
     # --- counters -------------------------------------------------------------------
@@ -373,6 +398,9 @@ class Summary:
             "per_position": self.per_position,
             "accepted_histogram": self.accepted_histogram,
             "conventions": self.conventions,
+            "skipped_rows": self.skipped_rows,
+            "skipped_sources": self.skipped_sources,
+            "errors": [error.to_dict() for error in self.errors],
         }
         if cost_ratio is not None:
             data["cost_ratio"] = cost_ratio
@@ -384,6 +412,8 @@ class Summary:
             "threshold_sum_fixed": self.threshold_sum_fixed,
             "sampled_tokens": self.sampled_tokens,
             "threshold_scale": THRESHOLD_SCALE,
+            "skipped_rows": self.skipped_rows,
+            "skipped_sources": self.skipped_sources,
         }
         if self.reported is not None:
             data |= self.reported.summary_keys()
@@ -418,6 +448,16 @@ class Summary:
             counts = np.zeros((size, size), dtype=np.int64)
             for k, a, n in joint:
                 counts[k, a] += n
+            skipped_rows = int(state.get("skipped_rows", 0))
+            skipped_sources = int(state.get("skipped_sources", 0))
+            if skipped_rows < 0 or skipped_sources < 0:
+                raise ValueError("skipped counts are negative")
+            errors = tuple(
+                SkippedRow(
+                    str(item["source"]), None if item["line"] is None else int(item["line"]), str(item["message"])
+                )
+                for item in data.get("errors", [])[:MAX_KEPT_ERRORS]
+            )
             groups = None
             group_by = data.get("group_by")
             if "groups" in data:
@@ -437,6 +477,9 @@ class Summary:
                 sampler=SamplerTally.from_dict(state["sampler"]) if "sampler" in state else None,
                 group_by=group_by,
                 groups=groups,
+                skipped_rows=skipped_rows,
+                skipped_sources=skipped_sources,
+                errors=errors,
             )
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
             raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None

@@ -18,13 +18,17 @@ import orjson
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.summary import SCHEMA, Summary
+from specaccept_cli.text import json_controls_escaped
 
 GROUPS_KEY = "groups"
 
 
 def json_bytes(data: object) -> bytes:
-    """The machine format's bytes: indented, keys in the order written, a final newline."""
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    """The machine format's bytes: indented, keys in the order written, a final newline.
+
+    Group keys and messages come from data: C1 controls and bidi overrides are escaped too (same values).
+    """
+    return json_controls_escaped(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
 
 def read_summary_file(path: str) -> dict[str, Any]:

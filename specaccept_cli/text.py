@@ -1,10 +1,28 @@
-"""Making strings that came from data safe to show: no live control characters, no forged CI commands."""
+"""Making strings that came from data safe to show: no live control characters, no forged CI commands.
+
+Data reaches three kinds of output, each with its own helper:
+- text for people (stderr lines, CSV cells, Rich cells via `render.data_text`): `safe_text`, which
+  makes control characters visible (`visible`) and defuses a leading `::` (`defused`);
+- JSON (`-o json`, `-o jsonl`): JSON escaping already covers C0 controls and newlines, and every line
+  starts with `{` or spaces and a quote; `json_controls_escaped` also escapes the C1 controls, line
+  separators and bidi overrides that JSON may carry raw, which decodes to the very same strings;
+- GitHub workflow commands that specaccept writes on purpose (`--github`): `workflow_command`, whose
+  message and properties are percent-encoded the runner's way.
+"""
 
 from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0 and C1 controls (ESC starts ANSI sequences), DEL, line/paragraph separators, zero-width and
+# bidirectional formatting characters (they can reorder or hide what a terminal shows).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+# A CI runner (GitHub Actions) reads a line whose first non-blank characters are `::` as a command.
+_WORKFLOW_COMMAND = re.compile(r"^(\s*):")
+
+# The UTF-8 encodings of the characters above that JSON may leave unescaped.
+_RAW_IN_JSON = re.compile(rb"\xc2[\x80-\x9f]|\xe2\x80[\x8b-\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbb\xbf")
 
 
 def visible(text: str) -> str:
@@ -16,6 +34,25 @@ def visible(text: str) -> str:
         return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
     return _CONTROL.sub(escape, text)
+
+
+def defused(text: str) -> str:
+    """`text` unable to start a line as a CI workflow command: a leading `::` becomes `\\x3a:`."""
+    if not text.lstrip().startswith("::"):
+        return text
+    return _WORKFLOW_COMMAND.sub(lambda match: match.group(1) + "\\x3a", text, count=1)
+
+
+def safe_text(value: object) -> str:
+    """A value from the data as one harmless line of text: controls visible, no workflow command."""
+    return defused(visible(value if isinstance(value, str) else str(value)))
+
+
+def json_controls_escaped(data: bytes) -> bytes:
+    """JSON text with C1 controls, separators and bidi overrides written as \\uXXXX (same value decoded)."""
+    if b"\xc2" not in data and b"\xe2" not in data and b"\xef" not in data:
+        return data
+    return _RAW_IN_JSON.sub(lambda match: b"\\u%04x" % ord(match.group().decode()), data)
 
 
 def workflow_data(text: str) -> str:
