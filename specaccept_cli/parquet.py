@@ -61,7 +61,7 @@ def _list_parts(array: pa.Array, name: str, source: str) -> tuple[IntArray, pa.A
 def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnError) -> Iterator[RunBatch]:
     """Stream one Parquet file as batches of valid runs; rows are numbered from 1."""
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(source, None, f"not a readable Parquet file ({exc})") from None
     schema_names = parquet.schema_arrow.names
