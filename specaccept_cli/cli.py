@@ -127,6 +127,13 @@ def _stdout() -> IO[bytes]:
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
+)
 def audit(
     inputs: tuple[str, ...],
     output: str,
@@ -137,6 +144,7 @@ def audit(
     id_fields: tuple[str, ...],
     max_rows: int,
     quiet: bool,
+    jobs: int | None,
 ) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -150,8 +158,9 @@ def audit(
       specaccept audit shards/ -o jsonl --id-field request_id | head
     """
     from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.pipeline import summarise
-    from specaccept_cli.sources import STDIN, expand_inputs, read_source
+    from specaccept_cli.parallel import default_jobs, evaluate_source
+    from specaccept_cli.pipeline import summarise_evaluated
+    from specaccept_cli.sources import STDIN, expand_inputs
 
     paths = list(inputs)
     if not paths:
@@ -168,9 +177,19 @@ def audit(
 
     sources = expand_inputs(paths)
 
-    def batches(progress: Any = None) -> Any:
+    workers = jobs or default_jobs()
+
+    def evaluated(progress: Any, keep_runs: bool) -> Any:
         for source in sources:
-            yield from read_source(source, fields, fail, input_format, progress=progress)  # type: ignore[arg-type]
+            yield from evaluate_source(
+                source,
+                fields,
+                fail,
+                input_format,
+                progress=progress,
+                jobs=workers,
+                keep_runs=keep_runs,  # type: ignore[arg-type]
+            )
 
     from rich.console import Console
 
@@ -182,8 +201,8 @@ def audit(
     def run(sink: Any = None) -> Any:
         if show_progress:
             with render.RichProgress(stderr, sources) as progress:
-                return summarise(batches(progress), sink)
-        return summarise(batches(), sink)
+                return summarise_evaluated(evaluated(progress, sink is not None), sink)
+        return summarise_evaluated(evaluated(None, sink is not None), sink)
 
     if output in ("jsonl", "csv"):
         from specaccept_cli.records import CsvWriter, JsonlWriter
