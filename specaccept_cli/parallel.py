@@ -136,7 +136,9 @@ def _range_task(
     with open(path, "rb", buffering=0) as handle:
         handle.seek(start)
         reader = cast(BinaryIO, _RangeReader(handle, end - start))
-        for first_line, lines in iter_line_blocks(reader, source, block_bytes, max_line_bytes):
+        # A range is about one block plus the rest of a line: read it whole, unless a long line made it long.
+        chunk = max(block_bytes, min(end - start, 2 * block_bytes))
+        for first_line, lines in iter_line_blocks(reader, source, chunk, max_line_bytes):
             result, errors = _evaluate_block(lines, first_line + origin - 1, source, fields, max_line_bytes, keep_runs)
             results.append((result, [_portable(error) for error in errors]))
             count += len(lines)
