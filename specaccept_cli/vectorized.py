@@ -37,13 +37,18 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
     starts = offsets[:-1]
     ends = offsets[1:]
     total = int(offsets[-1]) if offsets.shape[0] else 0
+    # In place where possible: fewer token-sized temporaries (each a fresh allocation and its page faults).
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        thresholds = np.minimum(1.0, p / q)
+        thresholds = np.divide(p, q)
+        np.minimum(thresholds, 1.0, out=thresholds)
     passed = r <= thresholds
     failing = np.flatnonzero(~passed)
     first_failure = np.append(failing, total)[np.searchsorted(failing, starts)]
     accepted = (np.minimum(first_failure, ends) - starts).astype(np.int64)
-    fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.multiply(thresholds, THRESHOLD_SCALE, out=thresholds)
+        np.rint(thresholds, out=thresholds)
+    fixed = thresholds.astype(np.int64)
     return BatchOutcome(
         k=(ends - starts).astype(np.int64),
         accepted=accepted,
