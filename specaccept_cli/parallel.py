@@ -26,6 +26,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
@@ -34,7 +35,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 
 from specaccept_cli.batch import FieldSpec, RunBatch
-from specaccept_cli.errors import InputError
+from specaccept_cli.errors import InputError, SpecacceptError
 from specaccept_cli.jsonl import BLOCK_BYTES, DEFAULT_MAX_LINE_BYTES, OnError, iter_line_blocks, parse_lines
 from specaccept_cli.pipeline import evaluate
 from specaccept_cli.sources import (
@@ -271,6 +272,10 @@ def evaluate_source(
             yield from _from_ranges(source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes)
         else:
             yield from _from_stream(source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes)
+    except BrokenProcessPool:
+        raise SpecacceptError(
+            f"{source.name}: a worker process died (out of memory?); try again with --jobs 1"
+        ) from None
     finally:
         pool.close()
 

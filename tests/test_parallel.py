@@ -7,6 +7,7 @@ without large inputs; a few real subprocesses check the CLI end to end (regular 
 from __future__ import annotations
 
 import gzip
+import os
 import random
 from pathlib import Path
 
@@ -226,3 +227,18 @@ def test_cli_gzip_on_stdin_with_a_bad_row_in_a_late_block(big_log: Path, tmp_pat
     assert status == 2
     assert stderr.decode().strip() == "specaccept: <stdin>:50001: r[0] = -0.25 is out of range (r must be in [0, 1])"
     assert 0 < stdout.count(b"\n") < 50000  # runs of the blocks before the bad row's, in order
+
+
+def _die(*args: object) -> None:
+    os._exit(9)  # what the out-of-memory killer does to a worker
+
+
+def test_a_worker_that_dies_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specaccept_cli import parallel
+    from specaccept_cli.errors import SpecacceptError
+
+    monkeypatch.setattr(parallel, "_range_task", _die)
+    path = tmp_path / "logs.jsonl"
+    path.write_bytes(b"\n".join(mixed_lines(300, seed=8)))
+    with pytest.raises(SpecacceptError, match="a worker process died"):
+        collect(file_source(path), jobs=2, block_bytes=512)
