@@ -115,7 +115,22 @@ class _RangeReader:
         return data
 
 
-def _range_task(
+class _WorkerError(Exception):
+    """An InputError raised in a worker, as plain parts (see `_portable`); the parent raises the original."""
+
+
+def _range_task(*args: Any) -> tuple[int, int, list[tuple[Evaluated, list[Any]]]]:
+    """`_parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
+    source = args[3]
+    try:
+        return _parse_range(*args)
+    except InputError as exc:
+        raise _WorkerError(_portable(exc)) from None
+    except OSError as exc:
+        raise _WorkerError(_portable(InputError(source, None, f"cannot read: {exc.strerror or exc}"))) from None
+
+
+def _parse_range(
     path: str,
     start: int,
     end: int,
@@ -272,6 +287,8 @@ def evaluate_source(
             yield from _from_ranges(source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes)
         else:
             yield from _from_stream(source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes)
+    except _WorkerError as exc:
+        raise _restore(exc.args[0]) from None
     except BrokenProcessPool:
         raise SpecacceptError(
             f"{source.name}: a worker process died (out of memory?); try again with --jobs 1"

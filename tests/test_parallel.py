@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from specaccept_cli import parallel
 from specaccept_cli.batch import FieldSpec
 from specaccept_cli.errors import InputError
 from specaccept_cli.parallel import evaluate_source, newline_aligned_ranges
@@ -234,7 +235,6 @@ def _die(*args: object) -> None:
 
 
 def test_a_worker_that_dies_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specaccept_cli import parallel
     from specaccept_cli.errors import SpecacceptError
 
     monkeypatch.setattr(parallel, "_range_task", _die)
@@ -242,3 +242,21 @@ def test_a_worker_that_dies_is_one_clear_error(tmp_path: Path, monkeypatch: pyte
     path.write_bytes(b"\n".join(mixed_lines(300, seed=8)))
     with pytest.raises(SpecacceptError, match="a worker process died"):
         collect(file_source(path), jobs=2, block_bytes=512)
+
+
+_PARSE_RANGE = parallel._parse_range
+
+
+def _unreadable(path: str, start: int, *args: object) -> object:
+    if start > 0:  # the first range reads fine: the error comes from a later one
+        raise PermissionError(13, "Permission denied")
+    return _PARSE_RANGE(path, start, *args)  # type: ignore[arg-type]
+
+
+def test_an_error_in_a_worker_is_the_same_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "_parse_range", _unreadable)
+    path = tmp_path / "logs.jsonl"
+    path.write_bytes(b"\n".join(mixed_lines(300, seed=8, bad_every=1000)))
+    with pytest.raises(InputError) as caught:
+        collect(file_source(path), jobs=2, block_bytes=512)
+    assert str(caught.value) == f"{path}: cannot read: Permission denied"
