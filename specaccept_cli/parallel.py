@@ -82,9 +82,6 @@ class Evaluated:
     outcome: BatchOutcome | None = None
 
 
-Position = int | None
-
-
 # --- work done in a worker (pure functions of their arguments) ---------------------------------
 
 
