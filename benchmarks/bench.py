@@ -204,7 +204,7 @@ def main() -> None:
     import orjson
 
     jsonl, parquet = ensure_logs(args.cache, args.runs)
-    small_jsonl, _ = ensure_logs(args.cache, args.small_runs)
+    small_jsonl, small_parquet = ensure_logs(args.cache, args.small_runs)
     me = [sys.executable, __file__]
     audit = [SPECACCEPT, "audit", "-o", "json"]
     engines = {
@@ -239,13 +239,16 @@ def main() -> None:
     print("peak memory (one run each, sampled every 10 ms) ...", flush=True)
     memory = {name: run(command, sample_memory=True) for name, command in engines.items() if "--jobs" not in name}
     memory[f"specaccept JSONL, {args.small_runs:,} runs"] = run([*audit, str(small_jsonl)], sample_memory=True)
+    memory[f"specaccept Parquet, {args.small_runs:,} runs"] = run([*audit, str(small_parquet)], sample_memory=True)
 
     def ratio(a: dict[str, float], b: dict[str, float], measure: str = "seconds") -> str:
         return f"{a[measure] / b[measure]:.2f}x"
 
-    small = f"specaccept JSONL, {args.small_runs:,} runs"
-    growth = (memory["specaccept JSONL"]["rss_sum"] - memory[small]["rss_sum"]) / MB
-    peak_jsonl = memory["specaccept JSONL"]["rss_sum"] / MB
+    def growth(kind: str) -> float:
+        return (
+            memory[f"specaccept {kind}"]["rss_sum"] - memory[f"specaccept {kind}, {args.small_runs:,} runs"]["rss_sum"]
+        ) / MB
+
     pairs = [
         ("specaccept / DuckDB, JSONL", times["specaccept JSONL"], times["DuckDB JSONL"], "<= 1.5x"),
         ("specaccept / DuckDB, Parquet", times["specaccept Parquet"], times["DuckDB Parquet"], "<= 1.5x"),
@@ -271,8 +274,15 @@ def main() -> None:
             f"| {name} | {ratio(a, b)} | {ratio(a, b, 'cpu')} | {target}{' (wall)' if target != '-' else ''} |"
             for name, a, b, target in pairs
         ),
-        f"| specaccept peak RSS, {args.runs:,} runs JSONL (all processes) | {peak_jsonl:.0f} MB | | <= 300 MB |",
-        f"| RSS growth {args.small_runs:,} -> {args.runs:,} runs | {growth:+.0f} MB | | <= 50 MB |",
+        *(
+            f"| specaccept peak RSS, {args.runs:,} runs {kind} (all processes) | "
+            f"{memory[f'specaccept {kind}']['rss_sum'] / MB:.0f} MB | | <= 300 MB |"
+            for kind in ("JSONL", "Parquet")
+        ),
+        *(
+            f"| RSS growth {args.small_runs:,} -> {args.runs:,} runs, {kind} | {growth(kind):+.0f} MB | | <= 50 MB |"
+            for kind in ("JSONL", "Parquet")
+        ),
         "",
         "Peak memory of each process tree (RSS summed over the parent and its workers; PSS counts the pages",
         "forked workers share once):",
