@@ -21,7 +21,9 @@ from specaccept_cli.validate import describe_value, json_type_name
 
 OnError = Callable[[InputError], None]
 
-BLOCK_BYTES = 4 << 20
+# Small enough that a block's Python objects stay in a core's L2 cache while it is parsed: 512 KiB
+# blocks take ~22% less CPU than 4 MiB ones on the 1M-run benchmark (see README, Performance).
+BLOCK_BYTES = 512 << 10
 DEFAULT_MAX_LINE_BYTES = 64 << 20
 BOM = b"\xef\xbb\xbf"
 

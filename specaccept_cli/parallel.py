@@ -2,12 +2,12 @@
 
 Two ways to cut the input into independent tasks:
 
-- a regular, uncompressed file is cut into newline-aligned byte ranges (about `block_bytes` each); a
+- a regular, uncompressed file is cut into newline-aligned byte ranges (a few blocks each); a
   worker opens the file, reads its own range with `iter_line_blocks` and numbers its lines from a
   provisional origin. The parent learns each range's line count from its result and shifts line numbers
   by the count of all earlier ranges, so line numbers stay exact without anyone reading the file twice;
 - any other stream (stdin, gzip/bz2/xz/zstd) is cut by `iter_line_blocks` in the parent, which sends
-  each block's lines (and the number of its first line) to a worker.
+  a few blocks' lines at a time (with the number of each block's first line) to a worker.
 
 Workers apply the rule too and send back only per-run results (line, k, accepted, extras), or only a
 `Summary` when nothing per run is needed: the tokens never cross a process boundary. Results are taken
@@ -18,6 +18,7 @@ bounded whatever the input's size.
 
 from __future__ import annotations
 
+import gc
 import io
 import multiprocessing
 import os
@@ -55,6 +56,9 @@ from specaccept_cli.vectorized import BatchOutcome
 MIN_PARALLEL_BLOCKS = 3
 # Tasks in flight per worker: enough to keep every worker busy, few enough to keep memory flat.
 TASKS_PER_WORKER = 2
+# Blocks per task: blocks stay small (cache-friendly parsing), tasks large enough that sending them and
+# their results between processes costs little.
+BLOCKS_PER_TASK = 8
 
 _NO_TOKENS = np.zeros(0, dtype=np.float64)
 
@@ -85,16 +89,31 @@ class Evaluated:
 # --- work done in a worker (pure functions of their arguments) ---------------------------------
 
 
-def _evaluate_block(
-    lines: list[bytes | None], first_line: int, source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool
-) -> tuple[Evaluated, list[InputError]]:
-    batch, errors = parse_lines(lines, first_line, source, fields, max_line_bytes)
-    outcome = evaluate(batch)
-    result = Evaluated(summary=Summary.of_outcome(outcome), runs=len(batch))
-    if keep_runs:
-        result.batch = replace(batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS)
-        result.outcome = outcome
-    return result, errors
+Block = tuple[int, list[bytes | None]]  # (number of the first line, lines), as iter_line_blocks yields them
+Results = list[tuple[Evaluated, list[Any]]]  # per block: the result and its errors as portable parts
+
+
+def _evaluate_blocks(
+    blocks: Iterator[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool
+) -> Results:
+    """Parse and evaluate blocks in order; without per-run results, fold them into one (errors stay in order)."""
+    results: Results = []
+    for first_line, lines in blocks:
+        batch, errors = parse_lines(lines, first_line, source, fields, max_line_bytes)
+        outcome = evaluate(batch)
+        result = Evaluated(summary=Summary.of_outcome(outcome), runs=len(batch))
+        if keep_runs:
+            result.batch = replace(batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS)
+            result.outcome = outcome
+        parts = [_portable(error) for error in errors]
+        if results and not keep_runs:
+            folded, folded_parts = results[-1]
+            folded.summary = folded.summary + result.summary
+            folded.runs += result.runs
+            folded_parts += parts
+        else:
+            results.append((result, parts))
+    return results
 
 
 class _RangeReader:
@@ -116,7 +135,7 @@ class _WorkerError(Exception):
     """An InputError raised in a worker, as plain parts (see `_portable`); the parent raises the original."""
 
 
-def _range_task(*args: Any) -> tuple[int, int, list[tuple[Evaluated, list[Any]]]]:
+def _range_task(*args: Any) -> tuple[int, int, Results]:
     """`_parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
     source = args[3]
     try:
@@ -136,7 +155,7 @@ def _parse_range(
     max_line_bytes: int,
     keep_runs: bool,
     block_bytes: int,
-) -> tuple[int, int, list[tuple[Evaluated, list[Any]]]]:
+) -> tuple[int, int, Results]:
     """Parse the lines of bytes [start, end) of a file, numbered from a provisional origin.
 
     The origin is 1 for the range at the start of the file and 2 for any other, so that only the file's
@@ -144,25 +163,23 @@ def _parse_range(
     lines in the range, results); the caller shifts line numbers by (real first line - origin).
     """
     origin = 1 if start == 0 else 2
-    results = []
     count = 0
     with open(path, "rb", buffering=0) as handle:
         handle.seek(start)
         reader = cast(BinaryIO, _RangeReader(handle, end - start))
-        # A range is about one block plus the rest of a line: read it whole, unless a long line made it long.
-        chunk = max(block_bytes, min(end - start, 2 * block_bytes))
-        for first_line, lines in iter_line_blocks(reader, source, chunk, max_line_bytes):
-            result, errors = _evaluate_block(lines, first_line + origin - 1, source, fields, max_line_bytes, keep_runs)
-            results.append((result, [_portable(error) for error in errors]))
-            count += len(lines)
+
+        def blocks() -> Iterator[Block]:
+            nonlocal count
+            for first_line, lines in iter_line_blocks(reader, source, block_bytes, max_line_bytes):
+                count += len(lines)
+                yield first_line + origin - 1, lines
+
+        results = _evaluate_blocks(blocks(), source, fields, max_line_bytes, keep_runs)
     return origin, count, results
 
 
-def _lines_task(
-    lines: list[bytes | None], first_line: int, source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool
-) -> tuple[Evaluated, list[Any]]:
-    result, errors = _evaluate_block(lines, first_line, source, fields, max_line_bytes, keep_runs)
-    return result, [_portable(error) for error in errors]
+def _lines_task(blocks: list[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool) -> Results:
+    return _evaluate_blocks(iter(blocks), source, fields, max_line_bytes, keep_runs)
 
 
 def _portable(error: InputError) -> tuple[type[InputError], tuple[Any, ...], dict[str, Any]]:
@@ -234,6 +251,11 @@ class _Pool:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
             self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_ignore_interrupts)
+            gc.freeze()  # workers forked from here: their collector leaves the parent's objects (and pages) alone
+            try:
+                return self.executor.submit(function, *args)
+            finally:
+                gc.unfreeze()
         return self.executor.submit(function, *args)
 
     @property
@@ -268,11 +290,12 @@ def evaluate_source(
     jobs: int = 1,
     keep_runs: bool = True,
     block_bytes: int = BLOCK_BYTES,
+    blocks_per_task: int = BLOCKS_PER_TASK,
 ) -> Iterator[Evaluated]:
     """Every valid run of one source, evaluated, in input order; JSONL on `jobs` processes.
 
     Gives exactly what the serial path gives (same runs, lines, errors and their order); Parquet and
-    `jobs == 1` take the serial path.
+    `jobs == 1` take the serial path. Without `keep_runs`, results may cover several blocks each.
     """
     head = _head(source) if jobs > 1 else None
     if head is None or detect_format(source, head, requested) != "jsonl":
@@ -281,9 +304,13 @@ def evaluate_source(
     pool = _Pool(jobs)
     try:
         if source.path is not None and source.path.is_file() and sniff_compression(head) is None:
-            yield from _from_ranges(source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes)
+            yield from _from_ranges(
+                source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes, blocks_per_task
+            )
         else:
-            yield from _from_stream(source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes)
+            yield from _from_stream(
+                source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes, blocks_per_task
+            )
     except _WorkerError as exc:
         raise _restore(exc.args[0]) from None
     except BrokenProcessPool:
@@ -312,12 +339,13 @@ def _from_ranges(
     pool: _Pool,
     keep_runs: bool,
     block_bytes: int,
+    blocks_per_task: int,
 ) -> Iterator[Evaluated]:
     assert source.path is not None
     if progress is not None:
         progress.start_source(source)
     size = source.path.stat().st_size
-    ranges = newline_aligned_ranges(source.path, size, block_bytes)
+    ranges = newline_aligned_ranges(source.path, size, block_bytes * blocks_per_task)
     path = str(source.path)
     args = (source.name, fields, max_line_bytes, keep_runs, block_bytes)
     if len(ranges) < MIN_PARALLEL_BLOCKS:
@@ -346,6 +374,7 @@ def _from_stream(
     pool: _Pool,
     keep_runs: bool,
     block_bytes: int,
+    blocks_per_task: int,
 ) -> Iterator[Evaluated]:
     if progress is not None:
         progress.start_source(source)
@@ -355,21 +384,29 @@ def _from_stream(
         position: Callable[[], int] | None = None if source.path is None else raw.tell
         blocks = iter_line_blocks(stream, source.name, block_bytes, max_line_bytes)
 
+        args = (source.name, fields, max_line_bytes, keep_runs)
+
         def tasks() -> Iterator[Future[Any]]:
-            for index, (first_line, lines) in enumerate(blocks):
-                args = (lines, first_line, source.name, fields, max_line_bytes, keep_runs)
+            group: list[Block] = []
+            for index, block in enumerate(blocks):
                 # The first blocks are parsed here: a short input never starts the pool.
                 if index < MIN_PARALLEL_BLOCKS - 1:
-                    yield _done(_lines_task(*args))
-                else:
-                    yield pool.submit(_lines_task, *args)
+                    yield _done(_lines_task([block], *args))
+                    continue
+                group.append(block)
+                if len(group) == blocks_per_task:
+                    yield pool.submit(_lines_task, group, *args)
+                    group = []
+            if group:
+                yield pool.submit(_lines_task, group, *args)
 
-        for result, parts in _in_order(tasks(), pool.window):
-            for error in parts:
-                on_error(_restore(error))
-            if progress is not None:
-                progress.advance(result.runs, position() if position is not None else None)
-            yield result
+        for results in _in_order(tasks(), pool.window):
+            for result, parts in results:
+                for error in parts:
+                    on_error(_restore(error))
+                if progress is not None:
+                    progress.advance(result.runs, position() if position is not None else None)
+                yield result
     finally:
         if source.path is not None:
             raw.close()

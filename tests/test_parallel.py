@@ -17,6 +17,7 @@ import pytest
 from specaccept_cli import parallel
 from specaccept_cli.batch import FieldSpec
 from specaccept_cli.errors import InputError
+from specaccept_cli.jsonl import BLOCK_BYTES
 from specaccept_cli.parallel import evaluate_source, newline_aligned_ranges
 from specaccept_cli.sources import Source
 from specaccept_cli.summary import Summary
@@ -90,14 +91,17 @@ def file_source(path: Path) -> Source:
 
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
 @pytest.mark.parametrize("trailing", [True, False])
-def test_ranges_give_exactly_the_serial_result(tmp_path: Path, newline: bytes, trailing: bool) -> None:
+@pytest.mark.parametrize("blocks_per_task", [1, 3])
+def test_ranges_give_exactly_the_serial_result(
+    tmp_path: Path, newline: bytes, trailing: bool, blocks_per_task: int
+) -> None:
     lines = mixed_lines(400, seed=len(newline) + trailing)
     data = newline.join(lines) + (newline if trailing else b"")
     path = tmp_path / "logs.jsonl"
     path.write_bytes(data)
     source = file_source(path)
     serial = collect(source, jobs=1, block_bytes=1024)
-    parallel = collect(source, jobs=2, block_bytes=1024)
+    parallel = collect(source, jobs=2, block_bytes=1024, blocks_per_task=blocks_per_task)
     assert parallel == serial
     runs, summary, errors = parallel
     assert summary.runs == len(runs) > 250
@@ -108,8 +112,8 @@ def test_ranges_give_exactly_the_serial_result(tmp_path: Path, newline: bytes, t
         assert run_id == row["id"]
         assert (k, accepted) == (len(row["p"]), spec_accept(row["p"], row["q"], row["r"]))
     # The inputs really are cut into many ranges, and bad rows fall on their first and last lines.
-    ranges = newline_aligned_ranges(path, len(data), 1024)
-    assert len(ranges) > 20
+    ranges = newline_aligned_ranges(path, len(data), 1024 * blocks_per_task)
+    assert len(ranges) > 20 / blocks_per_task
     first_lines = {data[:start].count(b"\n") + 1 for start, _ in ranges}
     last_lines = {data[:end].rstrip(b"\n").count(b"\n") + 1 for _, end in ranges}
     bad_lines = {line for _, line, _, _ in errors}
@@ -119,9 +123,13 @@ def test_ranges_give_exactly_the_serial_result(tmp_path: Path, newline: bytes, t
 def test_summary_only_mode_matches(tmp_path: Path) -> None:
     path = tmp_path / "logs.jsonl"
     path.write_bytes(b"\n".join(mixed_lines(300, seed=3)) + b"\n")
+    gzipped = tmp_path / "logs.jsonl.gz"
+    gzipped.write_bytes(gzip.compress(path.read_bytes()))
     _, with_runs, errors = collect(file_source(path), jobs=2, block_bytes=700)
-    runs, summary_only, errors_again = collect(file_source(path), jobs=2, block_bytes=700, keep_runs=False)
-    assert runs == [] and summary_only == with_runs and errors_again == errors
+    for source in (file_source(path), file_source(gzipped)):
+        runs, summary_only, errors_again = collect(source, jobs=2, block_bytes=700, keep_runs=False)
+        assert runs == [] and summary_only == with_runs
+        assert [error[1:] for error in errors_again] == [error[1:] for error in errors]  # same lines, messages
 
 
 def test_fail_mode_reports_the_first_bad_row_in_input_order(tmp_path: Path) -> None:
@@ -160,7 +168,7 @@ def test_overlong_lines_across_range_boundaries(tmp_path: Path) -> None:
     path = tmp_path / "logs.jsonl"
     path.write_bytes(b"\n".join(lines))
     serial = collect(file_source(path), jobs=1, block_bytes=4096, max_line_bytes=1000)
-    assert collect(file_source(path), jobs=2, block_bytes=4096, max_line_bytes=1000) == serial
+    assert collect(file_source(path), jobs=2, block_bytes=4096, max_line_bytes=1000, blocks_per_task=1) == serial
     assert [line for _, line, _, _ in serial[2]] == [1, 38, 39, 121, 199]
 
 
@@ -169,8 +177,9 @@ def test_compressed_stream_blocks_go_to_workers(tmp_path: Path) -> None:
     path = tmp_path / "logs.jsonl.gz"
     path.write_bytes(gzip.compress(b"\r\n".join(lines)))
     serial = collect(file_source(path), jobs=1, block_bytes=800)
-    parallel = collect(file_source(path), jobs=2, block_bytes=800)
-    assert parallel == serial and len(serial[0]) > 200
+    for blocks_per_task in (1, 3):
+        parallel = collect(file_source(path), jobs=2, block_bytes=800, blocks_per_task=blocks_per_task)
+        assert parallel == serial and len(serial[0]) > 200
 
 
 def test_empty_and_tiny_files(tmp_path: Path) -> None:
@@ -190,16 +199,16 @@ def test_parquet_takes_the_serial_path(tmp_path: Path) -> None:
     assert len(runs) == summary.runs == 500 and errors == []
 
 
-# --- end to end, real processes, inputs larger than the default 4 MiB blocks ---------------------------
+# --- end to end, real processes, inputs of many default-sized blocks ---------------------------
 
 
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 17 MB of JSONL: five byte ranges at the default block size."""
+    """About 3.5 MB of JSONL: several byte ranges at the default block size."""
     path = tmp_path_factory.mktemp("big") / "logs.jsonl"
-    done = run_process("simulate", "--runs", "60000", "--alpha", "0.8", "--k", "1-8", "--seed", "3", "-o", str(path))
+    done = run_process("simulate", "--runs", "12000", "--alpha", "0.8", "--k", "1-8", "--seed", "3", "-o", str(path))
     assert done.returncode == 0
-    assert path.stat().st_size > 4 * (4 << 20)
+    assert path.stat().st_size > 5 * BLOCK_BYTES
     return path
 
 
@@ -211,13 +220,13 @@ def test_cli_jobs_give_identical_per_run_output_and_summary(big_log: Path) -> No
         assert per_run.returncode == summary.returncode == 0
         outputs[jobs] = (per_run.stdout, summary.stdout)
     assert outputs["1"] == outputs["2"]
-    assert outputs["2"][0].count(b"\n") == orjson.loads(outputs["2"][1])["runs"] == 60000
+    assert outputs["2"][0].count(b"\n") == orjson.loads(outputs["2"][1])["runs"] == 12000
 
 
 def test_cli_gzip_on_stdin_with_a_bad_row_in_a_late_block(big_log: Path, tmp_path: Path) -> None:
     data = bytearray(big_log.read_bytes())
     lines = data.split(b"\n")
-    lines[50000] = b'{"p": [0.5], "q": [0.5], "r": [-0.25]}'
+    lines[10000] = b'{"p": [0.5], "q": [0.5], "r": [-0.25]}'
     packed = gzip.compress(b"\n".join(lines))
     results = []
     for jobs in ("1", "2"):
@@ -226,8 +235,8 @@ def test_cli_gzip_on_stdin_with_a_bad_row_in_a_late_block(big_log: Path, tmp_pat
     assert results[0] == results[1]
     status, stdout, stderr = results[1]
     assert status == 2
-    assert stderr.decode().strip() == "specaccept: <stdin>:50001: r[0] = -0.25 is out of range (r must be in [0, 1])"
-    assert 0 < stdout.count(b"\n") < 50000  # runs of the blocks before the bad row's, in order
+    assert stderr.decode().strip() == "specaccept: <stdin>:10001: r[0] = -0.25 is out of range (r must be in [0, 1])"
+    assert 0 < stdout.count(b"\n") < 10000  # runs of the blocks before the bad row's, in order
 
 
 def _die(*args: object) -> None:
