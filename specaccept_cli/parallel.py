@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import gc
 import io
-import multiprocessing
 import os
 import signal
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import numpy as np
 
@@ -51,6 +49,9 @@ from specaccept_cli.sources import (
 )
 from specaccept_cli.summary import Summary
 from specaccept_cli.vectorized import BatchOutcome
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 # Sources that would make fewer blocks than this are read in-process: a pool is not worth starting.
 MIN_PARALLEL_BLOCKS = 3
@@ -248,6 +249,9 @@ class _Pool:
 
     def submit(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
         if self.executor is None:
+            import multiprocessing  # here, not at the top: Parquet and one-process runs never need it
+            from concurrent.futures import ProcessPoolExecutor
+
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
             self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_ignore_interrupts)
@@ -313,7 +317,7 @@ def evaluate_source(
             )
     except _WorkerError as exc:
         raise _restore(exc.args[0]) from None
-    except BrokenProcessPool:
+    except BrokenExecutor:  # the pool's workers died
         raise SpecacceptError(
             f"{source.name}: a worker process died (out of memory?); try again with --jobs 1"
         ) from None
