@@ -23,6 +23,7 @@ import io
 import os
 import signal
 import sys
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Future
@@ -257,7 +258,11 @@ class _Pool:
             self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_ignore_interrupts)
             gc.freeze()  # workers forked from here: their collector leaves the parent's objects (and pages) alone
             try:
-                return self.executor.submit(function, *args)
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns when forking beside other threads (here: a progress bar's refresh).
+                    # A worker only runs the pool's task loop: it never takes a lock such a thread could hold.
+                    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+                    return self.executor.submit(function, *args)
             finally:
                 gc.unfreeze()
         return self.executor.submit(function, *args)
