@@ -185,10 +185,10 @@ def audit(
                 source,
                 fields,
                 fail,
-                input_format,
+                input_format,  # type: ignore[arg-type]
                 progress=progress,
                 jobs=workers,
-                keep_runs=keep_runs,  # type: ignore[arg-type]
+                keep_runs=keep_runs,
             )
 
     from rich.console import Console
