@@ -12,6 +12,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# DuckDB is a benchmark-only extra, never a runtime dependency.
+$(VENV)/.bench-installed: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.bench-installed
+	$(BIN)/python benchmarks/bench.py
+
 demo: $(STAMP)
 	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
 

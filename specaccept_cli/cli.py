@@ -354,6 +354,13 @@ def _github_option(command: Any) -> Any:
     metavar="N",
     help="A JSONL line longer than N bytes is a bad row (its bytes are never held in memory).",
 )
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
+)
 def audit(
     inputs: tuple[str, ...],
     output: str,
@@ -385,6 +392,7 @@ def audit(
     max_errors: int | None,
     quarantine: str | None,
     max_line_bytes: int,
+    jobs: int | None,
 ) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -404,9 +412,10 @@ def audit(
       specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
     """
     from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.pipeline import AuditPlan, summarise
+    from specaccept_cli.parallel import default_jobs, evaluate_source
+    from specaccept_cli.pipeline import AuditPlan, summarise_evaluated
     from specaccept_cli.policy import ErrorPolicy
-    from specaccept_cli.sources import STDIN, expand_inputs, read_source
+    from specaccept_cli.sources import STDIN, expand_inputs
     from specaccept_cli.summary_files import read_summary_file, summary_of
 
     paths = list(inputs)
@@ -458,10 +467,22 @@ def audit(
     sources = expand_inputs(paths)
     policy = ErrorPolicy(on_error)  # type: ignore[arg-type]
 
-    def batches(progress: Any = None) -> Any:
+    workers = jobs or default_jobs()
+
+    def evaluated(progress: Any, keep_runs: bool) -> Any:
         for source in sources:
-            chosen: Any = input_format
-            yield from policy.guard(read_source(source, fields, policy, chosen, max_line_bytes, progress))
+            batches = evaluate_source(
+                source,
+                fields,
+                policy,
+                input_format,  # type: ignore[arg-type]
+                max_line_bytes,
+                progress,
+                jobs=workers,
+                keep_runs=keep_runs,
+                plan=plan,
+            )
+            yield from policy.guard(batches)
 
     from rich.console import Console
 
@@ -473,8 +494,8 @@ def audit(
     def run(sink: Any = None) -> Any:
         if show_progress:
             with render.RichProgress(stderr, sources) as progress:
-                return summarise(batches(progress), sink, plan)
-        return summarise(batches(), sink, plan)
+                return summarise_evaluated(evaluated(progress, sink is not None), sink, plan.group_by)
+        return summarise_evaluated(evaluated(None, sink is not None), sink, plan.group_by)
 
     preview = render.RunPreview(max_rows)
     with _quarantine_file(quarantine) as policy.quarantine:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from specaccept_cli.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
@@ -35,6 +34,8 @@ def _column(batch: pa.RecordBatch, name: str, source: str) -> pa.Array:
         if not pa.types.is_struct(array.type) or array.type.get_field_index(key) < 0:
             where = ".".join(path[:depth])
             raise InputError(source, None, f"column '{where}' has no field '{key}' (type {array.type})")
+        import pyarrow.compute as pc  # only for struct columns: a slow import otherwise not needed
+
         array = pc.struct_field(array, key)
     return array
 
@@ -73,7 +74,7 @@ def _list_parts(array: pa.Array, name: str, source: str, tokens: bool = False) -
 def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnError) -> Iterator[RunBatch]:
     """Stream one Parquet file as batches of valid runs; rows are numbered from 1."""
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path, pre_buffer=False)
         schema_names = parquet.schema_arrow.names
     except _DAMAGED as exc:
         raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
@@ -119,7 +120,9 @@ def _to_run_batch(
             for index in np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False)).tolist():
                 bad.setdefault(index, f"'{name}' is null")
         offsets, values = _list_parts(array, name, source)
-        floats = values.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if values.type != pa.float64():  # a cast loads pyarrow.compute: skip it when there is nothing to cast
+            values = values.cast(pa.float64())
+        floats = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
         if values.null_count:
             null_tokens = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
             runs = np.searchsorted(offsets, null_tokens, side="right") - 1

@@ -1,9 +1,14 @@
-"""source -> batches -> rule -> (per-run records, Summary): the one loop every command shares."""
+"""source -> batches -> rule -> (per-run records, Summary): the stage every command shares.
+
+`evaluate_batch` is the whole per-batch stage (the rule, the server audits, the group
+split); it is a pure function, so it runs in a worker process as well as here.
+`summarise_evaluated` adds the results up in input order and feeds per-run sinks.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +35,22 @@ class AuditPlan:
     sampler_significance: float = 0.001
 
 
+@dataclass
+class Evaluated:
+    """The per-batch stage's result for one block of runs, in input order.
+
+    `batch`, `outcome` and `columns` are kept when per-run results were asked for; a batch
+    evaluated in a worker carries its runs' lines, offsets and extras but no tokens (p, q and
+    r are empty): only what per-run output needs crosses a process boundary.
+    """
+
+    summary: Summary
+    runs: int
+    batch: RunBatch | None = None
+    outcome: BatchOutcome | None = None
+    columns: RunColumns = field(default_factory=dict)
+
+
 def _raise(error: InputError) -> None:
     raise error
 
@@ -41,48 +62,75 @@ def evaluate(batch: RunBatch) -> BatchOutcome:
     return outcome
 
 
+def evaluate_batch(batch: RunBatch, plan: AuditPlan, keep_runs: bool) -> tuple[Evaluated, list[InputError]]:
+    """The rule and everything the plan asks for, over one batch; rows found bad here are returned as errors."""
+    errors: list[InputError] = []
+    reported = None
+    if plan.reported_field is not None:
+        reported, valid, errors = parse_reported(batch, plan.reported_field)
+        if errors:  # rows whose reported count is not a count: bad input like any other
+            batch, reported = batch.select(valid), reported[valid]
+    outcome = evaluate(batch)
+    part = Summary.of_outcome(outcome)
+    columns: RunColumns = {}
+    if reported is not None:
+        part.reported, check = ReportedTally.of_batch(batch, outcome, reported)
+        columns = {"reported": check.reported, "mismatch": check.mismatch}
+    if plan.check_sampler:
+        part.sampler = SamplerTally.of_batch(batch, outcome, plan.sampler_significance)
+    if plan.group_by is not None:
+        part.group_by, part.groups = plan.group_by, split_by_group(outcome, batch.extras[plan.group_by])
+    result = Evaluated(summary=part, runs=len(batch))
+    if keep_runs:
+        result.batch, result.outcome, result.columns = batch, outcome, columns
+    return result, errors
+
+
+def summarise_evaluated(
+    results: Iterable[Evaluated], sink: RunSink | None = None, group_by: str | None = None
+) -> Summary:
+    """Add up evaluated blocks in input order, handing per-run results to `sink` (they must have been kept).
+
+    With `group_by`, the summary holds groups even when there were no runs. Groups are added
+    in place: a block touches only its own groups, however many there are in all.
+    """
+    summary = Summary()
+    groups: dict[str, Summary] | None = None if group_by is None else {}
+    for result in results:
+        if sink is not None:
+            assert result.batch is not None and result.outcome is not None, "per-run results were not kept"
+            sink(result.batch, result.outcome, result.columns)
+        part = result.summary
+        if part.groups is not None:
+            group_by, groups = part.group_by, groups if groups is not None else {}
+            assert groups is not None
+            for key, group in part.groups.items():
+                known = groups.get(key)
+                groups[key] = group if known is None else known + group
+            part.group_by, part.groups = None, None
+        summary = summary + part
+    if group_by is not None:
+        summary.group_by, summary.groups = group_by, groups
+    return summary
+
+
 def summarise(
     batches: Iterable[RunBatch],
     sink: RunSink | None = None,
     plan: AuditPlan | None = None,
     on_error: OnError = _raise,
 ) -> Summary:
-    """Run the rule over every batch, hand each batch's per-run results to `sink`, and add up the summary.
-
-    With `plan.group_by` (a field carried in `RunBatch.extras`), the summary also holds
-    one summary per value of that field (see `summary.group_key`).
-    """
+    """Run the per-batch stage over every batch in this process and add up the summary."""
     plan = plan or AuditPlan()
-    group_by = plan.group_by
-    summary = Summary()
-    groups: dict[str, Summary] = {}
-    for batch in batches:
-        columns: RunColumns = {}
-        reported = None
-        if plan.reported_field is not None:
-            reported, valid, errors = parse_reported(batch, plan.reported_field)
-            if errors:  # rows whose reported count is not a count: bad input like any other
-                for error in errors:
-                    on_error(error)
-                batch, reported = batch.select(valid), reported[valid]
-        outcome = evaluate(batch)
-        part = Summary.of_outcome(outcome)
-        if reported is not None:
-            part.reported, check = ReportedTally.of_batch(batch, outcome, reported)
-            columns = {"reported": check.reported, "mismatch": check.mismatch}
-        if plan.check_sampler:
-            part.sampler = SamplerTally.of_batch(batch, outcome, plan.sampler_significance)
-        if sink is not None:
-            sink(batch, outcome, columns)
-        summary = summary + part
-        if group_by is not None:
-            # Added in place: a batch touches only its own groups, however many there are in all.
-            for key, group in split_by_group(outcome, batch.extras[group_by]).items():
-                known = groups.get(key)
-                groups[key] = group if known is None else known + group
-    if group_by is not None:
-        summary.group_by, summary.groups = group_by, groups
-    return summary
+
+    def evaluated() -> Iterable[Evaluated]:
+        for batch in batches:
+            result, errors = evaluate_batch(batch, plan, keep_runs=sink is not None)
+            for error in errors:
+                on_error(error)
+            yield result
+
+    return summarise_evaluated(evaluated(), sink, plan.group_by)
 
 
 def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Summary]:

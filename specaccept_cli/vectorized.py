@@ -73,7 +73,11 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
     """
     thresholds = accept_thresholds(p, q)
     passed = r <= thresholds
-    fixed = np.rint(thresholds * THRESHOLD_SCALE).astype(np.int64)
+    # In place: one token-sized temporary fewer (each a fresh allocation and its page faults).
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.multiply(thresholds, THRESHOLD_SCALE, out=thresholds)
+        np.rint(thresholds, out=thresholds)
+    fixed = thresholds.astype(np.int64)
     passing_per_run = run_sums(offsets, passed)
     threshold_fixed_per_run = run_sums(offsets, fixed)
     return BatchOutcome(
@@ -90,7 +94,9 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
 def accept_thresholds(p: FloatArray, q: FloatArray) -> FloatArray:
     """min(1, p/q) per token, in IEEE double like the scalar rule (q = 0 gives inf or nan, never a warning)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.minimum(1.0, p / q)
+        thresholds: FloatArray = np.divide(p, q)
+        np.minimum(thresholds, 1.0, out=thresholds)
+    return thresholds
 
 
 def prefix_lengths(offsets: IntArray, passed: npt.NDArray[np.bool_]) -> IntArray:

@@ -1,0 +1,321 @@
+"""`make bench`: specaccept against DuckDB and a plain Python loop on the same logs, as whole processes.
+
+The machine is shared and noisy, so every comparison is a ratio of medians measured side by side
+(the commands of one comparison take turns, round after round), never an absolute time.
+
+    python benchmarks/bench.py [--runs 1000000] [--repeat 3] [--out benchmarks/latest.md]
+
+Also the two engines the benchmark compares against, each run as its own process:
+
+    python benchmarks/bench.py --duckdb FILE    # prints the total accepted tokens
+    python benchmarks/bench.py --plain FILE     # likewise, orjson per line + the seed's routine
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SPECACCEPT = str(BIN / "specaccept")
+CHECK_ARGS = ["check", "--p", "0.9,0.2,0.8", "--q", "0.5,0.8,0.4", "--r", "0.1,0.5,0.2"]
+MB = 1 << 20
+
+
+# --- the two engines we compare against ---------------------------------------------------------
+
+
+def duckdb_total(path: str) -> int:
+    """Total accepted tokens with SQL: the 1-based position of the first failing token, minus one."""
+    import duckdb
+
+    escaped = path.replace("'", "''")
+    if path.endswith(".parquet"):
+        source = f"read_parquet('{escaped}')"
+    else:
+        columns = "{p: 'DOUBLE[]', q: 'DOUBLE[]', r: 'DOUBLE[]'}"
+        source = f"read_json('{escaped}', format = 'newline_delimited', columns = {columns})"
+    query = f"""
+        SELECT sum(coalesce(
+            list_position(list_transform(r, lambda x, i: x <= least(1.0, p[i] / q[i])), false) - 1,
+            len(r)))
+        FROM {source}
+    """
+    ((total,),) = duckdb.sql(query).fetchall()
+    return int(total)
+
+
+def plain_total(path: str) -> int:
+    """orjson per line and the seed's routine, verbatim: what a user would write first."""
+    import orjson
+
+    total = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            row = orjson.loads(line)
+            p, q, r = row["p"], row["q"], row["r"]
+            accepted = 0
+            for i in range(len(p)):
+                threshold = min(1.0, p[i] / q[i])
+                if r[i] <= threshold:
+                    accepted += 1
+                else:
+                    break
+            total += accepted
+    return total
+
+
+# --- measuring whole processes --------------------------------------------------------------------
+
+
+def _descendants(pid: int) -> list[int]:
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    queue += [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in bytes of one process; PSS shares each page among the processes that map it."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, pss
+
+
+def run(command: list[str], stdin: str | None = None, sample_memory: bool = False) -> dict[str, float]:
+    """Run one command to completion (stdout discarded); wall time and, when asked, peak memory."""
+    stdin_handle = open(stdin, "rb") if stdin else subprocess.DEVNULL  # noqa: SIM115
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdin=stdin_handle, stdout=subprocess.DEVNULL)
+    peaks = {"rss_max": 0.0, "rss_sum": 0.0, "pss_sum": 0.0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            readings = [_memory(pid) for pid in _descendants(process.pid)]
+            peaks["rss_max"] = max(peaks["rss_max"], max((r for r, _ in readings), default=0))
+            peaks["rss_sum"] = max(peaks["rss_sum"], sum(r for r, _ in readings))
+            peaks["pss_sum"] = max(peaks["pss_sum"], sum(p for _, p in readings))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample) if sample_memory else None
+    if sampler is not None:
+        sampler.start()
+    status = process.wait()
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # includes the workers the child waited for
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    done.set()
+    if sampler is not None:
+        sampler.join()
+    if stdin:
+        stdin_handle.close()  # type: ignore[union-attr]
+    if status != 0:
+        raise SystemExit(f"failed ({status}): {' '.join(command)}")
+    return {"seconds": elapsed, "cpu": cpu, **peaks}
+
+
+def output_of(command: list[str]) -> str:
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+def side_by_side(commands: dict[str, list[str]], repeat: int) -> dict[str, dict[str, float]]:
+    """Median wall and CPU time of each command, the commands taking turns round after round."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, command in commands.items():
+            runs[name].append(run(command))
+    return {
+        name: {measure: statistics.median(m[measure] for m in measured) for measure in ("seconds", "cpu")}
+        for name, measured in runs.items()
+    }
+
+
+# --- the benchmark ---------------------------------------------------------------------------------
+
+
+def ensure_logs(cache: Path, runs: int) -> tuple[Path, Path]:
+    cache.mkdir(exist_ok=True)
+    paths = cache / f"runs-{runs}.jsonl", cache / f"runs-{runs}.parquet"
+    for path in paths:
+        if not path.exists():
+            print(f"generating {path} ...", flush=True)
+            args = ["simulate", "--runs", str(runs), "--alpha", "0.8", "--k", "1-8", "--seed", "1", "-o", str(path)]
+            subprocess.run([SPECACCEPT, *args], check=True)
+    return paths
+
+
+def machine() -> str:
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    cores = len(os.sched_getaffinity(0))
+    return f"{cores} cores ({model}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1_000_000)
+    parser.add_argument("--small-runs", type=int, default=250_000, help="second size, for memory growth")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--check-repeat", type=int, default=21)
+    parser.add_argument("--cache", type=Path, default=ROOT / ".bench-cache")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "latest.md")
+    parser.add_argument("--duckdb", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--plain", metavar="FILE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.duckdb:
+        print(duckdb_total(args.duckdb))
+        return
+    if args.plain:
+        print(plain_total(args.plain))
+        return
+
+    import duckdb
+    import orjson
+
+    jsonl, parquet = ensure_logs(args.cache, args.runs)
+    small_jsonl, small_parquet = ensure_logs(args.cache, args.small_runs)
+    me = [sys.executable, __file__]
+    audit = [SPECACCEPT, "audit", "-o", "json"]
+    engines = {
+        "specaccept JSONL": [*audit, str(jsonl)],
+        "DuckDB JSONL": [*me, "--duckdb", str(jsonl)],
+        "plain Python JSONL": [*me, "--plain", str(jsonl)],
+        "specaccept JSONL --jobs 1": [*audit, "--jobs", "1", str(jsonl)],
+        "specaccept Parquet": [*audit, str(parquet)],
+        "DuckDB Parquet": [*me, "--duckdb", str(parquet)],
+    }
+
+    print("checking that every engine agrees ...", flush=True)
+    totals = {
+        "specaccept JSONL": orjson.loads(output_of(engines["specaccept JSONL"]))["accepted_tokens"],
+        "specaccept Parquet": orjson.loads(output_of(engines["specaccept Parquet"]))["accepted_tokens"],
+        "DuckDB JSONL": int(output_of(engines["DuckDB JSONL"])),
+        "DuckDB Parquet": int(output_of(engines["DuckDB Parquet"])),
+        "plain Python JSONL": int(output_of(engines["plain Python JSONL"])),
+    }
+    agree = len(set(totals.values())) == 1
+    print(f"  accepted tokens: {totals}  ->  {'agree' if agree else 'DISAGREE'}", flush=True)
+
+    print(f"timing (median of {args.repeat}, side by side) ...", flush=True)
+    times = side_by_side(engines, args.repeat)
+    output_times = side_by_side(
+        {"summary": [*audit, str(jsonl)], "per-run": [SPECACCEPT, "audit", "-o", "jsonl", str(jsonl)]}, args.repeat
+    )
+    startup = side_by_side(
+        {"check": [SPECACCEPT, *CHECK_ARGS], "import": [sys.executable, "-c", "import click, rich"]},
+        args.check_repeat,
+    )
+    print("peak memory (one run each, sampled every 10 ms) ...", flush=True)
+    memory = {name: run(command, sample_memory=True) for name, command in engines.items() if "--jobs" not in name}
+    memory[f"specaccept JSONL, {args.small_runs:,} runs"] = run([*audit, str(small_jsonl)], sample_memory=True)
+    memory[f"specaccept Parquet, {args.small_runs:,} runs"] = run([*audit, str(small_parquet)], sample_memory=True)
+
+    def ratio(a: dict[str, float], b: dict[str, float], measure: str = "seconds") -> str:
+        return f"{a[measure] / b[measure]:.2f}x"
+
+    def growth(kind: str) -> float:
+        return (
+            memory[f"specaccept {kind}"]["rss_sum"] - memory[f"specaccept {kind}, {args.small_runs:,} runs"]["rss_sum"]
+        ) / MB
+
+    pairs = [
+        ("specaccept / DuckDB, JSONL", times["specaccept JSONL"], times["DuckDB JSONL"], "<= 1.5x"),
+        ("specaccept / DuckDB, Parquet", times["specaccept Parquet"], times["DuckDB Parquet"], "<= 1.5x"),
+        ("plain Python loop / specaccept, JSONL", times["plain Python JSONL"], times["specaccept JSONL"], ">= 3x"),
+        (
+            "specaccept `--jobs 1` / default jobs, JSONL",
+            times["specaccept JSONL --jobs 1"],
+            times["specaccept JSONL"],
+            "-",
+        ),
+        ("`check` / `import click, rich`", startup["check"], startup["import"], "<= 1.3x"),
+        ("`-o jsonl` / `-o json`, JSONL", output_times["per-run"], output_times["summary"], "<= 2x"),
+    ]
+    lines = [
+        f"Machine: {machine()}; DuckDB {duckdb.__version__}; {datetime.date.today().isoformat()}.",
+        f"Logs: {args.runs:,} runs, k uniform in 1..8 (`specaccept simulate --alpha 0.8 --k 1-8 --seed 1`): "
+        f"JSONL {jsonl.stat().st_size / MB:.0f} MB, Parquet {parquet.stat().st_size / MB:.0f} MB.",
+        f"Every engine agrees on the total accepted tokens: {'yes' if agree else 'NO'} ({totals['DuckDB JSONL']:,}).",
+        "",
+        f"| comparison (median of {args.repeat}; `check`: of {args.check_repeat}) | wall time | CPU time | target |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {ratio(a, b)} | {ratio(a, b, 'cpu')} | {target}{' (wall)' if target != '-' else ''} |"
+            for name, a, b, target in pairs
+        ),
+        *(
+            f"| specaccept peak RSS, {args.runs:,} runs {kind} (all processes) | "
+            f"{memory[f'specaccept {kind}']['rss_sum'] / MB:.0f} MB | | <= 300 MB |"
+            for kind in ("JSONL", "Parquet")
+        ),
+        *(
+            f"| RSS growth {args.small_runs:,} -> {args.runs:,} runs, {kind} | {growth(kind):+.0f} MB | | <= 50 MB |"
+            for kind in ("JSONL", "Parquet")
+        ),
+        "",
+        "Peak memory of each process tree (RSS summed over the parent and its workers; PSS counts the pages",
+        "forked workers share once):",
+        "",
+        "| command | peak RSS, sum | peak PSS, sum | largest process |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {m['rss_sum'] / MB:.0f} MB | {m['pss_sum'] / MB:.0f} MB | {m['rss_max'] / MB:.0f} MB |"
+            for name, m in memory.items()
+        ),
+        "",
+        "Times behind the ratios (medians; absolute seconds vary with the machine's load):",
+        "",
+        "| command | wall s | CPU s |",
+        "|---|---|---|",
+        *(f"| {name} | {t['seconds']:.2f} | {t['cpu']:.2f} |" for name, t in times.items()),
+        *(
+            f"| {name} | {t['seconds']:.3f} | {t['cpu']:.3f} |"
+            for name, t in (
+                ("specaccept JSONL `-o jsonl`", output_times["per-run"]),
+                ("specaccept `check`", startup["check"]),
+                ("`python -c 'import click, rich'`", startup["import"]),
+            )
+        ),
+    ]
+    report = "\n".join(lines) + "\n"
+    print()
+    print(report)
+    args.out.write_text(report)
+    print(f"written to {args.out}")
+    if not agree:
+        raise SystemExit("engines disagree on the total accepted tokens")
+
+
+if __name__ == "__main__":
+    main()

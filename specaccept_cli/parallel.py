@@ -1,0 +1,439 @@
+"""JSONL on several cores: a process pool AROUND the pure `parse_block`, results consumed in input order.
+
+Two ways to cut the input into independent tasks:
+
+- a regular, uncompressed file is cut into newline-aligned byte ranges (a few blocks each); a
+  worker opens the file, reads its own range with `iter_line_blocks` and numbers its lines from a
+  provisional origin. The parent learns each range's line count from its result and shifts line numbers
+  by the count of all earlier ranges, so line numbers stay exact without anyone reading the file twice;
+- any other stream (stdin, gzip/bz2/xz/zstd) is cut by `iter_line_blocks` in the parent, which sends
+  a few blocks' lines at a time (with the number of each block's first line) to a worker.
+
+Workers apply the rule too and send back only per-run results (line, k, accepted, extras), or only a
+`Summary` when nothing per run is needed: the tokens never cross a process boundary. Results are taken
+in submission order, at most a few tasks ahead, so errors reach `on_error` in input order (in fail mode
+the first bad row of the input is the one reported), per-run output keeps input order, and memory stays
+bounded whatever the input's size.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import signal
+import sys
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import BrokenExecutor, Future
+from dataclasses import replace
+from itertools import pairwise
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+import numpy as np
+
+from specaccept_cli.batch import FieldSpec, RunBatch
+from specaccept_cli.errors import InputError, SpecacceptError
+from specaccept_cli.jsonl import BLOCK_BYTES, DEFAULT_MAX_LINE_BYTES, OnError, iter_line_blocks, parse_block
+from specaccept_cli.pipeline import AuditPlan, Evaluated, evaluate_batch
+from specaccept_cli.sources import (
+    Format,
+    ProgressHook,
+    Source,
+    _open_binary,
+    decompress,
+    detect_format,
+    read_source,
+    sniff_compression,
+)
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+# Sources that would make fewer blocks than this are read in-process: a pool is not worth starting.
+MIN_PARALLEL_BLOCKS = 3
+# Tasks in flight per worker: enough to keep every worker busy, few enough to keep memory flat.
+TASKS_PER_WORKER = 2
+# Blocks per task: blocks stay small (cache-friendly parsing), tasks large enough that sending them and
+# their results between processes costs little.
+BLOCKS_PER_TASK = 8
+
+_NO_TOKENS = np.zeros(0, dtype=np.float64)
+
+
+def default_jobs() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+# --- work done in a worker (pure functions of their arguments) ---------------------------------
+
+
+Block = tuple[int, list[bytes | None]]  # (number of the first line, lines), as iter_line_blocks yields them
+Results = list[tuple[Evaluated, list[Any]]]  # per block: the result and its errors as portable parts
+
+
+def _evaluate_blocks(
+    blocks: Iterator[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: AuditPlan
+) -> Results:
+    """Parse and evaluate blocks in order; without per-run results, fold them into one (errors stay in order)."""
+    results: Results = []
+    for first_line, lines in blocks:
+        batch, errors = parse_block(lines, first_line, source, fields, max_line_bytes)
+        result, more = evaluate_batch(batch, plan, keep_runs)
+        if keep_runs and result.batch is not None:
+            result.batch = replace(result.batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS)
+        if more:  # rows the stage found bad, in line order with the parser's
+            errors = sorted(errors + more, key=lambda error: error.line or 0)
+        parts = [_portable(error) for error in errors]
+        if results and not keep_runs:
+            folded, folded_parts = results[-1]
+            folded.summary = folded.summary + result.summary
+            folded.runs += result.runs
+            folded_parts += parts
+        else:
+            results.append((result, parts))
+    return results
+
+
+class _RangeReader:
+    """At most `length` bytes of a file from its current position (a byte range, read as a stream)."""
+
+    def __init__(self, handle: BinaryIO, length: int) -> None:
+        self.handle = handle
+        self.remaining = length
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0 or size > self.remaining:
+            size = self.remaining
+        data = self.handle.read(size)
+        self.remaining -= len(data)
+        return data
+
+
+class _WorkerError(Exception):
+    """An InputError raised in a worker, as plain parts (see `_portable`); the parent raises the original."""
+
+
+def _range_task(*args: Any) -> tuple[int, int, Results]:
+    """`_parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
+    source = args[3]
+    try:
+        return _parse_range(*args)
+    except InputError as exc:
+        raise _WorkerError(_portable(exc)) from None
+    except OSError as exc:
+        raise _WorkerError(_portable(InputError(source, None, f"cannot read: {exc.strerror or exc}"))) from None
+
+
+def _parse_range(
+    path: str,
+    start: int,
+    end: int,
+    source: str,
+    fields: FieldSpec,
+    max_line_bytes: int,
+    keep_runs: bool,
+    block_bytes: int,
+    plan: AuditPlan,
+) -> tuple[int, int, Results]:
+    """Parse the lines of bytes [start, end) of a file, numbered from a provisional origin.
+
+    The origin is 1 for the range at the start of the file and 2 for any other, so that only the file's
+    real first line is ever line 1 (where a byte order mark is tolerated). Returns (origin, number of
+    lines in the range, results); the caller shifts line numbers by (real first line - origin).
+    """
+    origin = 1 if start == 0 else 2
+    count = 0
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(start)
+        reader = cast(BinaryIO, _RangeReader(handle, end - start))
+
+        def blocks() -> Iterator[Block]:
+            nonlocal count
+            for first_line, lines in iter_line_blocks(reader, source, block_bytes, max_line_bytes):
+                count += len(lines)
+                yield first_line + origin - 1, lines
+
+        results = _evaluate_blocks(blocks(), source, fields, max_line_bytes, keep_runs, plan)
+    return origin, count, results
+
+
+def _lines_task(
+    blocks: list[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: AuditPlan
+) -> Results:
+    return _evaluate_blocks(iter(blocks), source, fields, max_line_bytes, keep_runs, plan)
+
+
+def _portable(error: InputError) -> tuple[type[InputError], tuple[Any, ...], dict[str, Any]]:
+    """An error as plain parts: exceptions with extra constructor arguments do not survive pickling."""
+    return type(error), error.args, dict(vars(error))
+
+
+def _restore(parts: tuple[type[InputError], tuple[Any, ...], dict[str, Any]]) -> InputError:
+    kind, args, state = parts
+    error = kind.__new__(kind)
+    Exception.__init__(error, *args)
+    vars(error).update(state)
+    return error
+
+
+def _ignore_interrupts() -> None:
+    """Ctrl-C reaches the whole process group: the parent handles it, workers just stop when told."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# --- the parent's side --------------------------------------------------------------------------
+
+
+def _shift(result: Evaluated, errors: list[InputError], shift: int) -> None:
+    if shift == 0:
+        return
+    if result.batch is not None:
+        result.batch = replace(result.batch, lines=result.batch.lines + shift)
+    for error in errors:
+        if error.line is not None:
+            error.line += shift
+
+
+def newline_aligned_ranges(path: Path, size: int, block_bytes: int) -> list[tuple[int, int]]:
+    """Cut [0, size) into ranges of about `block_bytes`, each ending just after a newline (or at the end)."""
+    bounds = [0]
+    with open(path, "rb", buffering=0) as handle:
+        target = block_bytes
+        while target < size:
+            handle.seek(target - 1)
+            position = target - 1
+            while True:
+                chunk = handle.read(1 << 16)
+                if not chunk:
+                    position = size
+                    break
+                found = chunk.find(b"\n")
+                if found >= 0:
+                    position += found + 1
+                    break
+                position += len(chunk)
+            if position >= size:
+                break
+            bounds.append(position)
+            target = position + block_bytes
+    bounds.append(size)
+    return list(pairwise(bounds))
+
+
+class _Pool:
+    """A process pool started on first use, with a bounded window of in-order results."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.executor: ProcessPoolExecutor | None = None
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
+        if self.executor is None:
+            import multiprocessing  # here, not at the top: Parquet and one-process runs never need it
+            from concurrent.futures import ProcessPoolExecutor
+
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("fork" if "fork" in methods else None)
+            self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_ignore_interrupts)
+            gc.freeze()  # workers forked from here: their collector leaves the parent's objects (and pages) alone
+            try:
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns when forking beside other threads (here: a progress bar's refresh).
+                    # A worker only runs the pool's task loop: it never takes a lock such a thread could hold.
+                    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+                    return self.executor.submit(function, *args)
+            finally:
+                gc.unfreeze()
+        return self.executor.submit(function, *args)
+
+    @property
+    def window(self) -> int:
+        return self.jobs * TASKS_PER_WORKER
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor = None
+
+
+def _head(source: Source) -> bytes | None:
+    """The first bytes of a source without consuming them; None when it cannot be opened (read_source says why)."""
+    if source.path is None:
+        stdin = sys.stdin.buffer
+        return stdin.peek(8)[:8] if isinstance(stdin, io.BufferedReader) else b""
+    try:
+        with open(source.path, "rb") as handle:
+            return handle.read(8)
+    except OSError:
+        return None
+
+
+def evaluate_source(
+    source: Source,
+    fields: FieldSpec,
+    on_error: OnError,
+    requested: Format = "auto",
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    progress: ProgressHook | None = None,
+    jobs: int = 1,
+    keep_runs: bool = True,
+    block_bytes: int = BLOCK_BYTES,
+    blocks_per_task: int = BLOCKS_PER_TASK,
+    plan: AuditPlan | None = None,
+) -> Iterator[Evaluated]:
+    """Every valid run of one source, evaluated, in input order; JSONL on `jobs` processes.
+
+    Gives exactly what the serial path gives (same runs, lines, errors and their order); Parquet and
+    `jobs == 1` take the serial path. Without `keep_runs`, results may cover several blocks each.
+    """
+    plan = plan or AuditPlan()
+    head = _head(source) if jobs > 1 else None
+    if head is None or detect_format(source, head, requested) != "jsonl":
+        batches = read_source(source, fields, on_error, requested, max_line_bytes, progress)
+        yield from _serial(batches, keep_runs, plan, on_error)
+        return
+    pool = _Pool(jobs)
+    try:
+        if source.path is not None and source.path.is_file() and sniff_compression(head) is None:
+            yield from _from_ranges(
+                source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes, blocks_per_task, plan
+            )
+        else:
+            yield from _from_stream(
+                source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes, blocks_per_task, plan
+            )
+    except _WorkerError as exc:
+        raise _restore(exc.args[0]) from None
+    except BrokenExecutor:  # the pool's workers died
+        raise SpecacceptError(
+            f"{source.name}: a worker process died (out of memory?); try again with --jobs 1"
+        ) from None
+    finally:
+        pool.close()
+
+
+def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: AuditPlan, on_error: OnError) -> Iterator[Evaluated]:
+    for batch in batches:
+        result, errors = evaluate_batch(batch, plan, keep_runs)
+        for error in errors:
+            on_error(error)
+        yield result
+
+
+def _from_ranges(
+    source: Source,
+    fields: FieldSpec,
+    on_error: OnError,
+    max_line_bytes: int,
+    progress: ProgressHook | None,
+    pool: _Pool,
+    keep_runs: bool,
+    block_bytes: int,
+    blocks_per_task: int,
+    plan: AuditPlan,
+) -> Iterator[Evaluated]:
+    assert source.path is not None
+    if progress is not None:
+        progress.start_source(source)
+    size = source.path.stat().st_size
+    ranges = newline_aligned_ranges(source.path, size, block_bytes * blocks_per_task)
+    path = str(source.path)
+    args = (source.name, fields, max_line_bytes, keep_runs, block_bytes, plan)
+    if len(ranges) < MIN_PARALLEL_BLOCKS:
+        tasks: Iterator[Any] = (_done(_range_task(path, start, end, *args)) for start, end in ranges)
+    else:
+        tasks = (pool.submit(_range_task, path, start, end, *args) for start, end in ranges)
+    next_line = 1
+    for (_, end), (origin, count, results) in zip(ranges, _in_order(tasks, pool.window)):
+        for result, parts in results:
+            errors = [_restore(part) for part in parts]
+            _shift(result, errors, next_line - origin)
+            for error in errors:
+                on_error(error)
+            if progress is not None:
+                progress.advance(result.runs, end)
+            yield result
+        next_line += count
+
+
+def _from_stream(
+    source: Source,
+    fields: FieldSpec,
+    on_error: OnError,
+    max_line_bytes: int,
+    progress: ProgressHook | None,
+    pool: _Pool,
+    keep_runs: bool,
+    block_bytes: int,
+    blocks_per_task: int,
+    plan: AuditPlan,
+) -> Iterator[Evaluated]:
+    if progress is not None:
+        progress.start_source(source)
+    raw = _open_binary(source)
+    try:
+        stream = decompress(raw, source.name)
+        position: Callable[[], int] | None = None if source.path is None else raw.tell
+        blocks = iter_line_blocks(stream, source.name, block_bytes, max_line_bytes)
+
+        args = (source.name, fields, max_line_bytes, keep_runs, plan)
+
+        broken: list[InputError] = []  # the stream's own failure (a cut or corrupt compressed stream)
+
+        def tasks() -> Iterator[Future[Any]]:
+            group: list[Block] = []
+            try:
+                for index, block in enumerate(blocks):
+                    # The first blocks are parsed here: a short input never starts the pool.
+                    if index < MIN_PARALLEL_BLOCKS - 1:
+                        yield _done(_lines_task([block], *args))
+                        continue
+                    group.append(block)
+                    if len(group) == blocks_per_task:
+                        yield pool.submit(_lines_task, group, *args)
+                        group = []
+            except InputError as error:  # raised after every row before the damage is evaluated
+                broken.append(error)
+            if group:
+                yield pool.submit(_lines_task, group, *args)
+
+        for results in _in_order(tasks(), pool.window):
+            for result, parts in results:
+                for error in parts:
+                    on_error(_restore(error))
+                if progress is not None:
+                    progress.advance(result.runs, position() if position is not None else None)
+                yield result
+        if broken:
+            raise broken[0]
+    finally:
+        if source.path is not None:
+            raw.close()
+
+
+def _done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
+
+
+def _in_order(tasks: Iterator[Future[Any]], window: int) -> Iterator[Any]:
+    """Results of `tasks` in order, keeping at most `window` of them submitted ahead."""
+    pending: deque[Future[Any]] = deque()
+    for task in tasks:
+        pending.append(task)
+        if len(pending) >= window:
+            yield pending.popleft().result()
+        # Whatever is already finished goes out now: on a slow stream (a live log on stdin) results
+        # must not wait for the window to fill.
+        while pending and pending[0].done():
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
