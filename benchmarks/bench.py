@@ -182,6 +182,22 @@ def machine() -> str:
     return f"{cores} cores ({model}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
 
+DEFAULT_OUT = ROOT / "benchmarks" / "latest.md"
+README = ROOT / "README.md"
+README_START = "<!-- bench:start (make bench writes this part) -->"
+README_END = "<!-- bench:end -->"
+
+
+def update_readme(report: str) -> bool:
+    """Put the latest report between the README's markers, so the README always shows the latest run."""
+    text = README.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    README.write_text(text[: start + len(README_START)] + "\n" + report + text[end:])
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1_000_000)
@@ -189,7 +205,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--check-repeat", type=int, default=21)
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench-cache")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "latest.md")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--duckdb", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--plain", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -313,6 +329,8 @@ def main() -> None:
     print(report)
     args.out.write_text(report)
     print(f"written to {args.out}")
+    if args.out == DEFAULT_OUT and update_readme(report):
+        print(f"and into {README.name}'s Performance section")
     if not agree:
         raise SystemExit("engines disagree on the total accepted tokens")
 
