@@ -60,8 +60,31 @@ def _write_failed(exc: OSError) -> str:
     return f"cannot write output: {exc.strerror or exc}"
 
 
+# Commands that load only when they run (`specaccept check` must start about as fast as click itself).
+LAZY_COMMANDS = {
+    "audit": "specaccept_cli.commands.audit:audit",
+    "diff": "specaccept_cli.commands.summaries:diff",
+    "merge": "specaccept_cli.commands.summaries:merge",
+    "simulate": "specaccept_cli.commands.models:simulate",
+    "expect": "specaccept_cli.commands.models:expect",
+}
+
+
 class SpecacceptGroup(click.Group):
-    """The one place where domain errors become messages and exit codes."""
+    """The one place where domain errors become messages and exit codes; commands load lazily."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        import importlib
+
+        module_name, attribute = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module_name), attribute)
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -110,17 +133,17 @@ FIELD_HELP = {
 }
 
 
-def _field_option(name: str) -> Any:
+def field_option(name: str) -> Any:
     return click.option(
         f"--{name}-field",
         default=name,
         show_default=True,
-        callback=_check_field_path,
+        callback=check_field_path,
         help=f"Dotted path of the list of the {FIELD_HELP[name]}.",
     )
 
 
-def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+def check_field_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if value is None:
         return value
     values = value if isinstance(value, tuple) else (value,)
@@ -132,7 +155,7 @@ def _check_field_path(ctx: click.Context, param: click.Parameter, value: Any) ->
     return value
 
 
-class _CheckedOutput:
+class CheckedOutput:
     """A binary output where a failed write (full disk, EIO) is an OutputError; EPIPE stays BrokenPipeError."""
 
     def __init__(self, raw: IO[bytes], name: str = "output") -> None:
@@ -159,16 +182,16 @@ class _CheckedOutput:
             raise self._failed(exc) from None
 
 
-def _stdout() -> Any:
+def binary_stdout() -> Any:
     if sys.stdout is None:
         raise OutputError("cannot write output: stdout is closed")
-    return _CheckedOutput(sys.stdout.buffer)
+    return CheckedOutput(sys.stdout.buffer)
 
 
 @contextlib.contextmanager
-def _printing_to_stdout() -> Iterator[None]:
+def printing_to_stdout() -> Iterator[None]:
     """Around Rich or click printing to stdout: a failed write is an OutputError, like the byte writers'."""
-    _stdout()  # a closed stdout is an error before Rich finds out
+    binary_stdout()  # a closed stdout is an error before Rich finds out
     try:
         yield
     except BrokenPipeError:
@@ -189,7 +212,7 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
-def _gate_options(command: Any) -> Any:
+def gate_options(command: Any) -> Any:
     gates = [
         ("--min-alpha", FiniteFloat(0.0, 1.0), "Exit 1 unless alpha (accepted / examined) is at least X."),
         ("--min-tokens-per-pass", FiniteFloat(min=1.0), "Exit 1 unless tokens per pass is at least X."),
@@ -200,7 +223,7 @@ def _gate_options(command: Any) -> Any:
     return command
 
 
-def _comparison_options(command: Any) -> Any:
+def comparison_options(command: Any) -> Any:
     from specaccept_cli.gates import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
 
     options = [
@@ -226,7 +249,7 @@ def _comparison_options(command: Any) -> Any:
     return command
 
 
-def _github_option(command: Any) -> Any:
+def github_option(command: Any) -> Any:
     return click.option(
         "--github",
         is_flag=True,
@@ -234,362 +257,7 @@ def _github_option(command: Any) -> Any:
     )(command)
 
 
-@cli.command()
-@click.argument("inputs", nargs=-1, metavar="[INPUT]...")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json", "markdown", "jsonl", "csv"]),
-    default="table",
-    show_default=True,
-    help="table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
-)
-@click.option(
-    "--format",
-    "input_format",
-    type=click.Choice(["auto", "jsonl", "parquet"]),
-    default="auto",
-    show_default=True,
-    help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet).",
-)
-@_field_option("p")
-@_field_option("q")
-@_field_option("r")
-@click.option(
-    "--id-field",
-    "id_fields",
-    multiple=True,
-    callback=_check_field_path,
-    help="Carry this field (dotted path) into per-run records. Repeatable.",
-)
-@click.option(
-    "--group-by",
-    "group_by",
-    default=None,
-    callback=_check_field_path,
-    help="Also summarise each value of this field (dotted path) apart.",
-)
-@click.option(
-    "--cost-ratio",
-    type=click.FloatRange(min=0.0),
-    default=None,
-    help="Draft step time / target step time: adds the speedup and the best k.",
-)
-@click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
-@click.option(
-    "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
-)
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-@click.option(
-    "--reported-field",
-    callback=_check_field_path,
-    help="Dotted path of the accepted count the server reported; recompute, flag and diagnose mismatches.",
-)
-@click.option(
-    "--max-mismatches",
-    type=click.IntRange(min=0),
-    help="Gate: exit 1 when more runs than this disagree with their reported count.",
-)
-@click.option(
-    "--check-sampler", is_flag=True, help="Test the sampler: calibration and uniformity of r; exit 1 on failure."
-)
-@click.option(
-    "--sampler-significance",
-    type=click.FloatRange(0.0, 1.0, min_open=True),
-    default=0.001,
-    show_default=True,
-    help="A sampler test fails when its p-value is below this.",
-)
-@click.option(
-    "--draft-tokens-field",
-    callback=_check_field_path,
-    help="Greedy logs: dotted path of the drafted token ids (instead of p, q, r).",
-)
-@click.option(
-    "--target-tokens-field",
-    callback=_check_field_path,
-    help="Greedy logs: dotted path of the target's argmax token ids (k, or k + 1 with the bonus).",
-)
-@_gate_options
-@click.option(
-    "--summary-out",
-    type=click.Path(dir_okay=False, allow_dash=False),
-    metavar="PATH",
-    help="Also write the summary JSON to PATH (atomically), whatever -o is: a later baseline or merge input.",
-)
-@click.option(
-    "--baseline",
-    type=click.Path(dir_okay=False, allow_dash=False),
-    metavar="PATH",
-    help="Compare alpha and tokens per pass with this summary JSON; exit 1 on a significant drop.",
-)
-@_comparison_options
-@_github_option
-@click.option(
-    "--on-error",
-    type=click.Choice(["fail", "skip"]),
-    default="fail",
-    show_default=True,
-    help="fail: stop at the first bad row (exit 2); skip: leave bad rows out, count them and list them on stderr.",
-)
-@click.option(
-    "--max-errors",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="N",
-    help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
-)
-@click.option(
-    "--quarantine",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    metavar="PATH",
-    help="With --on-error skip: write the raw lines of skipped rows to PATH.",
-)
-@click.option(
-    "--max-line-bytes",
-    type=click.IntRange(min=1),
-    default=MAX_LINE_BYTES,
-    show_default=True,
-    metavar="N",
-    help="A JSONL line longer than N bytes is a bad row (its bytes are never held in memory).",
-)
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
-)
-def audit(
-    inputs: tuple[str, ...],
-    output: str,
-    input_format: str,
-    p_field: str,
-    q_field: str,
-    r_field: str,
-    id_fields: tuple[str, ...],
-    group_by: str | None,
-    cost_ratio: float | None,
-    show_conventions: bool,
-    max_rows: int,
-    quiet: bool,
-    reported_field: str | None,
-    max_mismatches: int | None,
-    check_sampler: bool,
-    sampler_significance: float,
-    draft_tokens_field: str | None,
-    target_tokens_field: str | None,
-    min_alpha: float | None,
-    min_tokens_per_pass: float | None,
-    min_acceptance_rate: float | None,
-    summary_out: str | None,
-    baseline: str | None,
-    max_drop: float,
-    significance: float,
-    github: bool,
-    on_error: str,
-    max_errors: int | None,
-    quarantine: str | None,
-    max_line_bytes: int,
-    jobs: int | None,
-) -> None:
-    """Recompute accepted lengths for every run in INPUT... and summarise them.
-
-    INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
-    a directory of Parquet shards, or - for stdin (the default when stdin is a pipe).
-
-    Gates (--min-*) and a --baseline comparison exit 1 when they fail, after the
-    normal output; each failure is one line on stderr. A bad row stops the audit
-    (exit 2) unless --on-error skip, which counts it and lists it on stderr.
-
-    \b
-    Examples:
-      specaccept audit logs.jsonl.gz
-      zcat logs.jsonl.gz | specaccept audit - -o json
-      specaccept audit shards/ -o jsonl --id-field request_id | head
-      specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
-      specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
-    """
-    from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.parallel import default_jobs, evaluate_source
-    from specaccept_cli.pipeline import AuditPlan, summarise_evaluated
-    from specaccept_cli.policy import ErrorPolicy
-    from specaccept_cli.sources import STDIN, expand_inputs
-    from specaccept_cli.summary_files import read_summary_file, summary_of
-
-    paths = list(inputs)
-    if not paths:
-        stdin = sys.stdin
-        if stdin is None or stdin.isatty():
-            raise click.UsageError("no input: give a file or directory, or pipe rows into stdin (or use -)")
-        paths = [STDIN]
-    if paths.count(STDIN) > 1:
-        raise click.UsageError("stdin (-) can be read only once")
-    if (draft_tokens_field is None) != (target_tokens_field is None):
-        raise click.UsageError("greedy logs need both --draft-tokens-field and --target-tokens-field")
-    if draft_tokens_field is not None and check_sampler:
-        raise click.UsageError("--check-sampler needs logged (p, q, r); greedy logs have none")
-    if max_mismatches is not None and reported_field is None:
-        raise click.UsageError("--max-mismatches needs --reported-field")
-    if on_error == "fail":
-        for name, value in (("--max-errors", max_errors), ("--quarantine", quarantine)):
-            if value is not None:
-                raise click.UsageError(f"{name} applies to --on-error skip")
-    id_fields = tuple(dict.fromkeys(id_fields))
-    extras = (*id_fields, *(name for name in (group_by, reported_field) if name is not None))
-    fields = FieldSpec(
-        p=p_field,
-        q=q_field,
-        r=r_field,
-        extras=tuple(dict.fromkeys(extras)),
-        draft_tokens=draft_tokens_field,
-        target_tokens=target_tokens_field,
-    )
-    # Per-run records alone need no groups; a summary that is printed or saved does.
-    grouping = None if output in ("jsonl", "csv") and summary_out is None else group_by
-    plan = AuditPlan(
-        group_by=grouping,
-        reported_field=reported_field,
-        check_sampler=check_sampler,
-        sampler_significance=sampler_significance,
-    )
-    column_names = ("reported", "mismatch") if reported_field else ()
-    if baseline is None:
-        ctx = click.get_current_context()
-        for name in ("max_drop", "significance"):
-            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
-                raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
-    # Read the baseline before the logs: a bad baseline should not cost a long audit.
-    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
-
-    # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
-    sources = expand_inputs(paths)
-    policy = ErrorPolicy(on_error)  # type: ignore[arg-type]
-
-    workers = jobs or default_jobs()
-
-    def evaluated(progress: Any, keep_runs: bool) -> Any:
-        for source in sources:
-            batches = evaluate_source(
-                source,
-                fields,
-                policy,
-                input_format,  # type: ignore[arg-type]
-                max_line_bytes,
-                progress,
-                jobs=workers,
-                keep_runs=keep_runs,
-                plan=plan,
-            )
-            yield from policy.guard(batches)
-
-    from rich.console import Console
-
-    from specaccept_cli import render
-
-    stderr = Console(stderr=True)
-    show_progress = not quiet and stderr.is_terminal
-
-    def run(sink: Any = None) -> Any:
-        if show_progress:
-            with render.RichProgress(stderr, sources) as progress:
-                return summarise_evaluated(evaluated(progress, sink is not None), sink, plan.group_by)
-        return summarise_evaluated(evaluated(None, sink is not None), sink, plan.group_by)
-
-    preview = render.RunPreview(max_rows)
-    with _quarantine_file(quarantine) as policy.quarantine:
-        if output in ("jsonl", "csv"):
-            from specaccept_cli.records import CsvWriter, JsonlWriter
-
-            writer = (JsonlWriter if output == "jsonl" else CsvWriter)(_stdout(), id_fields, column_names)
-            summary = run(writer.write)
-            writer.close()
-        elif output == "table" and max_rows:
-
-            def keep(batch: Any, outcome: Any, columns: Any) -> None:
-                preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
-
-            summary = run(keep)
-        else:
-            summary = run()
-    summary = summary + policy.summary()
-
-    from specaccept_cli.gates import check_gates, compare
-    from specaccept_cli.summary_files import json_bytes
-
-    # The one summary object: --summary-out writes it, -o json prints it (plus the checks' results).
-    summary_object = summary.to_dict(cost_ratio)
-    if summary_out is not None:
-        _write_file(summary_out, json_bytes(summary_object))
-    thresholds = {
-        "min_alpha": min_alpha,
-        "min_tokens_per_pass": min_tokens_per_pass,
-        "min_acceptance_rate": min_acceptance_rate,
-    }
-    gates = check_gates(summary, thresholds)
-    comparison = None if baseline_summary is None else compare(baseline_summary, summary, max_drop, significance)
-
-    if output == "json":
-        data = dict(summary_object)
-        if gates:
-            data["gates"] = [result.to_dict() for result in gates]
-        if comparison is not None:
-            data["comparison"] = comparison.to_dict()
-        out = _stdout()
-        out.write(json_bytes(data))
-        out.flush()
-    elif output == "markdown":
-        out = _stdout()
-        out.write(render.markdown_report(summary, gates, comparison).encode())
-        out.flush()
-    elif output == "table":
-        with _printing_to_stdout():
-            console = render.QuietPipeConsole()
-            if max_rows:
-                console.print(render.runs_table(preview))
-            console.print(render.summary_view(summary, cost_ratio=cost_ratio, conventions=show_conventions))
-            for view in render.audit_views(summary):
-                console.print(view)
-            if gates:
-                console.print(render.gates_view(gates))
-            if comparison is not None:
-                console.print(render.comparison_view(comparison))
-    if summary.skipped_rows or summary.skipped_sources:
-        stderr.print(render.skipped_table(summary))
-
-    markdown = render.markdown_report(summary, gates, comparison) if github else None
-    where = _describe_inputs(paths)
-    from specaccept_cli.audit import audit_failures
-
-    audits = audit_failures(summary.reported, summary.sampler, max_mismatches)
-    if max_errors is not None and policy.skipped > max_errors:
-        audits.append(_too_many_errors(policy, max_errors))
-    _conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
-
-
-def _too_many_errors(policy: Any, max_errors: int) -> str:
-    what = f"{policy.skipped_rows} bad row{'s' if policy.skipped_rows != 1 else ''}"
-    if policy.skipped_sources:
-        what += f" and {policy.skipped_sources} unreadable source{'s' if policy.skipped_sources != 1 else ''}"
-    return f"skipped {what}: more than --max-errors {max_errors}"
-
-
-@contextlib.contextmanager
-def _quarantine_file(path: str | None) -> Iterator[Any]:
-    """The quarantine file, written beside its final path and renamed into place when the audit ends."""
-    if path is None:
-        yield None
-        return
-    with contextlib.ExitStack() as stack:
-        try:
-            handle = stack.enter_context(_atomic_file(path))
-        except OSError as exc:
-            raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
-        yield _CheckedOutput(handle, f"quarantine file {path}")
-
-
-def _conclude_checks(
+def conclude_checks(
     gates: Any,
     comparison: Any,
     github_markdown: str | None,
@@ -618,7 +286,7 @@ def _conclude_checks(
         raise ChecksFailed(failures)
 
 
-def _describe_inputs(paths: list[str], shown: int = 3) -> str:
+def describe_inputs(paths: list[str], shown: int = 3) -> str:
     names = ["stdin" if path == "-" else path for path in paths]
     more = len(names) - shown
     listed = ", ".join(names[:shown])
@@ -642,13 +310,53 @@ def _report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None
         click.echo(workflow_command("error", message, title=title), err=True)
 
 
+def write_atomically(path: str, write: Any) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    import gzip
+
+    with atomic_file(path) as raw:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+                write(packed)
+        else:
+            write(raw)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `path` only when the block ends without an exception."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".specaccept-", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; the result should look like any new file
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            yield raw
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def write_file(path: str, data: bytes) -> None:
+    """`data` to `path` atomically; a path that cannot be written is an input error (exit 2), not a traceback."""
+    try:
+        write_atomically(path, lambda handle: handle.write(data))
+    except OSError as exc:
+        raise SpecacceptError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def _parse_list(text: str, name: str) -> list[float]:
     """`0.9,0.2,0.8` or `[0.9, 0.2, 0.8]`; `""` and `[]` are an empty draft."""
-    import json
     import math
 
     stripped = text.strip()
     if stripped.startswith("["):
+        import json  # only for this form: the comma form is the quick one
+
         try:
             items = json.loads(stripped)
         except ValueError as exc:
@@ -697,271 +405,14 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
             if problem is not None:
                 raise click.BadParameter(problem, param_hint=f"--{name}")
     accepted = accept_prefix(p, q, r)
-    out = _stdout()
+    out = binary_stdout()
     out.write(b"%d\n" % accepted)
     out.flush()
     if explain:
         from specaccept_cli.render import QuietPipeConsole, explain_table
 
-        with _printing_to_stdout():
+        with printing_to_stdout():
             QuietPipeConsole().print(explain_table(p, q, r, accepted))
-
-
-@cli.command()
-@click.option("--runs", type=click.IntRange(min=0), required=True, help="Number of drafted runs.")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None, help="Per-token acceptance probability.")
-@click.option(
-    "--alpha-by-position",
-    "alpha_by_position_text",
-    metavar="A1,A2,...",
-    default=None,
-    help="Acceptance probability of draft position 1, 2, ... (the last repeats); instead of --alpha.",
-)
-@click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
-@click.option("--seed", type=int, default=None, help="Seed for a reproducible log.")
-@click.option(
-    "-o",
-    "--output",
-    "output_path",
-    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
-    default="-",
-    help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet).",
-)
-def simulate(
-    runs: int,
-    alpha: float | None,
-    alpha_by_position_text: str | None,
-    k_text: str,
-    seed: int | None,
-    output_path: str,
-) -> None:
-    """Write honest synthetic logs: each token passes independently with probability ALPHA.
-
-    With --alpha-by-position the probability depends on the token's position in the draft.
-
-    \b
-    Examples:
-      specaccept simulate --runs 1000 --alpha 0.8 --k 4 --seed 1 -o logs.jsonl
-      specaccept simulate --runs 1000 --alpha-by-position 0.9,0.7,0.5 --k 4 -o falling.jsonl
-    """
-    from specaccept_cli import simulate as sim
-
-    if (alpha is None) == (alpha_by_position_text is None):
-        raise click.UsageError("give exactly one of --alpha and --alpha-by-position")
-    alpha_by_position = None
-    if alpha_by_position_text is not None:
-        try:
-            alpha_by_position = sim.parse_alpha_list(alpha_by_position_text)
-        except ValueError:
-            raise click.BadParameter(
-                f"{alpha_by_position_text!r} is not a list of probabilities like 0.9,0.7,0.5",
-                param_hint="--alpha-by-position",
-            ) from None
-    try:
-        k_low, k_high = sim.parse_k_range(k_text)
-    except ValueError:
-        raise click.BadParameter(f"{k_text!r} is not a draft length (4) or range (1-8)", param_hint="--k") from None
-    chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position)
-    if output_path.endswith((".parquet", ".pq")):
-        sim.write_parquet(chunks, output_path)
-        return
-    if output_path == "-":
-        out = _stdout()
-        sim.write_jsonl(chunks, out)
-        out.flush()
-        return
-    _write_atomically(output_path, lambda handle: sim.write_jsonl(chunks, handle))
-
-
-def _parse_k_list(text: str) -> list[int]:
-    """`4`, `2,4,8`, `1-10` or a mix (`1-3,8`) -> draft lengths in the order given, duplicates dropped."""
-    ks: list[int] = []
-    for item in text.split(","):
-        low_text, dash, high_text = item.strip().partition("-")
-        try:
-            low = int(low_text)
-            high = int(high_text) if dash else low
-        except ValueError:
-            raise click.BadParameter(
-                f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k"
-            ) from None
-        if low < 0 or high < low:
-            raise click.BadParameter(f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k")
-        if high - low >= MAX_EXPECT_KS or high > MAX_EXPECT_K:
-            raise click.BadParameter(f"draft lengths go up to {MAX_EXPECT_K}", param_hint="--k")
-        ks += range(low, high + 1)
-    return list(dict.fromkeys(ks))
-
-
-MAX_EXPECT_K = 1024
-MAX_EXPECT_KS = 1025
-
-
-@cli.command()
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), required=True, help="Per-token acceptance probability.")
-@click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
-@click.option(
-    "--cost-ratio",
-    type=click.FloatRange(min=0.0),
-    default=None,
-    help="Draft step time / target step time: adds the speedup and the best k.",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table: Rich view; json: an object for one k, a list for several.",
-)
-def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> None:
-    """Tokens per target pass (and speedup) the i.i.d. model predicts: (1 - alpha^(k+1)) / (1 - alpha).
-
-    \b
-    Examples:
-      specaccept expect --alpha 0.8 --k 4              # -> 3.3616
-      specaccept expect --alpha 0.8 --k 1-10 --cost-ratio 0.05
-    """
-    from specaccept_cli import formulas
-
-    ks = _parse_k_list(k_text)
-    rows = [formulas.expectation(alpha, k, cost_ratio) for k in ks]
-    if output == "json":
-        import orjson
-
-        out = _stdout()
-        out.write(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
-        out.flush()
-        return
-    from specaccept_cli.render import QuietPipeConsole, expect_table
-
-    best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
-    optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)
-    with _printing_to_stdout():
-        QuietPipeConsole().print(expect_table(rows, best_k, optimal))
-
-
-def _write_atomically(path: str, write: Any) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
-    import gzip
-
-    with _atomic_file(path) as raw:
-        if path.endswith(".gz"):
-            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
-                write(packed)
-        else:
-            write(raw)
-
-
-@contextlib.contextmanager
-def _atomic_file(path: str) -> Iterator[IO[bytes]]:
-    """A binary file that appears at `path` only when the block ends without an exception."""
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".specaccept-", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; the result should look like any new file
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            yield raw
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
-def _write_file(path: str, data: bytes) -> None:
-    """`data` to `path` atomically; a path that cannot be written is an input error (exit 2), not a traceback."""
-    try:
-        _write_atomically(path, lambda handle: handle.write(data))
-    except OSError as exc:
-        raise SpecacceptError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-@cli.command()
-@click.argument("baseline_path", metavar="BASELINE.json", type=click.Path(dir_okay=False))
-@click.argument("current_path", metavar="CURRENT.json", type=click.Path(dir_okay=False))
-@_comparison_options
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json", "markdown"]),
-    default="table",
-    show_default=True,
-    help="table: Rich view; json: the comparison object; markdown: a GitHub table.",
-)
-@_github_option
-def diff(
-    baseline_path: str, current_path: str, max_drop: float, significance: float, output: str, github: bool
-) -> None:
-    """Compare two saved summaries as `audit --baseline` does; exit 1 when a metric regressed.
-
-    \b
-    Example:
-      specaccept diff main.json pr.json --max-drop 0.02 --significance 0.01
-    """
-    from specaccept_cli.gates import compare
-    from specaccept_cli.summary_files import json_bytes, read_summary_file, summary_of
-
-    baseline = summary_of(read_summary_file(baseline_path), baseline_path)
-    current = summary_of(read_summary_file(current_path), current_path)
-    comparison = compare(baseline, current, max_drop, significance)
-
-    from specaccept_cli import render
-
-    if output == "json":
-        data = {
-            "schema": "specaccept.comparison/1",
-            "baseline_file": baseline_path,
-            "current_file": current_path,
-            **comparison.to_dict(),
-        }
-        out = _stdout()
-        out.write(json_bytes(data))
-        out.flush()
-    elif output == "markdown":
-        out = _stdout()
-        out.write(render.markdown_report(None, (), comparison).encode())
-        out.flush()
-    else:
-        with _printing_to_stdout():
-            render.QuietPipeConsole().print(render.comparison_view(comparison))
-    markdown = render.markdown_report(None, (), comparison) if github else None
-    _conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
-
-
-@cli.command()
-@click.argument("summaries", nargs=-1, required=True, metavar="SUMMARY.json...", type=click.Path(dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    "output_path",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    default="-",
-    help="Where to write the merged summary (stdout by default); written atomically.",
-)
-def merge(summaries: tuple[str, ...], output_path: str) -> None:
-    """Merge summaries of shards into exactly the summary of all of them.
-
-    Counters add, and every estimate is recomputed from the sum. Summaries with
-    `groups` merge group by group.
-
-    \b
-    Example:
-      specaccept merge shard-*.json -o all.json
-    """
-    from specaccept_cli.summary_files import json_bytes, merge_summaries, read_summary_file
-
-    merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
-    data = json_bytes(merged)
-    if output_path == "-":
-        out = _stdout()
-        out.write(data)
-        out.flush()
-    else:
-        _write_file(output_path, data)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import click
 import orjson
 import pytest
 from click.testing import CliRunner, Result
@@ -37,6 +38,12 @@ def jsonl_bytes(rows: Iterable[object]) -> bytes:
 def write_jsonl(path: Path, rows: Iterable[object]) -> Path:
     path.write_bytes(jsonl_bytes(rows))
     return path
+
+
+def all_commands() -> dict[str, click.Command]:
+    """Every command of the group, the lazily loaded ones included."""
+    context = click.Context(cli)
+    return {name: command for name in cli.list_commands(context) if (command := cli.get_command(context, name))}
 
 
 def invoke(*args: str, input: bytes | str | None = None) -> Result:

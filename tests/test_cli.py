@@ -14,9 +14,8 @@ import orjson
 import pytest
 
 from specaccept_cli import __version__
-from specaccept_cli.cli import cli
 from specaccept_cli.formulas import expected_tokens_per_pass
-from tests.conftest import SEED_FIRST, invoke, run_process, write_jsonl
+from tests.conftest import SEED_FIRST, all_commands, invoke, run_process, write_jsonl
 
 # Three runs worked by hand:
 #   seed example: k=3, a=1 (examined 2)
@@ -193,7 +192,7 @@ def test_version() -> None:
     assert __version__ in result.stdout
 
 
-@pytest.mark.parametrize("command", [[], *([name] for name in cli.commands)])
+@pytest.mark.parametrize("command", [[], *([name] for name in all_commands())])
 def test_every_command_has_help(command: list[str]) -> None:
     result = invoke(*command, "--help")
     assert result.exit_code == 0

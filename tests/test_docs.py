@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pytest
 
-from specaccept_cli.cli import cli
+from tests.conftest import all_commands
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -20,7 +20,7 @@ def test_quick_start_is_exactly_make_demo_and_make_test() -> None:
     assert block.group(1).split("\n")[:-1] == ["make demo", "make test"]
 
 
-@pytest.mark.parametrize("name", sorted(cli.commands))
+@pytest.mark.parametrize("name", sorted(all_commands()))
 def test_every_command_is_documented(name: str) -> None:
     assert f"### `specaccept {name}" in README
 
@@ -29,7 +29,7 @@ def test_every_command_is_documented(name: str) -> None:
     ("command", "option"),
     [
         (name, option)
-        for name, command in sorted(cli.commands.items())
+        for name, command in sorted(all_commands().items())
         for param in command.params
         if isinstance(param, click.Option)
         for option in param.opts

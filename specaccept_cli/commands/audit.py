@@ -1,0 +1,382 @@
+"""`specaccept audit`: the main job."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from specaccept_cli.cli import (
+    MAX_LINE_BYTES,
+    CheckedOutput,
+    atomic_file,
+    binary_stdout,
+    check_field_path,
+    comparison_options,
+    conclude_checks,
+    describe_inputs,
+    field_option,
+    gate_options,
+    github_option,
+    printing_to_stdout,
+    write_file,
+)
+from specaccept_cli.errors import OutputError
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, metavar="[INPUT]...")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "markdown", "jsonl", "csv"]),
+    default="table",
+    show_default=True,
+    help="table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
+)
+@click.option(
+    "--format",
+    "input_format",
+    type=click.Choice(["auto", "jsonl", "parquet"]),
+    default="auto",
+    show_default=True,
+    help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet).",
+)
+@field_option("p")
+@field_option("q")
+@field_option("r")
+@click.option(
+    "--id-field",
+    "id_fields",
+    multiple=True,
+    callback=check_field_path,
+    help="Carry this field (dotted path) into per-run records. Repeatable.",
+)
+@click.option(
+    "--group-by",
+    "group_by",
+    default=None,
+    callback=check_field_path,
+    help="Also summarise each value of this field (dotted path) apart.",
+)
+@click.option(
+    "--cost-ratio",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Draft step time / target step time: adds the speedup and the best k.",
+)
+@click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
+@click.option(
+    "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--reported-field",
+    callback=check_field_path,
+    help="Dotted path of the accepted count the server reported; recompute, flag and diagnose mismatches.",
+)
+@click.option(
+    "--max-mismatches",
+    type=click.IntRange(min=0),
+    help="Gate: exit 1 when more runs than this disagree with their reported count.",
+)
+@click.option(
+    "--check-sampler", is_flag=True, help="Test the sampler: calibration and uniformity of r; exit 1 on failure."
+)
+@click.option(
+    "--sampler-significance",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=0.001,
+    show_default=True,
+    help="A sampler test fails when its p-value is below this.",
+)
+@click.option(
+    "--draft-tokens-field",
+    callback=check_field_path,
+    help="Greedy logs: dotted path of the drafted token ids (instead of p, q, r).",
+)
+@click.option(
+    "--target-tokens-field",
+    callback=check_field_path,
+    help="Greedy logs: dotted path of the target's argmax token ids (k, or k + 1 with the bonus).",
+)
+@gate_options
+@click.option(
+    "--summary-out",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Also write the summary JSON to PATH (atomically), whatever -o is: a later baseline or merge input.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Compare alpha and tokens per pass with this summary JSON; exit 1 on a significant drop.",
+)
+@comparison_options
+@github_option
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "skip"]),
+    default="fail",
+    show_default=True,
+    help="fail: stop at the first bad row (exit 2); skip: leave bad rows out, count them and list them on stderr.",
+)
+@click.option(
+    "--max-errors",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
+)
+@click.option(
+    "--quarantine",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    metavar="PATH",
+    help="With --on-error skip: write the raw lines of skipped rows to PATH.",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_LINE_BYTES,
+    show_default=True,
+    metavar="N",
+    help="A JSONL line longer than N bytes is a bad row (its bytes are never held in memory).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
+)
+def audit(
+    inputs: tuple[str, ...],
+    output: str,
+    input_format: str,
+    p_field: str,
+    q_field: str,
+    r_field: str,
+    id_fields: tuple[str, ...],
+    group_by: str | None,
+    cost_ratio: float | None,
+    show_conventions: bool,
+    max_rows: int,
+    quiet: bool,
+    reported_field: str | None,
+    max_mismatches: int | None,
+    check_sampler: bool,
+    sampler_significance: float,
+    draft_tokens_field: str | None,
+    target_tokens_field: str | None,
+    min_alpha: float | None,
+    min_tokens_per_pass: float | None,
+    min_acceptance_rate: float | None,
+    summary_out: str | None,
+    baseline: str | None,
+    max_drop: float,
+    significance: float,
+    github: bool,
+    on_error: str,
+    max_errors: int | None,
+    quarantine: str | None,
+    max_line_bytes: int,
+    jobs: int | None,
+) -> None:
+    """Recompute accepted lengths for every run in INPUT... and summarise them.
+
+    INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
+    a directory of Parquet shards, or - for stdin (the default when stdin is a pipe).
+
+    Gates (--min-*) and a --baseline comparison exit 1 when they fail, after the
+    normal output; each failure is one line on stderr. A bad row stops the audit
+    (exit 2) unless --on-error skip, which counts it and lists it on stderr.
+
+    \b
+    Examples:
+      specaccept audit logs.jsonl.gz
+      zcat logs.jsonl.gz | specaccept audit - -o json
+      specaccept audit shards/ -o jsonl --id-field request_id | head
+      specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
+      specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
+    """
+    from specaccept_cli.batch import FieldSpec
+    from specaccept_cli.parallel import default_jobs, evaluate_source
+    from specaccept_cli.pipeline import AuditPlan, summarise_evaluated
+    from specaccept_cli.policy import ErrorPolicy
+    from specaccept_cli.sources import STDIN, expand_inputs
+    from specaccept_cli.summary_files import read_summary_file, summary_of
+
+    paths = list(inputs)
+    if not paths:
+        stdin = sys.stdin
+        if stdin is None or stdin.isatty():
+            raise click.UsageError("no input: give a file or directory, or pipe rows into stdin (or use -)")
+        paths = [STDIN]
+    if paths.count(STDIN) > 1:
+        raise click.UsageError("stdin (-) can be read only once")
+    if (draft_tokens_field is None) != (target_tokens_field is None):
+        raise click.UsageError("greedy logs need both --draft-tokens-field and --target-tokens-field")
+    if draft_tokens_field is not None and check_sampler:
+        raise click.UsageError("--check-sampler needs logged (p, q, r); greedy logs have none")
+    if max_mismatches is not None and reported_field is None:
+        raise click.UsageError("--max-mismatches needs --reported-field")
+    if on_error == "fail":
+        for name, value in (("--max-errors", max_errors), ("--quarantine", quarantine)):
+            if value is not None:
+                raise click.UsageError(f"{name} applies to --on-error skip")
+    id_fields = tuple(dict.fromkeys(id_fields))
+    extras = (*id_fields, *(name for name in (group_by, reported_field) if name is not None))
+    fields = FieldSpec(
+        p=p_field,
+        q=q_field,
+        r=r_field,
+        extras=tuple(dict.fromkeys(extras)),
+        draft_tokens=draft_tokens_field,
+        target_tokens=target_tokens_field,
+    )
+    # Per-run records alone need no groups; a summary that is printed or saved does.
+    grouping = None if output in ("jsonl", "csv") and summary_out is None else group_by
+    plan = AuditPlan(
+        group_by=grouping,
+        reported_field=reported_field,
+        check_sampler=check_sampler,
+        sampler_significance=sampler_significance,
+    )
+    column_names = ("reported", "mismatch") if reported_field else ()
+    if baseline is None:
+        ctx = click.get_current_context()
+        for name in ("max_drop", "significance"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
+    # Read the baseline before the logs: a bad baseline should not cost a long audit.
+    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
+
+    # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
+    sources = expand_inputs(paths)
+    policy = ErrorPolicy(on_error)  # type: ignore[arg-type]
+
+    workers = jobs or default_jobs()
+
+    def evaluated(progress: Any, keep_runs: bool) -> Any:
+        for source in sources:
+            batches = evaluate_source(
+                source,
+                fields,
+                policy,
+                input_format,  # type: ignore[arg-type]
+                max_line_bytes,
+                progress,
+                jobs=workers,
+                keep_runs=keep_runs,
+                plan=plan,
+            )
+            yield from policy.guard(batches)
+
+    from rich.console import Console
+
+    from specaccept_cli import render
+
+    stderr = Console(stderr=True)
+    show_progress = not quiet and stderr.is_terminal
+
+    def run(sink: Any = None) -> Any:
+        if show_progress:
+            with render.RichProgress(stderr, sources) as progress:
+                return summarise_evaluated(evaluated(progress, sink is not None), sink, plan.group_by)
+        return summarise_evaluated(evaluated(None, sink is not None), sink, plan.group_by)
+
+    preview = render.RunPreview(max_rows)
+    with _quarantine_file(quarantine) as policy.quarantine:
+        if output in ("jsonl", "csv"):
+            from specaccept_cli.records import CsvWriter, JsonlWriter
+
+            writer = (JsonlWriter if output == "jsonl" else CsvWriter)(binary_stdout(), id_fields, column_names)
+            summary = run(writer.write)
+            writer.close()
+        elif output == "table" and max_rows:
+
+            def keep(batch: Any, outcome: Any, columns: Any) -> None:
+                preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+
+            summary = run(keep)
+        else:
+            summary = run()
+    summary = summary + policy.summary()
+
+    from specaccept_cli.gates import check_gates, compare
+    from specaccept_cli.summary_files import json_bytes
+
+    # The one summary object: --summary-out writes it, -o json prints it (plus the checks' results).
+    summary_object = summary.to_dict(cost_ratio)
+    if summary_out is not None:
+        write_file(summary_out, json_bytes(summary_object))
+    thresholds = {
+        "min_alpha": min_alpha,
+        "min_tokens_per_pass": min_tokens_per_pass,
+        "min_acceptance_rate": min_acceptance_rate,
+    }
+    gates = check_gates(summary, thresholds)
+    comparison = None if baseline_summary is None else compare(baseline_summary, summary, max_drop, significance)
+
+    if output == "json":
+        data = dict(summary_object)
+        if gates:
+            data["gates"] = [result.to_dict() for result in gates]
+        if comparison is not None:
+            data["comparison"] = comparison.to_dict()
+        out = binary_stdout()
+        out.write(json_bytes(data))
+        out.flush()
+    elif output == "markdown":
+        out = binary_stdout()
+        out.write(render.markdown_report(summary, gates, comparison).encode())
+        out.flush()
+    elif output == "table":
+        with printing_to_stdout():
+            console = render.QuietPipeConsole()
+            if max_rows:
+                console.print(render.runs_table(preview))
+            console.print(render.summary_view(summary, cost_ratio=cost_ratio, conventions=show_conventions))
+            for view in render.audit_views(summary):
+                console.print(view)
+            if gates:
+                console.print(render.gates_view(gates))
+            if comparison is not None:
+                console.print(render.comparison_view(comparison))
+    if summary.skipped_rows or summary.skipped_sources:
+        stderr.print(render.skipped_table(summary))
+
+    markdown = render.markdown_report(summary, gates, comparison) if github else None
+    where = describe_inputs(paths)
+    from specaccept_cli.audit import audit_failures
+
+    audits = audit_failures(summary.reported, summary.sampler, max_mismatches)
+    if max_errors is not None and policy.skipped > max_errors:
+        audits.append(_too_many_errors(policy, max_errors))
+    conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
+
+
+def _too_many_errors(policy: Any, max_errors: int) -> str:
+    what = f"{policy.skipped_rows} bad row{'s' if policy.skipped_rows != 1 else ''}"
+    if policy.skipped_sources:
+        what += f" and {policy.skipped_sources} unreadable source{'s' if policy.skipped_sources != 1 else ''}"
+    return f"skipped {what}: more than --max-errors {max_errors}"
+
+
+@contextlib.contextmanager
+def _quarantine_file(path: str | None) -> Iterator[Any]:
+    """The quarantine file, written beside its final path and renamed into place when the audit ends."""
+    if path is None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(atomic_file(path))
+        except OSError as exc:
+            raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
+        yield CheckedOutput(handle, f"quarantine file {path}")

@@ -1,0 +1,145 @@
+"""`specaccept simulate` and `specaccept expect`: the i.i.d. model, as data and as numbers."""
+
+from __future__ import annotations
+
+import click
+
+from specaccept_cli.cli import (
+    binary_stdout,
+    printing_to_stdout,
+    write_atomically,
+)
+
+
+@click.command()
+@click.option("--runs", type=click.IntRange(min=0), required=True, help="Number of drafted runs.")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None, help="Per-token acceptance probability.")
+@click.option(
+    "--alpha-by-position",
+    "alpha_by_position_text",
+    metavar="A1,A2,...",
+    default=None,
+    help="Acceptance probability of draft position 1, 2, ... (the last repeats); instead of --alpha.",
+)
+@click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
+@click.option("--seed", type=int, default=None, help="Seed for a reproducible log.")
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+    default="-",
+    help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet).",
+)
+def simulate(
+    runs: int,
+    alpha: float | None,
+    alpha_by_position_text: str | None,
+    k_text: str,
+    seed: int | None,
+    output_path: str,
+) -> None:
+    """Write honest synthetic logs: each token passes independently with probability ALPHA.
+
+    With --alpha-by-position the probability depends on the token's position in the draft.
+
+    \b
+    Examples:
+      specaccept simulate --runs 1000 --alpha 0.8 --k 4 --seed 1 -o logs.jsonl
+      specaccept simulate --runs 1000 --alpha-by-position 0.9,0.7,0.5 --k 4 -o falling.jsonl
+    """
+    from specaccept_cli import simulate as sim
+
+    if (alpha is None) == (alpha_by_position_text is None):
+        raise click.UsageError("give exactly one of --alpha and --alpha-by-position")
+    alpha_by_position = None
+    if alpha_by_position_text is not None:
+        try:
+            alpha_by_position = sim.parse_alpha_list(alpha_by_position_text)
+        except ValueError:
+            raise click.BadParameter(
+                f"{alpha_by_position_text!r} is not a list of probabilities like 0.9,0.7,0.5",
+                param_hint="--alpha-by-position",
+            ) from None
+    try:
+        k_low, k_high = sim.parse_k_range(k_text)
+    except ValueError:
+        raise click.BadParameter(f"{k_text!r} is not a draft length (4) or range (1-8)", param_hint="--k") from None
+    chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position)
+    if output_path.endswith((".parquet", ".pq")):
+        sim.write_parquet(chunks, output_path)
+        return
+    if output_path == "-":
+        out = binary_stdout()
+        sim.write_jsonl(chunks, out)
+        out.flush()
+        return
+    write_atomically(output_path, lambda handle: sim.write_jsonl(chunks, handle))
+
+
+def _parse_k_list(text: str) -> list[int]:
+    """`4`, `2,4,8`, `1-10` or a mix (`1-3,8`) -> draft lengths in the order given, duplicates dropped."""
+    ks: list[int] = []
+    for item in text.split(","):
+        low_text, dash, high_text = item.strip().partition("-")
+        try:
+            low = int(low_text)
+            high = int(high_text) if dash else low
+        except ValueError:
+            raise click.BadParameter(
+                f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k"
+            ) from None
+        if low < 0 or high < low:
+            raise click.BadParameter(f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k")
+        if high - low >= MAX_EXPECT_KS or high > MAX_EXPECT_K:
+            raise click.BadParameter(f"draft lengths go up to {MAX_EXPECT_K}", param_hint="--k")
+        ks += range(low, high + 1)
+    return list(dict.fromkeys(ks))
+
+
+MAX_EXPECT_K = 1024
+MAX_EXPECT_KS = 1025
+
+
+@click.command()
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), required=True, help="Per-token acceptance probability.")
+@click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
+@click.option(
+    "--cost-ratio",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Draft step time / target step time: adds the speedup and the best k.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: Rich view; json: an object for one k, a list for several.",
+)
+def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> None:
+    """Tokens per target pass (and speedup) the i.i.d. model predicts: (1 - alpha^(k+1)) / (1 - alpha).
+
+    \b
+    Examples:
+      specaccept expect --alpha 0.8 --k 4              # -> 3.3616
+      specaccept expect --alpha 0.8 --k 1-10 --cost-ratio 0.05
+    """
+    from specaccept_cli import formulas
+
+    ks = _parse_k_list(k_text)
+    rows = [formulas.expectation(alpha, k, cost_ratio) for k in ks]
+    if output == "json":
+        import orjson
+
+        out = binary_stdout()
+        out.write(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
+        out.flush()
+        return
+    from specaccept_cli.render import QuietPipeConsole, expect_table
+
+    best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
+    optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)
+    with printing_to_stdout():
+        QuietPipeConsole().print(expect_table(rows, best_k, optimal))
