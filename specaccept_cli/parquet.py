@@ -115,19 +115,11 @@ def _to_run_batch(
     bad: dict[int, str] = {}
     parts = []
     for name in names:
-        array = _column(record_batch, name, source)
-        if array.null_count:
-            for index in np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False)).tolist():
-                bad.setdefault(index, f"'{name}' is null")
-        offsets, values = _list_parts(array, name, source)
+        offsets, values, null_tokens = _list_column(record_batch, name, source, bad)
         if values.type != pa.float64():  # a cast loads pyarrow.compute: skip it when there is nothing to cast
             values = values.cast(pa.float64())
         floats = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-        if values.null_count:
-            null_tokens = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
-            runs = np.searchsorted(offsets, null_tokens, side="right") - 1
-            for token, run in zip(null_tokens.tolist(), runs.tolist()):
-                bad.setdefault(run, f"{name}[{token - int(offsets[run])}] is null")
+        if null_tokens.shape[0]:
             floats = floats.copy()
             floats[null_tokens] = 0.5  # placeholder; the run is dropped
         parts.append((offsets, floats))
@@ -151,15 +143,40 @@ def _to_run_batch(
         bad.setdefault(run, message)
     extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
     batch = RunBatch(source=source, lines=rows, offsets=offsets, p=p, q=q, r=r, extras=extras)
+    return _without_bad_rows(batch, record_batch, bad)
+
+
+def _list_column(
+    record_batch: pa.RecordBatch, name: str, source: str, bad: dict[int, str], tokens: bool = False
+) -> tuple[IntArray, pa.Array, IntArray]:
+    """A list column's offsets, flat values and the positions of null values; null rows and null
+    values are recorded in `bad` (row index -> message) as they are found."""
+    array = _column(record_batch, name, source)
+    if array.null_count:
+        for index in np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False)).tolist():
+            bad.setdefault(index, f"'{name}' is null")
+    offsets, values = _list_parts(array, name, source, tokens=tokens)
+    null_tokens = np.zeros(0, dtype=np.int64)
+    if values.null_count:
+        null_tokens = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
+        runs = np.searchsorted(offsets, null_tokens, side="right") - 1
+        for token, run in zip(null_tokens.tolist(), runs.tolist()):
+            bad.setdefault(run, f"{name}[{token - int(offsets[run])}] is null")
+    return offsets, values, null_tokens
+
+
+def _without_bad_rows(
+    batch: RunBatch, record_batch: pa.RecordBatch, bad: dict[int, str]
+) -> tuple[RunBatch, list[InputError]]:
+    """The batch less its bad rows, and an error for each (with the row as JSON, for quarantine)."""
     if not bad:
         return batch, []
-    keep = np.ones(n, dtype=bool)
+    keep = np.ones(len(batch), dtype=bool)
     keep[list(bad)] = False
     bad_runs = sorted(bad)
     raws = _rows_json(record_batch, bad_runs)
-    return batch.select(keep), [
-        InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(bad_runs, raws)
-    ]
+    errors = [InputError(batch.source, int(batch.lines[run]), bad[run], raw=raw) for run, raw in zip(bad_runs, raws)]
+    return batch.select(keep), errors
 
 
 def _rows_json(record_batch: pa.RecordBatch, indices: list[int]) -> list[bytes]:
@@ -189,15 +206,7 @@ def _to_greedy_batch(
     bad: dict[int, str] = {}
     parts = []
     for name in names:
-        array = _column(record_batch, name, source)
-        if array.null_count:
-            for index in np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False)).tolist():
-                bad.setdefault(index, f"'{name}' is null")
-        offsets, values = _list_parts(array, name, source, tokens=True)
-        if values.null_count:
-            null_tokens = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
-            for run in (np.searchsorted(offsets, null_tokens, side="right") - 1).tolist():
-                bad.setdefault(run, f"'{name}' holds a null token")
+        offsets, values, _ = _list_column(record_batch, name, source, bad, tokens=True)
         parts.append((offsets, values.to_numpy(zero_copy_only=False)))
     (draft_offsets, drafted), (target_offsets, target) = parts
     k = np.diff(draft_offsets)
@@ -213,12 +222,4 @@ def _to_greedy_batch(
     matches[usable] = drafted[usable] == target[target_index[usable]]
     extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
     batch = greedy_batch(source, rows, draft_offsets, matches, extras)
-    if not bad:
-        return batch, []
-    keep = np.ones(n, dtype=bool)
-    keep[list(bad)] = False
-    bad_runs = sorted(bad)
-    raws = _rows_json(record_batch, bad_runs)
-    return batch.select(keep), [
-        InputError(source, int(rows[run]), bad[run], raw=raw) for run, raw in zip(bad_runs, raws)
-    ]
+    return _without_bad_rows(batch, record_batch, bad)
