@@ -22,6 +22,7 @@ bench: $(VENV)/.bench-installed
 
 demo: $(STAMP)
 	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
+	$(BIN)/specaccept audit examples/server-reported.jsonl.gz --reported-field reported --check-sampler --max-rows 0
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

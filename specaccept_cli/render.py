@@ -246,10 +246,10 @@ def audit_views(summary: Summary) -> list[RenderableType]:
         views.append(table)
         if reported.examples:
             examples = Table(title="First mismatching runs", title_justify="left")
-            examples.add_column("source:line", no_wrap=True)
+            examples.add_column("source:line", overflow="fold")
             for name in ("k", "reported", "recomputed"):
                 examples.add_column(name, justify="right")
-            examples.add_column("explained by")
+            examples.add_column("explained by", min_width=len("no-prefix-break,"))
             for example in reported.examples[:SHOWN_EXAMPLES]:
                 examples.add_row(
                     f"{data_text(example.source)}:{example.line}",
