@@ -25,6 +25,7 @@ from specaccept_cli.vectorized import (
     BatchOutcome,
     accept_thresholds,
     prefix_lengths,
+    run_sums,
 )
 
 BoolArray = npt.NDArray[np.bool_]
@@ -43,9 +44,10 @@ R_HISTOGRAM_BINS = 4096
 def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]:
     """What each faulty rule would have reported for every run of the batch."""
     thresholds = accept_thresholds(batch.p, batch.q)
+    passes = outcome.passing_per_run
     return {
         "strict-inequality": prefix_lengths(batch.offsets, batch.r < thresholds),
-        "no-prefix-break": outcome.passing_per_run,
+        "no-prefix-break": passes if passes is not None else run_sums(batch.offsets, batch.r <= thresholds),
         "target-probability-only": prefix_lengths(batch.offsets, batch.r <= batch.p),
         "bonus-counted": outcome.accepted + 1,
     }

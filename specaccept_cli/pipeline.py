@@ -55,8 +55,8 @@ def _raise(error: InputError) -> None:
     raise error
 
 
-def evaluate(batch: RunBatch) -> BatchOutcome:
-    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
+def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, per_run)
     if batch.greedy:  # p and q are 0/1 stand-ins, r is not logged: no threshold statistics
         return outcome.without_thresholds()
     return outcome
@@ -70,7 +70,8 @@ def evaluate_batch(batch: RunBatch, plan: AuditPlan, keep_runs: bool) -> tuple[E
         reported, valid, errors = parse_reported(batch, plan.reported_field)
         if errors:  # rows whose reported count is not a count: bad input like any other
             batch, reported = batch.select(valid), reported[valid]
-    outcome = evaluate(batch)
+    # Per-run token sums only where they are used: splitting by group, diagnosing reported counts.
+    outcome = evaluate(batch, per_run=plan.group_by is not None or reported is not None)
     part = Summary.of_outcome(outcome)
     columns: RunColumns = {}
     if reported is not None:
@@ -148,6 +149,7 @@ def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Sum
     size = int(outcome.k.max()) + 1 if outcome.k.shape[0] else 1
     flat = np.bincount((codes * size + outcome.k) * size + outcome.accepted, minlength=n_groups * size * size)
     counts = flat.astype(np.int64).reshape(n_groups, size, size)
+    assert outcome.passing_per_run is not None and outcome.threshold_fixed_per_run is not None, "evaluate per run"
     passing = np.zeros(n_groups, dtype=np.int64)
     np.add.at(passing, codes, outcome.passing_per_run)
     thresholds = np.zeros(n_groups, dtype=np.int64)

@@ -28,31 +28,19 @@ class BatchOutcome:
     passing_tokens: int  # tokens that pass their own test, also after a rejection
     threshold_sum_fixed: int  # sum of min(1, p/q) over drafted tokens, times THRESHOLD_SCALE
     sampled_tokens: int  # tokens with a logged (p, q, r); 0 for greedy logs
-    passing_per_run: IntArray  # the two token sums run by run, so an outcome can be split (--group-by)
-    threshold_fixed_per_run: IntArray
-
-    def take(self, runs: IntArray) -> BatchOutcome:
-        """The outcome of the runs at the given indices (one group of a batch)."""
-        passing = self.passing_per_run[runs]
-        thresholds = self.threshold_fixed_per_run[runs]
-        k = self.k[runs]
-        return BatchOutcome(
-            k=k,
-            accepted=self.accepted[runs],
-            passing_tokens=int(passing.sum(dtype=np.int64)),
-            threshold_sum_fixed=int(thresholds.sum(dtype=np.int64)),
-            sampled_tokens=int(k.sum(dtype=np.int64)) if self.sampled_tokens else 0,
-            passing_per_run=passing,
-            threshold_fixed_per_run=thresholds,
-        )
+    # The two token sums run by run, when asked for (`per_run`): to split an outcome by group, or to
+    # count passes after a rejection per run. Two passes over the tokens that most audits do not need.
+    passing_per_run: IntArray | None = None
+    threshold_fixed_per_run: IntArray | None = None
 
     def without_thresholds(self) -> BatchOutcome:
         """The outcome of greedy runs: nothing p/q- or r-based was logged, so no threshold sums."""
+        per_run = self.threshold_fixed_per_run
         return replace(
             self,
             threshold_sum_fixed=0,
             sampled_tokens=0,
-            threshold_fixed_per_run=np.zeros_like(self.threshold_fixed_per_run),
+            threshold_fixed_per_run=None if per_run is None else np.zeros_like(per_run),
         )
 
 
@@ -64,7 +52,9 @@ def run_sums(offsets: IntArray, values: npt.NDArray[np.integer[Any]] | npt.NDArr
     return sums
 
 
-def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray) -> BatchOutcome:
+def accept_prefix_batch(
+    offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, per_run: bool = False
+) -> BatchOutcome:
     """Accepted-prefix length of every run, in one pass over the flat token arrays.
 
     A run's accepted length is the distance from its start to its first failing
@@ -78,17 +68,18 @@ def accept_prefix_batch(offsets: IntArray, p: FloatArray, q: FloatArray, r: Floa
         np.multiply(thresholds, THRESHOLD_SCALE, out=thresholds)
         np.rint(thresholds, out=thresholds)
     fixed = thresholds.astype(np.int64)
-    passing_per_run = run_sums(offsets, passed)
-    threshold_fixed_per_run = run_sums(offsets, fixed)
-    return BatchOutcome(
+    outcome = BatchOutcome(
         k=np.diff(offsets).astype(np.int64),
         accepted=prefix_lengths(offsets, passed),
-        passing_tokens=int(passing_per_run.sum(dtype=np.int64)),
-        threshold_sum_fixed=int(threshold_fixed_per_run.sum(dtype=np.int64)),
+        passing_tokens=int(np.count_nonzero(passed)),
+        threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
         sampled_tokens=int(p.shape[0]),
-        passing_per_run=passing_per_run,
-        threshold_fixed_per_run=threshold_fixed_per_run,
     )
+    if per_run:
+        outcome = replace(
+            outcome, passing_per_run=run_sums(offsets, passed), threshold_fixed_per_run=run_sums(offsets, fixed)
+        )
+    return outcome
 
 
 def accept_thresholds(p: FloatArray, q: FloatArray) -> FloatArray:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specaccept_cli.batch import RunBatch
 from specaccept_cli.pipeline import AuditPlan, summarise
 from specaccept_cli.simulate import simulate
 from specaccept_cli.summary import Summary, group_key
@@ -445,12 +446,20 @@ def test_groups_of_a_batch_are_the_summaries_of_their_runs(seed: int, runs: int,
     offsets = np.zeros(runs + 1, dtype=np.int64)
     np.cumsum(k, out=offsets[1:])
     n = int(offsets[-1])
-    outcome = accept_prefix_batch(offsets, rng.random(n), 1.0 - rng.random(n), rng.random(n))
+    batch = RunBatch(
+        source="x",
+        lines=np.arange(1, runs + 1),
+        offsets=offsets,
+        p=rng.random(n),
+        q=1.0 - rng.random(n),
+        r=rng.random(n),
+    )
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, per_run=True)
     labels = [[None, 1, "a", True, "1", [2]][int(i)] for i in rng.integers(0, n_keys, size=runs)]
     groups = split_by_group(outcome, labels)
     for key, group in groups.items():
-        members = np.array([i for i, label in enumerate(labels) if group_key(label) == key], dtype=np.int64)
-        assert group == Summary.of_outcome(outcome.take(members))
+        members = batch.select(np.array([group_key(label) == key for label in labels], dtype=bool))
+        assert group == Summary.of_outcome(accept_prefix_batch(members.offsets, members.p, members.q, members.r))
     total = sum(groups.values(), Summary())
     assert total == Summary.of_outcome(outcome)
 
