@@ -10,6 +10,7 @@ import pty
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -258,3 +259,30 @@ def test_multiple_inputs_are_read_in_order(tmp_path: Path) -> None:
     records = per_run(result.stdout_bytes)
     assert [r["source"] for r in records] == [str(first)] * 10 + [str(second)] * 15
     assert [r["accepted"] for r in records] == expected_accepted(ROWS[:25])
+
+
+def test_prefetched_batches_keep_order_errors_and_stop_early() -> None:
+    import threading
+
+    from specaccept_cli.parquet import _prefetched
+
+    assert list(_prefetched(iter(range(50)))) == list(range(50))
+
+    def broken() -> Iterator[int]:
+        yield 1
+        raise OSError("disk went away")
+
+    reader = _prefetched(broken())
+    assert next(reader) == 1
+    with pytest.raises(OSError, match="disk went away"):
+        next(reader)
+
+    started = threading.active_count()
+    endless = _prefetched(iter(range(10**9)))
+    assert next(endless) == 0
+    endless.close()  # the consumer stops early (a broken pipe, fail mode): the thread must end too
+    for _ in range(50):
+        if threading.active_count() <= started:
+            break
+        threading.Event().wait(0.05)
+    assert threading.active_count() <= started
