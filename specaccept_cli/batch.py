@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.validate import value_problem
+from specaccept_cli.validate import MAX_DRAFT_LENGTH, length_problem, value_problem
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -29,6 +29,7 @@ class FieldSpec:
     q: str = "q"
     r: str = "r"
     extras: tuple[str, ...] = ()  # carried through per run (--id-field, later --group-by ...)
+    counts: tuple[str, ...] = ()  # extras that must be non-negative whole counts (--reported-field)
     # Greedy logs: token-id lists instead of (p, q, r); a token is kept iff it equals the target's.
     draft_tokens: str | None = None
     target_tokens: str | None = None
@@ -95,14 +96,16 @@ def bad_token_mask(p: FloatArray, q: FloatArray, r: FloatArray) -> npt.NDArray[n
 def find_bad_runs(
     offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, names: tuple[str, str, str] = FIELDS
 ) -> list[tuple[int, str]]:
-    """(run index, message) for every run holding an invalid value, naming its first one."""
+    """(run index, message) for every run holding an invalid value or too many tokens, naming the first problem."""
+    lengths = np.diff(offsets)
+    too_long = np.flatnonzero(lengths > MAX_DRAFT_LENGTH).tolist()
+    problems = [(run, length_problem(int(lengths[run])) or "") for run in too_long]
     bad = bad_token_mask(p, q, r)
     if not bad.any():
-        return []
+        return problems
     token_index = np.flatnonzero(bad)
     run_index = np.searchsorted(offsets, token_index, side="right") - 1
-    problems: list[tuple[int, str]] = []
-    seen: set[int] = set()
+    seen = {run for run, _ in problems}
     for token, run in zip(token_index.tolist(), run_index.tolist()):
         if run in seen:
             continue

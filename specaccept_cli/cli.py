@@ -359,7 +359,7 @@ def _parse_list(text: str, name: str) -> list[float]:
 
         try:
             items = json.loads(stripped)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise click.BadParameter(f"not a JSON array: {exc}", param_hint=f"--{name}") from None
         if not isinstance(items, list):
             raise click.BadParameter("not a JSON array", param_hint=f"--{name}")

@@ -25,7 +25,7 @@ from specaccept_cli.batch import (
     parse_field_path,
 )
 from specaccept_cli.errors import InputError
-from specaccept_cli.validate import describe_value, json_type_name
+from specaccept_cli.validate import count_problem, describe_value, json_type_name, length_problem
 
 OnError = Callable[[InputError], None]
 
@@ -114,6 +114,20 @@ def _lookup(obj: dict[str, object], path: FieldPath) -> object:
         if value is MISSING:
             return MISSING
     return value
+
+
+def _row_extras(
+    obj: dict[str, object], extra_paths: list[tuple[str, FieldPath]], counts: tuple[str, ...]
+) -> tuple[list[object], str | None]:
+    """A row's extra fields (None where missing), and why the row is bad when a count among them is not one."""
+    values = [_lookup(obj, path) for _, path in extra_paths]
+    values = [None if value is MISSING else value for value in values]
+    for (name, _), value in zip(extra_paths, values):
+        if name in counts:
+            problem = count_problem(name, value)
+            if problem is not None:
+                return values, problem
+    return values, None
 
 
 def _missing_message(obj: dict[str, object], path: FieldPath) -> str:
@@ -256,14 +270,18 @@ def parse_lines(
                 (line, f"{names[0]}, {names[1]} and {names[2]} have different lengths ({n}, {len(q)}, {len(r)})")
             )
             continue
+        if extra_paths:
+            row_extras, problem = _row_extras(obj, extra_paths, fields.counts)
+            if problem is not None:
+                problems.append((line, problem))
+                continue
+            for (name, _), value in zip(extra_paths, row_extras):
+                extras[name].append(value)
         flat_p += p
         flat_q += q
         flat_r += r
         lengths.append(n)
         line_numbers.append(line)
-        for name, path in extra_paths:
-            value = _lookup(obj, path)
-            extras[name].append(None if value is MISSING else value)
 
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -374,16 +392,20 @@ def parse_greedy_lines(
             k = len(drafted)
             if len(target) not in (k, k + 1):
                 problem = f"'{names[1]}' has {len(target)} entries; {k} drafted tokens need {k} or {k + 1}"
+            else:
+                problem = length_problem(k)
+        row_extras: list[object] = []
+        if problem is None and extra_paths:
+            assert isinstance(obj, dict)
+            row_extras, problem = _row_extras(obj, extra_paths, fields.counts)
         if problem is not None:
             errors.append(InputError(source, line, problem, raw=raw))
             continue
         matches += [d == t for d, t in zip(drafted, target)]
         lengths.append(k)
         line_numbers.append(line)
-        assert isinstance(obj, dict)
-        for name, path in extra_paths:
-            value = _lookup(obj, path)
-            extras[name].append(None if value is MISSING else value)
+        for (name, _), value in zip(extra_paths, row_extras):
+            extras[name].append(value)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     batch = greedy_batch(source, np.array(line_numbers, dtype=np.int64), offsets, np.array(matches, dtype=bool), extras)

@@ -268,6 +268,8 @@ def _head(source: Source) -> bytes | None:
     if source.path is None:
         stdin = sys.stdin.buffer
         return stdin.peek(8)[:8] if isinstance(stdin, io.BufferedReader) else b""
+    if not source.path.is_file():  # a pipe (`<(zcat ...)`, /dev/stdin): opening it to look would eat its bytes
+        return None
     try:
         with open(source.path, "rb") as handle:
             return handle.read(8)

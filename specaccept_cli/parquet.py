@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from specaccept_cli.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
 from specaccept_cli.errors import InputError
 from specaccept_cli.jsonl import OnError
+from specaccept_cli.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 65_536
 
@@ -140,7 +141,8 @@ def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[p
             return
         put(_END)
 
-    threading.Thread(target=produce, name="parquet-prefetch", daemon=True).start()
+    producer = threading.Thread(target=produce, name="parquet-prefetch", daemon=True)
+    producer.start()
     try:
         while True:
             item = handoff.get()
@@ -151,6 +153,7 @@ def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[p
             yield item
     finally:
         stop.set()
+        producer.join()  # never leave Arrow decoding in a thread while the interpreter exits
 
 
 def _to_run_batch(
@@ -188,7 +191,7 @@ def _to_run_batch(
         offsets = p_off
     for run, message in find_bad_runs(offsets, p, q, r, names):
         bad.setdefault(run, message)
-    extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
+    extras = _extras(record_batch, source, fields, bad)
     batch = RunBatch(source=source, lines=rows, offsets=offsets, p=p, q=q, r=r, extras=extras)
     return _without_bad_rows(batch, record_batch, bad)
 
@@ -210,6 +213,19 @@ def _list_column(
         for token, run in zip(null_tokens.tolist(), runs.tolist()):
             bad.setdefault(run, f"{name}[{token - int(offsets[run])}] is null")
     return offsets, values, null_tokens
+
+
+def _extras(
+    record_batch: pa.RecordBatch, source: str, fields: FieldSpec, bad: dict[int, str]
+) -> dict[str, list[object]]:
+    """The extra columns as Python values per row; a row whose count column holds no count is recorded in `bad`."""
+    extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
+    for name in fields.counts:
+        for row, value in enumerate(extras[name]):
+            problem = count_problem(name, value)
+            if problem is not None:
+                bad.setdefault(row, problem)
+    return extras
 
 
 def _without_bad_rows(
@@ -258,6 +274,8 @@ def _to_greedy_batch(
     (draft_offsets, drafted), (target_offsets, target) = parts
     k = np.diff(draft_offsets)
     target_k = np.diff(target_offsets)
+    for run in np.flatnonzero(k > MAX_DRAFT_LENGTH).tolist():
+        bad.setdefault(run, length_problem(int(k[run])) or "")
     for run in np.flatnonzero((target_k != k) & (target_k != k + 1)).tolist():
         bad.setdefault(
             run, f"'{names[1]}' has {target_k[run]} entries; {k[run]} drafted tokens need {k[run]} or {k[run] + 1}"
@@ -267,6 +285,6 @@ def _to_greedy_batch(
     target_index = np.repeat(target_offsets[:-1], k) + _ranks(k)
     matches = np.zeros(drafted.shape[0], dtype=bool)
     matches[usable] = drafted[usable] == target[target_index[usable]]
-    extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
+    extras = _extras(record_batch, source, fields, bad)
     batch = greedy_batch(source, rows, draft_offsets, matches, extras)
     return _without_bad_rows(batch, record_batch, bad)

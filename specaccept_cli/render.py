@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
@@ -32,7 +33,13 @@ ALPHA_CAPTION = (
 
 
 class QuietPipeConsole(Console):
-    """A Console that lets a closed pipe (`| head`) reach the command's handler instead of exiting 1."""
+    """A Console that lets a closed pipe (`| head`) reach the command's handler instead of exiting 1.
+
+    Emoji codes are off: a file or group named `:fire:` is text, not a picture.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(emoji=False, **options)
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -287,7 +294,9 @@ def _number(value: float | None) -> str:
 # --- markdown (GitHub-flavoured) ---------------------------------------------------------
 
 # `<` and `&` could open HTML or an entity; `|` ends a cell; a backslash or backtick could undo the rest.
-_MARKDOWN_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", "&": "&amp;", "\\": "\\\\", "`": "\\`"})
+_MARKDOWN_ESCAPES = str.maketrans(
+    {"|": "\\|", "<": "&lt;", "&": "&amp;", "\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "!": "\\!"}
+)
 
 
 def markdown_cell(text: str) -> str:

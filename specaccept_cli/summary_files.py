@@ -19,6 +19,7 @@ import orjson
 from specaccept_cli.errors import InputError
 from specaccept_cli.summary import SCHEMA, Summary
 from specaccept_cli.text import json_controls_escaped
+from specaccept_cli.validate import MAX_DRAFT_LENGTH
 
 GROUPS_KEY = "groups"
 
@@ -59,7 +60,6 @@ def read_summary_file(path: str) -> dict[str, Any]:
 
 
 # The state is a dense (k + 1) x (k + 1) matrix: a corrupt or hostile file must not make it huge.
-MAX_DRAFT_LENGTH = 4096
 
 
 def summary_of(data: dict[str, Any], source: str) -> Summary:

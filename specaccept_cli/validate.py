@@ -9,6 +9,29 @@ from __future__ import annotations
 
 import math
 
+# The longest draft a run may have. Real drafts are a few to a few dozen tokens; the summary keeps a
+# (k + 1) x (k + 1) histogram, so an absurd k (a corrupt length) would cost memory quadratic in it.
+MAX_DRAFT_LENGTH = 1024
+
+
+# A reported count above this cannot be a token count (and would not fit the int64 arrays).
+MAX_COUNT = 2**53
+
+
+def count_problem(name: str, value: object) -> str | None:
+    """Message for a value that should be a non-negative whole count (a reported accepted length), or None."""
+    if (type(value) is int or (type(value) is float and value.is_integer())) and 0 <= value <= MAX_COUNT:
+        return None
+    shown = "missing" if value is None else f"{json_type_name(value)} {describe_value(value)}"
+    return f"'{name}' is {shown}, not a non-negative count"
+
+
+def length_problem(k: int) -> str | None:
+    """Message for a run whose draft is longer than any real one, or None."""
+    if k <= MAX_DRAFT_LENGTH:
+        return None
+    return f"draft of {k} tokens is longer than the {MAX_DRAFT_LENGTH} a run may have"
+
 
 def describe_value(value: object) -> str:
     """A short, single-line rendering of a value from the data for an error message."""

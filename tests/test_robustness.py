@@ -406,7 +406,9 @@ def test_markdown_report_lists_skipped_input() -> None:
     assert result.exit_code == 0
     assert "| skipped rows | 1 | bad rows left out (--on-error skip) |" in result.stdout
     assert "### Skipped input" in result.stdout
-    assert f"| {corpus / 'q_zero.jsonl'}:3 | q[1] = 0.0 is zero: a drafted token always has q > 0 |" in result.stdout
+    assert (
+        f"| {corpus / 'q_zero.jsonl'}:3 | q\\[1\\] = 0.0 is zero: a drafted token always has q > 0 |" in result.stdout
+    )
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

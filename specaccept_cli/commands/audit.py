@@ -12,6 +12,7 @@ import click
 from specaccept_cli.cli import (
     MAX_LINE_BYTES,
     CheckedOutput,
+    FiniteFloat,
     atomic_file,
     binary_stdout,
     check_field_path,
@@ -64,7 +65,7 @@ from specaccept_cli.errors import OutputError
 )
 @click.option(
     "--cost-ratio",
-    type=click.FloatRange(min=0.0),
+    type=FiniteFloat(min=0.0),
     default=None,
     help="Draft step time / target step time: adds the speedup and the best k.",
 )
@@ -88,7 +89,7 @@ from specaccept_cli.errors import OutputError
 )
 @click.option(
     "--sampler-significance",
-    type=click.FloatRange(0.0, 1.0, min_open=True),
+    type=FiniteFloat(0.0, 1.0, min_open=True),
     default=0.001,
     show_default=True,
     help="A sampler test fails when its p-value is below this.",
@@ -230,12 +231,17 @@ def audit(
             if value is not None:
                 raise click.UsageError(f"{name} applies to --on-error skip")
     id_fields = tuple(dict.fromkeys(id_fields))
+    own_columns = {"source", "line", "k", "accepted", "emitted", *(("reported", "mismatch") if reported_field else ())}
+    for name in id_fields:
+        if name in own_columns:
+            raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
     extras = (*id_fields, *(name for name in (group_by, reported_field) if name is not None))
     fields = FieldSpec(
         p=p_field,
         q=q_field,
         r=r_field,
         extras=tuple(dict.fromkeys(extras)),
+        counts=(reported_field,) if reported_field else (),
         draft_tokens=draft_tokens_field,
         target_tokens=target_tokens_field,
     )
@@ -277,11 +283,9 @@ def audit(
             )
             yield from policy.guard(batches)
 
-    from rich.console import Console
-
     from specaccept_cli import render
 
-    stderr = Console(stderr=True)
+    stderr = render.QuietPipeConsole(stderr=True)
     show_progress = not quiet and stderr.is_terminal
 
     def run(sink: Any = None) -> Any:

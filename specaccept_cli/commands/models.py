@@ -5,15 +5,17 @@ from __future__ import annotations
 import click
 
 from specaccept_cli.cli import (
+    FiniteFloat,
     binary_stdout,
     printing_to_stdout,
     write_atomically,
 )
+from specaccept_cli.validate import MAX_DRAFT_LENGTH
 
 
 @click.command()
 @click.option("--runs", type=click.IntRange(min=0), required=True, help="Number of drafted runs.")
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None, help="Per-token acceptance probability.")
+@click.option("--alpha", type=FiniteFloat(0.0, 1.0), default=None, help="Per-token acceptance probability.")
 @click.option(
     "--alpha-by-position",
     "alpha_by_position_text",
@@ -22,7 +24,7 @@ from specaccept_cli.cli import (
     help="Acceptance probability of draft position 1, 2, ... (the last repeats); instead of --alpha.",
 )
 @click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
-@click.option("--seed", type=int, default=None, help="Seed for a reproducible log.")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed for a reproducible log.")
 @click.option(
     "-o",
     "--output",
@@ -65,6 +67,8 @@ def simulate(
         k_low, k_high = sim.parse_k_range(k_text)
     except ValueError:
         raise click.BadParameter(f"{k_text!r} is not a draft length (4) or range (1-8)", param_hint="--k") from None
+    if k_high > MAX_DRAFT_LENGTH:
+        raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
     chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position)
     if output_path.endswith((".parquet", ".pq")):
         sim.write_parquet(chunks, output_path)
@@ -97,16 +101,16 @@ def _parse_k_list(text: str) -> list[int]:
     return list(dict.fromkeys(ks))
 
 
-MAX_EXPECT_K = 1024
+MAX_EXPECT_K = MAX_DRAFT_LENGTH
 MAX_EXPECT_KS = 1025
 
 
 @click.command()
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), required=True, help="Per-token acceptance probability.")
+@click.option("--alpha", type=FiniteFloat(0.0, 1.0), required=True, help="Per-token acceptance probability.")
 @click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
 @click.option(
     "--cost-ratio",
-    type=click.FloatRange(min=0.0),
+    type=FiniteFloat(min=0.0),
     default=None,
     help="Draft step time / target step time: adds the speedup and the best k.",
 )
