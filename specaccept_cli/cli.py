@@ -354,7 +354,8 @@ def _parse_list(text: str, name: str) -> list[float]:
     import math
 
     stripped = text.strip()
-    if stripped.startswith("["):
+    from_json = stripped.startswith("[")
+    if from_json:
         import json  # only for this form: the comma form is the quick one
 
         try:
@@ -368,7 +369,10 @@ def _parse_list(text: str, name: str) -> list[float]:
     values = []
     for index, item in enumerate(items):
         try:
-            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            # A JSON array holds numbers (not numeric strings); the comma form holds plain decimals (no 1_0).
+            if isinstance(item, bool) or not isinstance(item, (str, int, float)) or from_json == isinstance(item, str):
+                raise ValueError
+            if isinstance(item, str) and "_" in item:
                 raise ValueError
             value = float(item)
         except (ValueError, OverflowError):

@@ -138,8 +138,8 @@ def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Sum
     """One summary per group key of a batch's runs, in order of first appearance.
 
     Keys are coded in one pass (a dict lookup per run); the joint counts of every group
-    then come from one bincount over (code, k, a), and the token sums from exact integer
-    scatter-adds: no pass over the runs per group.
+    then come from one count of the (code, k, a) cells that occur, and the token sums from
+    exact integer scatter-adds: no pass over the runs per group.
     """
     codes_of: dict[str, int] = {}
     codes = np.fromiter(
@@ -147,8 +147,11 @@ def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Sum
     )
     n_groups = len(codes_of)
     size = int(outcome.k.max()) + 1 if outcome.k.shape[0] else 1
-    flat = np.bincount((codes * size + outcome.k) * size + outcome.accepted, minlength=n_groups * size * size)
-    counts = flat.astype(np.int64).reshape(n_groups, size, size)
+    # Sparse: only the (group, k, a) cells that occur, so many groups never cost groups x k x k memory.
+    cells, cell_runs = np.unique((codes * size + outcome.k) * size + outcome.accepted, return_counts=True)
+    cell_group, cell_rest = np.divmod(cells, size * size)
+    cell_k, cell_a = np.divmod(cell_rest, size)
+    bounds = np.searchsorted(cell_group, np.arange(n_groups + 1))
     assert outcome.passing_per_run is not None and outcome.threshold_fixed_per_run is not None, "evaluate per run"
     passing = np.zeros(n_groups, dtype=np.int64)
     np.add.at(passing, codes, outcome.passing_per_run)
@@ -158,19 +161,17 @@ def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Sum
     if outcome.sampled_tokens:  # a batch is sampled or greedy as a whole
         np.add.at(sampled, codes, outcome.k)
     passing_list, threshold_list, sampled_list = passing.tolist(), thresholds.tolist(), sampled.tolist()
-    return {
-        key: Summary(
-            counts=_trim(counts[code]),
+    groups = {}
+    for key, code in codes_of.items():
+        start, end = int(bounds[code]), int(bounds[code + 1])
+        ks, accepted = cell_k[start:end], cell_a[start:end]
+        side = int(ks.max()) + 1
+        counts = np.zeros((side, side), dtype=np.int64)
+        counts[ks, accepted] = cell_runs[start:end]
+        groups[key] = Summary(
+            counts=counts,
             passing_tokens=passing_list[code],
             threshold_sum_fixed=threshold_list[code],
             sampled_tokens=sampled_list[code],
         )
-        for key, code in codes_of.items()
-    }
-
-
-def _trim(counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The smallest square matrix that holds a group's nonzero counts (a group's k range is often narrow)."""
-    drafted = np.flatnonzero(counts.sum(axis=1))
-    size = int(drafted[-1]) + 1 if drafted.shape[0] else 1
-    return counts[:size, :size].copy()
+    return groups

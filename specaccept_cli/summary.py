@@ -442,6 +442,8 @@ class Summary:
             if state.get("threshold_scale", THRESHOLD_SCALE) != THRESHOLD_SCALE:
                 raise ValueError("threshold_scale differs from this version's")
             joint = [(int(k), int(a), int(n)) for k, a, n in state["joint_counts"]]
+            if any(float(x) != y for triple, whole in zip(state["joint_counts"], joint) for x, y in zip(triple, whole)):
+                raise ValueError("joint_counts holds a fractional count")
             if any(k < 0 or a < 0 or a > k or n < 0 for k, a, n in joint):
                 raise ValueError("joint_counts holds an impossible (k, accepted, runs) triple")
             size = max((k for k, _, _ in joint), default=0) + 1
