@@ -27,7 +27,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
@@ -303,14 +303,11 @@ def evaluate_source(
         return
     pool = _Pool(jobs)
     try:
+        reading = _Reading(fields, on_error, max_line_bytes, progress, keep_runs, block_bytes, blocks_per_task, plan)
         if source.path is not None and source.path.is_file() and sniff_compression(head) is None:
-            yield from _from_ranges(
-                source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes, blocks_per_task, plan
-            )
+            yield from _from_ranges(source, reading, pool)
         else:
-            yield from _from_stream(
-                source, fields, on_error, max_line_bytes, progress, pool, keep_runs, block_bytes, blocks_per_task, plan
-            )
+            yield from _from_stream(source, reading, pool)
     except _WorkerError as exc:
         raise _restore(exc.args[0]) from None
     except BrokenExecutor:  # the pool's workers died
@@ -329,25 +326,36 @@ def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: AuditPlan, on_er
         yield result
 
 
-def _from_ranges(
-    source: Source,
-    fields: FieldSpec,
-    on_error: OnError,
-    max_line_bytes: int,
-    progress: ProgressHook | None,
-    pool: _Pool,
-    keep_runs: bool,
-    block_bytes: int,
-    blocks_per_task: int,
-    plan: AuditPlan,
-) -> Iterator[Evaluated]:
+@dataclass(frozen=True)
+class _Reading:
+    """How one source is read, parsed and evaluated, shared by the two ways of cutting it into tasks."""
+
+    fields: FieldSpec
+    on_error: OnError
+    max_line_bytes: int
+    progress: ProgressHook | None
+    keep_runs: bool
+    block_bytes: int
+    blocks_per_task: int
+    plan: AuditPlan
+
+
+def _from_ranges(source: Source, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
     assert source.path is not None
+    on_error, progress = reading.on_error, reading.progress
     if progress is not None:
         progress.start_source(source)
     size = source.path.stat().st_size
-    ranges = newline_aligned_ranges(source.path, size, block_bytes * blocks_per_task)
+    ranges = newline_aligned_ranges(source.path, size, reading.block_bytes * reading.blocks_per_task)
     path = str(source.path)
-    args = (source.name, fields, max_line_bytes, keep_runs, block_bytes, plan)
+    args = (
+        source.name,
+        reading.fields,
+        reading.max_line_bytes,
+        reading.keep_runs,
+        reading.block_bytes,
+        reading.plan,
+    )
     if len(ranges) < MIN_PARALLEL_BLOCKS:
         tasks: Iterator[Any] = (_done(_range_task(path, start, end, *args)) for start, end in ranges)
     else:
@@ -365,27 +373,16 @@ def _from_ranges(
         next_line += count
 
 
-def _from_stream(
-    source: Source,
-    fields: FieldSpec,
-    on_error: OnError,
-    max_line_bytes: int,
-    progress: ProgressHook | None,
-    pool: _Pool,
-    keep_runs: bool,
-    block_bytes: int,
-    blocks_per_task: int,
-    plan: AuditPlan,
-) -> Iterator[Evaluated]:
+def _from_stream(source: Source, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
+    on_error, progress = reading.on_error, reading.progress
     if progress is not None:
         progress.start_source(source)
     raw = _open_binary(source)
     try:
         stream = decompress(raw, source.name)
         position: Callable[[], int] | None = None if source.path is None else raw.tell
-        blocks = iter_line_blocks(stream, source.name, block_bytes, max_line_bytes)
-
-        args = (source.name, fields, max_line_bytes, keep_runs, plan)
+        blocks = iter_line_blocks(stream, source.name, reading.block_bytes, reading.max_line_bytes)
+        args = (source.name, reading.fields, reading.max_line_bytes, reading.keep_runs, reading.plan)
 
         broken: list[InputError] = []  # the stream's own failure (a cut or corrupt compressed stream)
 
@@ -398,7 +395,7 @@ def _from_stream(
                         yield _done(_lines_task([block], *args))
                         continue
                     group.append(block)
-                    if len(group) == blocks_per_task:
+                    if len(group) == reading.blocks_per_task:
                         yield pool.submit(_lines_task, group, *args)
                         group = []
             except InputError as error:  # raised after every row before the damage is evaluated
