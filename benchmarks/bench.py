@@ -8,7 +8,7 @@ The machine is shared and noisy, so every comparison is a ratio of medians measu
 Also the two engines the benchmark compares against, each run as its own process:
 
     python benchmarks/bench.py --duckdb FILE    # prints the total accepted tokens
-    python benchmarks/bench.py --plain FILE     # likewise, orjson per line + the seed's routine
+    python benchmarks/bench.py --plain FILE     # likewise, orjson per line + the reference routine
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def duckdb_total(path: str) -> int:
 
 
 def plain_total(path: str) -> int:
-    """orjson per line and the seed's routine, verbatim: what a user would write first."""
+    """orjson per line and the reference routine, verbatim: what a user would write first."""
     import orjson
 
     total = 0

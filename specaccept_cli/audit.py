@@ -30,7 +30,7 @@ from specaccept_cli.vectorized import (
 
 BoolArray = npt.NDArray[np.bool_]
 
-# Faulty rules seen in real servers (see REFERENCE.md), each reproducible from (p, q, r).
+# Faulty rules seen in real servers (vLLM v0 had the first two), each reproducible from (p, q, r).
 RULES: dict[str, str] = {
     "strict-inequality": "accepts on r < p/q instead of r <= p/q",
     "no-prefix-break": "counts passes after the first rejection",

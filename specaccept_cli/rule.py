@@ -1,4 +1,4 @@
-"""The accept rule, scalar: the seed's reference routine, exactly.
+"""The accept rule, scalar: the reference routine, exactly.
 
 Kept free of numpy so that `specaccept check` starts as fast as click itself.
 The vectorized twin lives in `vectorized.py` and is property-tested against this.

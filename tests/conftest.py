@@ -17,7 +17,7 @@ from specaccept_cli.cli import cli
 
 
 def spec_accept(p: Sequence[float], q: Sequence[float], r: Sequence[float]) -> int:
-    """The seed's reference routine, verbatim: the oracle every path must agree with."""
+    """The reference routine of the rule, verbatim: the oracle every path must agree with."""
     accepted = 0
     for i in range(len(p)):
         threshold = min(1.0, p[i] / q[i])  # accept probability for this token
@@ -28,7 +28,7 @@ def spec_accept(p: Sequence[float], q: Sequence[float], r: Sequence[float]) -> i
     return accepted
 
 
-SEED_FIRST = {"p": [0.9, 0.2, 0.8], "q": [0.5, 0.8, 0.4], "r": [0.1, 0.5, 0.2]}
+FIRST_EXAMPLE = {"p": [0.9, 0.2, 0.8], "q": [0.5, 0.8, 0.4], "r": [0.1, 0.5, 0.2]}
 
 
 def jsonl_bytes(rows: Iterable[object]) -> bytes:

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from specaccept_cli.cli import cli
 from specaccept_cli.text import workflow_command, workflow_data, workflow_property
-from tests.conftest import SEED_FIRST, invoke, run_process, write_jsonl
+from tests.conftest import FIRST_EXAMPLE, invoke, run_process, write_jsonl
 from tests.test_gates import HAND_ROWS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -21,7 +21,7 @@ GOLDEN = Path(__file__).parent / "golden"
 BASELINE_ROWS = [
     {"p": [0.9, 0.9], "q": [0.3, 0.3], "r": [0.99, 0.99]},
     {"p": [0.9, 0.9], "q": [0.3, 0.3], "r": [0.5, 0.5]},
-    SEED_FIRST,
+    FIRST_EXAMPLE,
     {"p": [0.1], "q": [0.9], "r": [0.5]},
 ]
 
@@ -149,7 +149,7 @@ def test_a_hostile_file_name_cannot_forge_an_annotation(tmp_path: Path) -> None:
 def test_diff_github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write_jsonl(tmp_path / "good.jsonl", BASELINE_ROWS * 50)
-    write_jsonl(tmp_path / "bad.jsonl", [{"p": [0.1], "q": [0.9], "r": [0.5]}, SEED_FIRST] * 50)
+    write_jsonl(tmp_path / "bad.jsonl", [{"p": [0.1], "q": [0.9], "r": [0.5]}, FIRST_EXAMPLE] * 50)
     invoke("audit", "good.jsonl", "--summary-out", "good.json", "-o", "json")
     invoke("audit", "bad.jsonl", "--summary-out", "bad.json", "-o", "json")
     step_summary = tmp_path / "summary.md"

@@ -15,14 +15,14 @@ import pytest
 
 from specaccept_cli import __version__
 from specaccept_cli.formulas import expected_tokens_per_pass
-from tests.conftest import SEED_FIRST, all_commands, invoke, run_process, write_jsonl
+from tests.conftest import FIRST_EXAMPLE, all_commands, invoke, run_process, write_jsonl
 
 # Three runs worked by hand:
 #   seed example: k=3, a=1 (examined 2)
 #   all kept:     k=2, a=2 (examined 2)
 #   empty draft:  k=0, a=0 (examined 0)
 HAND_ROWS = [
-    {**SEED_FIRST, "id": "a"},
+    {**FIRST_EXAMPLE, "id": "a"},
     {"p": [0.9, 0.9], "q": [0.3, 0.3], "r": [0.99, 0.99], "id": "b"},
     {"p": [], "q": [], "r": [], "id": "c"},
 ]
@@ -92,7 +92,7 @@ def test_empty_input_is_zero_runs_in_every_mode(tmp_path: Path) -> None:
 
 def test_data_strings_are_escaped_in_the_table(tmp_path: Path) -> None:
     hostile = tmp_path / "[bold red]x\x1b[31m.jsonl"
-    write_jsonl(hostile, [SEED_FIRST])
+    write_jsonl(hostile, [FIRST_EXAMPLE])
     result = invoke("audit", str(hostile))
     assert "[bold red]x\\x1b[31m.jsonl:1" in result.stdout
     assert "\x1b" not in result.stdout

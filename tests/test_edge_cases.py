@@ -11,12 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import SEED_FIRST, invoke, jsonl_bytes, run_process, write_jsonl
+from tests.conftest import FIRST_EXAMPLE, invoke, jsonl_bytes, run_process, write_jsonl
 
 
 def test_a_named_pipe_is_read_once_with_parallel_jobs(tmp_path: Path) -> None:
     """`audit <(zcat logs.gz)` hands over a pipe as a path: sniffing its format must not eat its bytes."""
-    rows = [SEED_FIRST] * 20_000
+    rows = [FIRST_EXAMPLE] * 20_000
     fifo = tmp_path / "logs.fifo"
     os.mkfifo(fifo)
 
@@ -48,8 +48,8 @@ def test_parquet_column_error_always_exits_2(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [b"1e300", b"1180591620717411303424", b"-1", b"1.5", b'"3"'])
 def test_reported_values_that_are_not_counts(tmp_path: Path, value: bytes) -> None:
     path = tmp_path / "rep.jsonl"
-    good = orjson.dumps({**SEED_FIRST, "rep2": 1})
-    path.write_bytes(good + b"\n" + orjson.dumps(SEED_FIRST)[:-1] + b',"rep2":' + value + b"}\n")
+    good = orjson.dumps({**FIRST_EXAMPLE, "rep2": 1})
+    path.write_bytes(good + b"\n" + orjson.dumps(FIRST_EXAMPLE)[:-1] + b',"rep2":' + value + b"}\n")
     result = invoke("audit", str(path), "--reported-field", "rep2")
     assert result.exit_code == 2
     assert f"{path}:2: 'rep2' is " in result.stderr and "not a non-negative count" in result.stderr
@@ -57,8 +57,8 @@ def test_reported_values_that_are_not_counts(tmp_path: Path, value: bytes) -> No
 
 def test_bad_reported_counts_are_ordered_and_quarantined_alike_in_one_or_two_processes(tmp_path: Path) -> None:
     # Every 10 lines: line 1 has a reported count that is not one, line 2 a value error.
-    block = [{**SEED_FIRST, "reported": "bad"}, {"p": [0.5], "q": [0.0], "r": [0.1], "reported": 0}]
-    block += [{**SEED_FIRST, "reported": 1}] * 8
+    block = [{**FIRST_EXAMPLE, "reported": "bad"}, {"p": [0.5], "q": [0.0], "r": [0.1], "reported": 0}]
+    block += [{**FIRST_EXAMPLE, "reported": 1}] * 8
     path = write_jsonl(tmp_path / "mixed.jsonl", block * 3000)
     outputs = []
     for jobs in ("1", "2"):
@@ -88,7 +88,7 @@ def test_parquet_reported_nulls_are_quarantined(tmp_path: Path) -> None:
 
 def test_absurd_draft_lengths_are_bad_rows_not_memory(tmp_path: Path) -> None:
     long_run = {"p": [0.5] * 1025, "q": [0.5] * 1025, "r": [0.1] * 1025}
-    path = write_jsonl(tmp_path / "long.jsonl", [SEED_FIRST, long_run])
+    path = write_jsonl(tmp_path / "long.jsonl", [FIRST_EXAMPLE, long_run])
     result = invoke("audit", str(path), "-o", "json")
     assert result.exit_code == 2
     assert f"{path}:2: draft of 1025 tokens is longer than the 1024 a run may have" in result.stderr
@@ -102,7 +102,7 @@ def test_absurd_draft_lengths_are_bad_rows_not_memory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["k", "source", "accepted", "line", "emitted"])
 def test_id_fields_cannot_overwrite_the_tool_s_own_columns(tmp_path: Path, name: str) -> None:
-    path = write_jsonl(tmp_path / "x.jsonl", [{**SEED_FIRST, name: 99}])
+    path = write_jsonl(tmp_path / "x.jsonl", [{**FIRST_EXAMPLE, name: 99}])
     result = invoke("audit", str(path), "-o", "jsonl", "--id-field", name)
     assert result.exit_code == 2
     assert "would collide with the per-run column" in result.stderr
@@ -123,20 +123,20 @@ def test_id_fields_cannot_overwrite_the_tool_s_own_columns(tmp_path: Path, name:
     ],
 )
 def test_odd_option_values_are_usage_errors(args: list[str]) -> None:
-    result = invoke(*args, input=jsonl_bytes([SEED_FIRST]))
+    result = invoke(*args, input=jsonl_bytes([FIRST_EXAMPLE]))
     assert result.exit_code == 2, result.stdout
     assert "Traceback" not in result.stderr
 
 
 def test_emoji_codes_in_data_stay_text(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / ":fire:.jsonl", [{**SEED_FIRST, "model": ":warning:"}])
+    path = write_jsonl(tmp_path / ":fire:.jsonl", [{**FIRST_EXAMPLE, "model": ":warning:"}])
     result = invoke("audit", str(path), "--group-by", "model")
     assert ":fire:.jsonl:1" in result.stdout and ":warning:" in result.stdout
     assert "🔥" not in result.stdout and "⚠" not in result.stdout
 
 
 def test_markdown_cells_cannot_make_links_or_images(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "x.jsonl", [{"p": [0.5], "q": [0.0], "r": [0.1], "m": 1}, SEED_FIRST])
+    path = write_jsonl(tmp_path / "x.jsonl", [{"p": [0.5], "q": [0.0], "r": [0.1], "m": 1}, FIRST_EXAMPLE])
     result = invoke("audit", str(path), "-o", "markdown", "--on-error", "skip")
     assert "q\\[0\\]" in result.stdout
     from specaccept_cli.render import markdown_cell

@@ -13,11 +13,11 @@ from specaccept_cli.probability import normal_cdf
 from specaccept_cli.simulate import simulate
 from specaccept_cli.summary import Summary
 from specaccept_cli.vectorized import accept_prefix_batch
-from tests.conftest import SEED_FIRST, invoke, write_jsonl
+from tests.conftest import FIRST_EXAMPLE, invoke, write_jsonl
 
 # The hand log of test_cli: alpha = 3/4, tokens per pass = 2, acceptance rate = 3/5.
 HAND_ROWS = [
-    SEED_FIRST,
+    FIRST_EXAMPLE,
     {"p": [0.9, 0.9], "q": [0.3, 0.3], "r": [0.99, 0.99]},
     {"p": [], "q": [], "r": []},
 ]

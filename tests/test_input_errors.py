@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import SEED_FIRST, invoke, run_process
+from tests.conftest import FIRST_EXAMPLE, invoke, run_process
 
-GOOD = orjson.dumps(SEED_FIRST)
+GOOD = orjson.dumps(FIRST_EXAMPLE)
 
 CASES = [
     # (bad line, words the message must contain)

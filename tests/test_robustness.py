@@ -1,7 +1,7 @@
 """Any input, any pipe, any signal: exit status in {0, 1, 2, 130}, never a traceback, nothing lost.
 
 Property tests feed arbitrary bytes and arbitrary JSON lines; a differential test holds the reader
-to `json.loads` plus the seed's routine; real subprocesses check `| head -1`, SIGINT and full disks.
+to `json.loads` plus the reference routine; real subprocesses check `| head -1`, SIGINT and full disks.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from specaccept_cli.sources import MAGIC
 from specaccept_cli.text import visible
-from tests.conftest import SEED_FIRST, invoke, spec_accept, write_jsonl
+from tests.conftest import FIRST_EXAMPLE, invoke, spec_accept, write_jsonl
 from tests.fuzz_reader import COMPRESS, check_compressed, check_reader
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -133,11 +133,11 @@ def test_fuzz_target_on_cut_compressed_streams(data: bytes, kind: str, cut: int)
     check_compressed(data, kind, cut)
 
 
-# --- differential: the reader against json.loads and the seed's routine ----------------------------
+# --- differential: the reader against json.loads and the reference routine ----------------------------
 
 
 def oracle(line: bytes) -> int | None:
-    """Accepted length of a line by json.loads and the seed's routine, or None when the row is invalid."""
+    """Accepted length of a line by json.loads and the reference routine, or None when the row is invalid."""
     if not line.strip():
         return None
     try:
@@ -196,7 +196,7 @@ def test_reader_agrees_with_json_loads(tmp_path: Path, lines: list[bytes]) -> No
 def test_the_one_known_difference_from_json_loads(tmp_path: Path) -> None:
     """orjson reads an integer beyond 64 bits as a double, and one beyond a double's range not at all;
     Python's json keeps any integer. Such a line is reported, never misread."""
-    line = json.dumps({**SEED_FIRST, "id": 10**400}).encode()
+    line = json.dumps({**FIRST_EXAMPLE, "id": 10**400}).encode()
     assert oracle(line) == 1
     result = audit_bytes(tmp_path, line + b"\n")
     assert result.exit_code == 2
@@ -307,7 +307,7 @@ def test_hostile_strings_from_data_are_defused_everywhere(tmp_path: Path, output
     path = write_jsonl(
         directory / "::warning::\x1b[2Jlog.jsonl",
         [
-            {**SEED_FIRST, "id": HOSTILE},
+            {**FIRST_EXAMPLE, "id": HOSTILE},
             {HOSTILE: 1, "q": [0.5], "r": [0.1]},  # missing p: the message lists this key
         ],
     )
@@ -334,7 +334,7 @@ def test_hostile_text_in_a_fail_mode_error_line(tmp_path: Path) -> None:
 
 
 def test_hostile_id_in_csv_is_one_line_per_record(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "x.jsonl", [{**SEED_FIRST, "id": "::error::a\nb"}, {**SEED_FIRST, "id": "c"}])
+    path = write_jsonl(tmp_path / "x.jsonl", [{**FIRST_EXAMPLE, "id": "::error::a\nb"}, {**FIRST_EXAMPLE, "id": "c"}])
     result = invoke("audit", str(path), "-o", "csv", "--id-field", "id")
     lines = result.stdout.splitlines()
     assert len(lines) == 3
@@ -365,7 +365,7 @@ def test_quarantine_holds_the_raw_lines_exactly(tmp_path: Path) -> None:
 
 def test_quarantine_is_written_even_when_empty_and_not_left_half_done(tmp_path: Path) -> None:
     quarantine = tmp_path / "bad.jsonl"
-    good = write_jsonl(tmp_path / "good.jsonl", [SEED_FIRST])
+    good = write_jsonl(tmp_path / "good.jsonl", [FIRST_EXAMPLE])
     assert invoke("audit", str(good), "--on-error", "skip", "--quarantine", str(quarantine)).exit_code == 0
     assert quarantine.read_bytes() == b""
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".specaccept-")] == []
@@ -392,7 +392,7 @@ def test_max_errors_is_a_gate(tmp_path: Path, limit: str, status: int) -> None:
 def test_many_errors_keep_the_first_twenty(tmp_path: Path) -> None:
     rows = b"".join(b'{"p": [0.5], "q": [0], "r": [0.%d]}\n' % i for i in range(25))
     path = tmp_path / "many.jsonl"
-    path.write_bytes(rows + orjson.dumps(SEED_FIRST) + b"\n")
+    path.write_bytes(rows + orjson.dumps(FIRST_EXAMPLE) + b"\n")
     result = invoke("audit", str(path), "-o", "json", "--on-error", "skip")
     summary = orjson.loads(result.stdout)
     assert (summary["runs"], summary["skipped_rows"]) == (1, 25)
@@ -487,7 +487,7 @@ def test_zstd_starting_with_a_skippable_frame(tmp_path: Path) -> None:
 
     import zstandard
 
-    row = orjson.dumps(SEED_FIRST) + b"\n"
+    row = orjson.dumps(FIRST_EXAMPLE) + b"\n"
     skippable = struct.pack("<II", 0x184D2A50, 4) + b"size"
     frame = zstandard.ZstdCompressor().compress(row)
     path = tmp_path / "logs.jsonl.zst"

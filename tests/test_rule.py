@@ -1,4 +1,4 @@
-"""The rule: the seed's examples and edge cases, and vectorized == scalar == the seed's routine."""
+"""The rule: the rule's worked examples and edge cases, and vectorized == scalar == the reference routine."""
 
 from __future__ import annotations
 

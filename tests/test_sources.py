@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from tests.conftest import SEED_FIRST, invoke, jsonl_bytes, run_process, spec_accept, write_jsonl
+from tests.conftest import FIRST_EXAMPLE, invoke, jsonl_bytes, run_process, spec_accept, write_jsonl
 
 
 def random_rows(n: int, seed: int = 0, k_max: int = 8) -> list[dict[str, object]]:
@@ -76,7 +76,7 @@ def test_gzip_on_stdin_through_a_real_pipe() -> None:
 
 
 def test_stdin_is_the_default_when_it_is_a_pipe() -> None:
-    result = run_process("audit", "-o", "json", input=jsonl_bytes([SEED_FIRST]))
+    result = run_process("audit", "-o", "json", input=jsonl_bytes([FIRST_EXAMPLE]))
     assert result.returncode == 0, result.stderr
     summary = orjson.loads(result.stdout)
     assert summary["runs"] == 1
@@ -135,7 +135,7 @@ def test_zstd_without_the_extra_names_it(tmp_path: Path) -> None:
 
 def test_blank_lines_are_ignored_but_counted_in_line_numbers(tmp_path: Path) -> None:
     path = tmp_path / "gaps.jsonl"
-    path.write_bytes(b"\n" + orjson.dumps(SEED_FIRST) + b"\n   \n\r\n" + orjson.dumps(SEED_FIRST) + b"\r\n")
+    path.write_bytes(b"\n" + orjson.dumps(FIRST_EXAMPLE) + b"\n   \n\r\n" + orjson.dumps(FIRST_EXAMPLE) + b"\r\n")
     result = invoke("audit", str(path), "-o", "jsonl")
     assert result.exit_code == 0, result.stderr
     assert [r["line"] for r in per_run(result.stdout_bytes)] == [2, 5]
@@ -143,7 +143,7 @@ def test_blank_lines_are_ignored_but_counted_in_line_numbers(tmp_path: Path) -> 
 
 def test_last_line_without_newline_and_utf8_bom(tmp_path: Path) -> None:
     path = tmp_path / "bom.jsonl"
-    path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(SEED_FIRST) + b"\n" + orjson.dumps(SEED_FIRST))
+    path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(FIRST_EXAMPLE) + b"\n" + orjson.dumps(FIRST_EXAMPLE))
     result = invoke("audit", str(path), "-o", "jsonl")
     assert result.exit_code == 0, result.stderr
     assert [r["accepted"] for r in per_run(result.stdout_bytes)] == [1, 1]
@@ -244,7 +244,7 @@ def test_parquet_detected_by_magic_without_extension_and_on_stdin(tmp_path: Path
 
 
 def test_format_option_overrides_detection(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "logs.parquet", [SEED_FIRST])  # misnamed
+    path = write_jsonl(tmp_path / "logs.parquet", [FIRST_EXAMPLE])  # misnamed
     assert invoke("audit", str(path), "--format", "jsonl", "-o", "json").exit_code == 0
     wrong = invoke("audit", str(path), "-o", "json")
     assert wrong.exit_code == 2

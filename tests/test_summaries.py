@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specaccept_cli.summary_files import merge_summaries
-from tests.conftest import SEED_FIRST, invoke, write_jsonl
+from tests.conftest import FIRST_EXAMPLE, invoke, write_jsonl
 from tests.test_gates import HAND_ROWS, save, simulated
 
 
@@ -192,13 +192,13 @@ FIRST_REJECTED = {"p": [0.1], "q": [0.9], "r": [0.5]}
 def test_merge_groups_value_by_value(tmp_path: Path) -> None:
     """Hand-made grouped summaries ({value: summary}) merge group by group; totals still add."""
     a, b, c = (
-        _hand([SEED_FIRST], tmp_path, "a"),
+        _hand([FIRST_EXAMPLE], tmp_path, "a"),
         _hand([ALL_KEPT], tmp_path, "b"),
         _hand([FIRST_REJECTED], tmp_path, "c"),
     )
-    ab = _hand([SEED_FIRST, ALL_KEPT], tmp_path, "ab")
-    abc = _hand([SEED_FIRST, ALL_KEPT, FIRST_REJECTED], tmp_path, "abc")
-    ac = _hand([SEED_FIRST, FIRST_REJECTED], tmp_path, "ac")
+    ab = _hand([FIRST_EXAMPLE, ALL_KEPT], tmp_path, "ab")
+    abc = _hand([FIRST_EXAMPLE, ALL_KEPT, FIRST_REJECTED], tmp_path, "abc")
+    ac = _hand([FIRST_EXAMPLE, FIRST_REJECTED], tmp_path, "ac")
     shard_1 = {**ab, "group_by": "draft", "groups": {"draft-a": a, "draft-b": b}}
     shard_2 = {**c, "group_by": "draft", "groups": {"draft-a": c}}
     merged = merge_summaries([("1.json", shard_1), ("2.json", shard_2)])
@@ -216,7 +216,7 @@ def test_merge_groups_value_by_value(tmp_path: Path) -> None:
 
 
 def test_merge_refuses_to_mix_grouped_and_plain_summaries(tmp_path: Path) -> None:
-    a = _hand([SEED_FIRST], tmp_path, "a")
+    a = _hand([FIRST_EXAMPLE], tmp_path, "a")
     (tmp_path / "grouped.json").write_bytes(orjson.dumps({**a, "group_by": "g", "groups": {"x": a}}))
     (tmp_path / "plain.json").write_bytes(orjson.dumps(a))
     result = invoke("merge", str(tmp_path / "grouped.json"), str(tmp_path / "plain.json"))
