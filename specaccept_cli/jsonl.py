@@ -68,7 +68,8 @@ def iter_line_blocks(
     as they arrive, so memory stays bounded whatever the input.
     """
     next_line = 1
-    pending = b""
+    pending: list[bytes] = []  # pieces of a line that spans blocks, joined once when its end arrives
+    pending_size = 0
     discarding = False  # inside an overlong line whose start was already reported
     while True:
         try:
@@ -83,11 +84,12 @@ def iter_line_blocks(
         cut = chunk.rfind(b"\n")
         if cut < 0:
             if not discarding:
-                pending += chunk
-                if len(pending) > max_line_bytes:
+                pending.append(chunk)
+                pending_size += len(chunk)
+                if pending_size > max_line_bytes:
                     yield next_line, [None]
                     next_line += 1
-                    pending = b""
+                    pending, pending_size = [], 0
                     discarding = True
             continue
         head, tail = chunk[:cut], chunk[cut + 1 :]
@@ -95,14 +97,14 @@ def iter_line_blocks(
         if discarding:
             lines.pop(0)  # the rest of the overlong line, already counted
             discarding = False
-        else:
-            lines[0] = pending + (lines[0] or b"")
-        pending = tail
+        elif pending:
+            lines[0] = b"".join(pending) + (lines[0] or b"")
+        pending, pending_size = ([tail], len(tail)) if tail else ([], 0)
         if lines:
             yield next_line, lines
             next_line += len(lines)
     if pending and not discarding:
-        yield next_line, [pending]
+        yield next_line, [b"".join(pending)]
 
 
 def _lookup(obj: dict[str, object], path: FieldPath) -> object:
