@@ -62,6 +62,13 @@ class JsonlWriter:
         self.out.flush()
 
 
+def _csv_scalar(value: object) -> bytes:
+    """A computed column's cell (an int or a bool): never needs quoting."""
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    return b"%d" % value  # type: ignore[str-format]
+
+
 def _csv_cell(value: object) -> object:
     """One single-line cell: strings with controls made visible, non-scalars as JSON text."""
     if isinstance(value, bool):
@@ -96,11 +103,24 @@ class CsvWriter:
 
     def write(self, batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
         base = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+        # The source cell is the same for the whole batch: quote it once with the csv module; the
+        # numbers need no quoting, so the common case (no id fields) is formatted without it.
+        self.writer.writerow([safe_text(batch.source)])
+        source = self.buffer.getvalue()[:-1].encode()
+        self.buffer.seek(0)
+        self.buffer.truncate()
         values = _tail_values(batch, columns, self.column_names, self.id_fields)
-        tails = zip(*values) if values else repeat(())
-        source = safe_text(batch.source)
-        for (line, k, a), tail in zip(base, tails):
-            self.writer.writerow([source, line, k, a, a + 1, *(_csv_cell(value) for value in tail)])
+        if not self.id_fields:
+            tails = zip(*values) if values else repeat(())
+            rows = [
+                b"%s,%d,%d,%d,%d%s\n" % (source, line, k, a, a + 1, b"".join(b"," + _csv_scalar(v) for v in tail))
+                for (line, k, a), tail in zip(base, tails)
+            ]
+            self.out.write(b"".join(rows))
+            return
+        plain_source = safe_text(batch.source)
+        for (line, k, a), tail in zip(base, zip(*values)):
+            self.writer.writerow([plain_source, line, k, a, a + 1, *(_csv_cell(value) for value in tail)])
         self._flush_buffer()
 
     def close(self) -> None:
