@@ -112,6 +112,8 @@ class MetricComparison:
     z: float | None
     p: float | None
     verdict: str
+    baseline_runs: int = 0
+    current_runs: int = 0
 
     @property
     def failed(self) -> bool:
@@ -120,8 +122,9 @@ class MetricComparison:
     def message(self, max_drop: float, significance: float) -> str:
         if self.verdict == "untestable":
             return (
-                f"{self.label} cannot be compared with the baseline "
-                f"(each side needs at least 2 runs; baseline {_fmt(self.baseline)}, current {_fmt(self.current)})"
+                f"{self.label} cannot be compared with the baseline: each side needs a value and at least 2 runs "
+                f"(baseline {_fmt(self.baseline)} from {self.baseline_runs} runs, "
+                f"current {_fmt(self.current)} from {self.current_runs} runs)"
             )
         change = "" if self.change is None else f" ({self.change:+.2%})"
         z = "" if self.z is None else f"z = {self.z:.2f}, "
@@ -205,9 +208,12 @@ def compare(
         se_b, se_c = getattr(baseline, se_name), getattr(current, se_name)
         change = (c - b) / b if b is not None and c is not None and b != 0 else None
         if b is None or c is None or se_b is None or se_c is None:
-            rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, None, None, "untestable"))
+            runs = (baseline.runs, current.runs)
+            rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, None, None, "untestable", *runs))
             continue
         z, p = drop_test(b, se_b, c, se_c, max_drop)
         verdict = "regressed" if p < significance else "ok"
-        rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, z, p, verdict))
+        rows.append(
+            MetricComparison(metric, label, b, c, se_b, se_c, change, z, p, verdict, baseline.runs, current.runs)
+        )
     return Comparison(max_drop, significance, rows)

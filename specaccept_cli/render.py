@@ -72,11 +72,12 @@ class RunPreview:
 
 def runs_table(preview: RunPreview) -> RenderableType:
     table = Table(title="Runs", title_justify="left")
-    table.add_column("source:line", overflow="fold")
-    for name in ("k", "accepted", "emitted"):
+    # The line has its own column: a folded "source:line" cell could read as another line number.
+    table.add_column("source", overflow="fold")
+    for name in ("line", "k", "accepted", "emitted"):
         table.add_column(name, justify="right")
     for source, line, k, a in preview.rows:
-        table.add_row(f"{data_text(source)}:{line}", str(k), str(a), str(a + 1))
+        table.add_row(data_text(source), str(line), str(k), str(a), str(a + 1))
     more = preview.total - len(preview.rows)
     if more > 0:
         note = Text(f"… and {more:,} more run{'s' if more != 1 else ''} (--max-rows to show more)", style="dim")
@@ -253,13 +254,14 @@ def audit_views(summary: Summary) -> list[RenderableType]:
         views.append(table)
         if reported.examples:
             examples = Table(title="First mismatching runs", title_justify="left")
-            examples.add_column("source:line", overflow="fold")
-            for name in ("k", "reported", "recomputed"):
+            examples.add_column("source", overflow="fold")
+            for name in ("line", "k", "reported", "recomputed"):
                 examples.add_column(name, justify="right")
             examples.add_column("explained by", min_width=len("no-prefix-break,"))
             for example in reported.examples[:SHOWN_EXAMPLES]:
                 examples.add_row(
-                    f"{data_text(example.source)}:{example.line}",
+                    data_text(example.source),
+                    str(example.line),
                     str(example.k),
                     str(example.reported),
                     str(example.recomputed),
@@ -336,6 +338,7 @@ def markdown_report(
                 markdown_table(("source:line", "problem"), rows),
                 *([f"… and {more:,} more (the summary keeps the first {len(rows)})."] if more > 0 else []),
             ]
+        parts += _markdown_audits(summary)
     if gates:
         parts += ["### Gates", markdown_table(GATE_COLUMNS, gate_rows(gates), right=("threshold", "value"))]
     if comparison is not None:
@@ -348,11 +351,54 @@ def markdown_report(
     return "\n\n".join(parts) + "\n"
 
 
+def _markdown_audits(summary: Summary) -> list[str]:
+    """The server audits as markdown, so a CI step summary shows why --max-mismatches or --check-sampler failed."""
+    parts: list[str] = []
+    reported = summary.reported
+    if reported is not None:
+        rows = [("compared", f"{reported.runs:,}", "runs with a reported count")]
+        rows += [("mismatches", f"{reported.mismatches:,}", "reported != recomputed")]
+        rows += [
+            (item["rule"], f"{item['explains']:,}", f"server {RULES[item['rule']]}") for item in reported.diagnosis()
+        ]
+        rows += [("unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count")]
+        parts += ["### Reported counts", markdown_table(("check", "runs", "meaning"), rows, right=("runs",))]
+        if reported.examples:
+            examples = [
+                (
+                    m.source,
+                    str(m.line),
+                    str(m.k),
+                    str(m.reported),
+                    str(m.recomputed),
+                    ", ".join(m.rules) or "unexplained",
+                )
+                for m in reported.examples[:SHOWN_EXAMPLES]
+            ]
+            columns = ("source", "line", "k", "reported", "recomputed", "explained by")
+            parts += [markdown_table(columns, examples, right=("line", "k", "reported", "recomputed"))]
+    sampler = summary.sampler
+    if sampler is not None:
+        rows = []
+        for name, result in (
+            ("calibration (z)", sampler.calibration()),
+            ("r uniformity (KS D)", sampler.r_uniformity()),
+        ):
+            verdict = "no data" if result.ok is None else "ok" if result.ok else f"fails at {sampler.significance:g}"
+            rows.append((name, _number(result.statistic), _number(result.p_value), verdict))
+        parts += [
+            "### Sampler health",
+            markdown_table(("test", "statistic", "p-value", "verdict"), rows, right=("statistic", "p-value")),
+        ]
+    return parts
+
+
 def iid_verdict(summary: Summary) -> Text:
     """One line: does one per-token probability explain the observed tokens per pass?"""
     check = summary.iid_check
     if check is None:
-        return Text("i.i.d. check: needs at least two runs.", style="dim")
+        reason = "at least two runs" if summary.runs < 2 else "examined tokens (every draft here is empty)"
+        return Text(f"i.i.d. check: needs {reason}.", style="dim")
     z = check["z"]
     z_text = "inf" if z is None else f"{z:+.1f}"
     detail = f"observed - predicted = {check['difference']:+.4f} tokens per pass, z = {z_text}"

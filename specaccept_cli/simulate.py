@@ -123,8 +123,8 @@ def write_jsonl(chunks: Iterator[SimulatedChunk], out: IO[bytes]) -> int:
     return written
 
 
-def write_parquet(chunks: Iterator[SimulatedChunk], path: str) -> int:
-    """Write runs as a Parquet file with columns id, p, q, r (list<double>)."""
+def write_parquet(chunks: Iterator[SimulatedChunk], path: str | IO[bytes]) -> int:
+    """Write runs as a Parquet file (a path or a binary file) with columns id, p, q, r (list<double>)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

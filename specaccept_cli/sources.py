@@ -238,11 +238,13 @@ def _read_parquet(
 ) -> Iterator[RunBatch]:
     from specaccept_cli.parquet import read_parquet_file
 
-    if source.path is not None:
+    if source.path is not None and source.path.is_file():
         yield from _track(read_parquet_file(source.path, source.name, fields, on_error), progress, None, source.size)
         return
+    # Parquet needs to seek: stdin, or a pipe given as a path (`<(cat x.parquet)`), is spooled to disk,
+    # not memory, from the stream already opened (its first bytes were peeked, not consumed).
     with tempfile.NamedTemporaryFile(suffix=".parquet") as spool:
-        shutil.copyfileobj(raw, spool, 1 << 20)  # Parquet needs to seek: spool stdin to disk, not memory
+        shutil.copyfileobj(raw, spool, 1 << 20)
         spool.flush()
         yield from _track(read_parquet_file(Path(spool.name), source.name, fields, on_error), progress)
 

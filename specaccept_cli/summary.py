@@ -438,7 +438,11 @@ class Summary:
                 raise ValueError(f"not a {SCHEMA} object (a JSON {type(data).__name__})")
             raise ValueError(f"not a {SCHEMA} object (schema: {data.get('schema')!r})")
         try:
+            if "state" not in data:
+                raise ValueError("missing key 'state' (the counters every estimate derives from)")
             state = data["state"]
+            if any(type(x) is bool for triple in state["joint_counts"] for x in triple):
+                raise ValueError("joint_counts holds a boolean where a count belongs")
             if state.get("threshold_scale", THRESHOLD_SCALE) != THRESHOLD_SCALE:
                 raise ValueError("threshold_scale differs from this version's")
             joint = [(int(k), int(a), int(n)) for k, a, n in state["joint_counts"]]

@@ -173,3 +173,13 @@ def test_greedy_parquet_matches_jsonl(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "bad.parquet:2: 'target' has 3 entries; 1 drafted tokens need 1 or 2" in result.stderr
+
+
+def test_markdown_shows_the_server_audits(buggy_log: Path) -> None:
+    """A CI step summary must show why --max-mismatches or --check-sampler failed."""
+    args = ("audit", str(buggy_log), "--reported-field", "reported", "--check-sampler", "--max-mismatches", "0")
+    result = invoke(*args, "-o", "markdown")
+    assert result.exit_code == 1
+    assert "### Reported counts" in result.stdout and "### Sampler health" in result.stdout
+    assert "| no-prefix-break |" in result.stdout
+    assert f"| {buggy_log} | 1 |" in result.stdout or f"| {buggy_log} |" in result.stdout

@@ -38,3 +38,26 @@ def test_every_command_is_documented(name: str) -> None:
 )
 def test_every_option_is_documented(command: str, option: str) -> None:
     assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", README), f"{command} {option} missing from README"
+
+
+def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python example, run as written on files made for it, without click or rich."""
+    import gzip
+    import subprocess
+    import sys
+
+    import orjson
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"p": [0.9, 0.2], "q": [0.5, 0.8], "r": [0.1, 0.5], "model": "draft-1b"}] * 3
+    (tmp_path / "monday.jsonl.gz").write_bytes(gzip.compress(b"".join(orjson.dumps(row) + b"\n" for row in rows)))
+    pq.write_table(pa.table({name: [[0.5], [0.5]] for name in "pqr"}), tmp_path / "tuesday.parquet")
+    code = re.search(r"## As a library.*?```python\n(.*?)```", README, re.S)
+    assert code is not None
+    check = "\nimport sys\nassert 'click' not in sys.modules and 'rich' not in sys.modules\nprint(by_model.groups)\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code.group(1) + check], cwd=tmp_path, capture_output=True, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"draft-1b" in result.stdout

@@ -131,7 +131,7 @@ def test_odd_option_values_are_usage_errors(args: list[str]) -> None:
 def test_emoji_codes_in_data_stay_text(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / ":fire:.jsonl", [{**FIRST_EXAMPLE, "model": ":warning:"}])
     result = invoke("audit", str(path), "--group-by", "model")
-    assert ":fire:.jsonl:1" in result.stdout and ":warning:" in result.stdout
+    assert ":fire:.jsonl" in result.stdout and ":warning:" in result.stdout
     assert "🔥" not in result.stdout and "⚠" not in result.stdout
 
 
@@ -142,3 +142,23 @@ def test_markdown_cells_cannot_make_links_or_images(tmp_path: Path) -> None:
     from specaccept_cli.render import markdown_cell
 
     assert markdown_cell("![i](https://x)[l](https://y)") == "\\!\\[i\\](https://x)\\[l\\](https://y)"
+
+
+def test_parquet_through_a_pipe_given_as_a_path(tmp_path: Path) -> None:
+    source = tmp_path / "x.parquet"
+    pq.write_table(pa.table({name: [[0.5], [0.5, 0.5]] for name in "pqr"}), source)
+    fifo = tmp_path / "x.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as pipe:
+            pipe.write(source.read_bytes())
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        result = run_process("audit", str(fifo), "-o", "json", timeout=60)
+    finally:
+        writer.join(timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert orjson.loads(result.stdout)["runs"] == 2

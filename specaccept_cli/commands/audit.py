@@ -28,7 +28,7 @@ from specaccept_cli.cli import (
 from specaccept_cli.errors import OutputError
 
 
-@click.command()
+@click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
 @click.argument("inputs", nargs=-1, metavar="[INPUT]...")
 @click.option(
     "-o",
@@ -89,7 +89,7 @@ from specaccept_cli.errors import OutputError
 )
 @click.option(
     "--sampler-significance",
-    type=FiniteFloat(0.0, 1.0, min_open=True),
+    type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
     default=0.001,
     show_default=True,
     help="A sampler test fails when its p-value is below this.",
@@ -193,8 +193,10 @@ def audit(
     INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
     a directory of Parquet shards, or - for stdin (the default when stdin is a pipe).
 
-    Gates (--min-*) and a --baseline comparison exit 1 when they fail, after the
-    normal output; each failure is one line on stderr. A bad row stops the audit
+    Checks exit 1 when they fail, after the normal output, one line on stderr
+    each: the --min-* gates, a --baseline comparison (a significant drop, or a
+    metric that cannot be tested), --max-mismatches, --check-sampler and
+    --max-errors. A bad row stops the audit
     (exit 2) unless --on-error skip, which counts it and lists it on stderr.
 
     \b

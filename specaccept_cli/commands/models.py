@@ -6,14 +6,16 @@ import click
 
 from specaccept_cli.cli import (
     FiniteFloat,
+    atomic_file,
     binary_stdout,
     printing_to_stdout,
     write_atomically,
 )
+from specaccept_cli.errors import SpecacceptError
 from specaccept_cli.validate import MAX_DRAFT_LENGTH
 
 
-@click.command()
+@click.command(short_help="Write honest synthetic logs with a known alpha.")
 @click.option("--runs", type=click.IntRange(min=0), required=True, help="Number of drafted runs.")
 @click.option("--alpha", type=FiniteFloat(0.0, 1.0), default=None, help="Per-token acceptance probability.")
 @click.option(
@@ -69,16 +71,25 @@ def simulate(
         raise click.BadParameter(f"{k_text!r} is not a draft length (4) or range (1-8)", param_hint="--k") from None
     if k_high > MAX_DRAFT_LENGTH:
         raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
+    name = output_path.lower()
+    if name.endswith((".bz2", ".xz", ".zst", ".zstd")):
+        raise click.BadParameter(
+            "simulate writes JSONL, gzip-compressed JSONL (.gz) or Parquet (.parquet)", param_hint="-o"
+        )
     chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position)
-    if output_path.endswith((".parquet", ".pq")):
-        sim.write_parquet(chunks, output_path)
-        return
     if output_path == "-":
         out = binary_stdout()
         sim.write_jsonl(chunks, out)
         out.flush()
         return
-    write_atomically(output_path, lambda handle: sim.write_jsonl(chunks, handle))
+    try:
+        if name.endswith((".parquet", ".pq")):
+            with atomic_file(output_path) as raw:
+                sim.write_parquet(chunks, raw)
+        else:
+            write_atomically(output_path, lambda handle: sim.write_jsonl(chunks, handle))
+    except OSError as exc:
+        raise SpecacceptError(f"cannot write {output_path}: {exc.strerror or exc}") from None
 
 
 def _parse_k_list(text: str) -> list[int]:
@@ -105,7 +116,7 @@ MAX_EXPECT_K = MAX_DRAFT_LENGTH
 MAX_EXPECT_KS = 1025
 
 
-@click.command()
+@click.command(short_help="Tokens per pass (and speedup) the i.i.d. model expects.")
 @click.option("--alpha", type=FiniteFloat(0.0, 1.0), required=True, help="Per-token acceptance probability.")
 @click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
 @click.option(

@@ -14,7 +14,7 @@ from specaccept_cli.cli import (
 )
 
 
-@click.command()
+@click.command(short_help="Compare two saved summaries, as audit --baseline does.")
 @click.argument("baseline_path", metavar="BASELINE.json", type=click.Path(dir_okay=False))
 @click.argument("current_path", metavar="CURRENT.json", type=click.Path(dir_okay=False))
 @comparison_options
@@ -66,7 +66,7 @@ def diff(
     conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
 
 
-@click.command()
+@click.command(short_help="Merge shard summaries into the summary of all of them.")
 @click.argument("summaries", nargs=-1, required=True, metavar="SUMMARY.json...", type=click.Path(dir_okay=False))
 @click.option(
     "-o",
