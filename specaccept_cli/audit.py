@@ -325,7 +325,7 @@ class SamplerTally:
             if not (0 <= int(index) < R_HISTOGRAM_BINS and int(count) >= 0):
                 raise ValueError(f"r_histogram holds an impossible bin ({index}, {count})")
             histogram[int(index)] += int(count)
-        return cls(
+        tally = cls(
             significance=float(data["significance"]),
             examined_tokens=int(data["examined_tokens"]),
             accepted_tokens=int(data["accepted_tokens"]),
@@ -333,6 +333,10 @@ class SamplerTally:
             variance_fixed=int(data["variance_fixed"]),
             r_histogram=histogram,
         )
+        counters = (tally.examined_tokens, tally.accepted_tokens, tally.expected_fixed, tally.variance_fixed)
+        if not 0.0 < tally.significance < 1.0 or min(counters) < 0:
+            raise ValueError("sampler tally holds a significance outside (0, 1) or a negative counter")
+        return tally
 
 
 def audit_failures(

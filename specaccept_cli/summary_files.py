@@ -103,21 +103,27 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
     """The summary of all inputs, from (source name, summary object) pairs.
 
     Counters add; everything else is recomputed from the sum. Summaries with `groups`
-    merge value by value (`Summary.__add__`); either every object has groups or none
-    does, since otherwise the merged groups would not add up to the merged total.
+    merge value by value (`Summary.__add__`). Either every object has groups or none
+    does, and likewise the server audits (reported counts, sampler tally): otherwise a
+    merged part would silently cover only some of the runs of the merged total.
     """
     if not objects:
         raise ValueError("nothing to merge")
     total = Summary()
-    first_source, first_grouped = objects[0][0], None
-    for source, data in objects:
+    first_source = objects[0][0]
+    for index, (source, data) in enumerate(objects):
         summary = summary_of(data, source)
-        grouped = summary.groups is not None
-        if first_grouped is None:
-            first_grouped = grouped
-        if grouped != first_grouped:
-            has, lacks = (source, first_source) if grouped else (first_source, source)
-            raise InputError(lacks, None, f"has no '{GROUPS_KEY}' while {has} has: summarise every shard the same way")
+        if index:  # every shard summarised the same way, or a merged part covers only some runs
+            for part, what in (
+                ("groups", f"'{GROUPS_KEY}'"),
+                ("reported", "reported counts"),
+                ("sampler", "sampler tally"),
+            ):
+                if (getattr(summary, part) is None) != (getattr(total, part) is None):
+                    has, lacks = (
+                        (source, first_source) if getattr(summary, part) is not None else (first_source, source)
+                    )
+                    raise InputError(lacks, None, f"has no {what} while {has} has: summarise every shard the same way")
         try:
             total = total + summary
         except ValueError as exc:  # grouped by different fields

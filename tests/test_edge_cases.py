@@ -162,3 +162,21 @@ def test_parquet_through_a_pipe_given_as_a_path(tmp_path: Path) -> None:
         writer.join(timeout=60)
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout)["runs"] == 2
+
+
+def test_merge_refuses_shards_audited_differently(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    assert (
+        invoke("simulate", "--runs", "300", "--alpha", "0.7", "--k", "4", "--seed", "2", "-o", str(path)).exit_code == 0
+    )
+    plain, sampled = tmp_path / "plain.json", tmp_path / "sampled.json"
+    assert invoke("audit", str(path), "-o", "json", "--summary-out", str(plain)).exit_code == 0
+    assert invoke("audit", str(path), "-o", "json", "--check-sampler", "--summary-out", str(sampled)).exit_code == 0
+    result = invoke("merge", str(sampled), str(plain))
+    assert result.exit_code == 2
+    assert f"{plain}: has no sampler tally while {sampled} has" in result.stderr
+    broken = orjson.loads(sampled.read_bytes())
+    broken["state"]["sampler"]["significance"] = 2.0
+    (tmp_path / "broken.json").write_bytes(orjson.dumps(broken))
+    result = invoke("merge", str(tmp_path / "broken.json"))
+    assert result.exit_code == 2 and "significance outside (0, 1)" in result.stderr
