@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -155,39 +156,7 @@ from specaccept_cli.errors import OutputError
     default=None,
     help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
 )
-def audit(
-    inputs: tuple[str, ...],
-    output: str,
-    input_format: str,
-    p_field: str,
-    q_field: str,
-    r_field: str,
-    id_fields: tuple[str, ...],
-    group_by: str | None,
-    cost_ratio: float | None,
-    show_conventions: bool,
-    max_rows: int,
-    quiet: bool,
-    reported_field: str | None,
-    max_mismatches: int | None,
-    check_sampler: bool,
-    sampler_significance: float,
-    draft_tokens_field: str | None,
-    target_tokens_field: str | None,
-    min_alpha: float | None,
-    min_tokens_per_pass: float | None,
-    min_acceptance_rate: float | None,
-    summary_out: str | None,
-    baseline: str | None,
-    max_drop: float,
-    significance: float,
-    github: bool,
-    on_error: str,
-    max_errors: int | None,
-    quarantine: str | None,
-    max_line_bytes: int,
-    jobs: int | None,
-) -> None:
+def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
     INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
@@ -207,14 +176,97 @@ def audit(
       specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
       specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
     """
-    from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.parallel import default_jobs, evaluate_source
-    from specaccept_cli.pipeline import AuditPlan, summarise_evaluated
+    run_audit(AuditOptions(**options))
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """`audit`'s command line, as Click parsed it."""
+
+    inputs: tuple[str, ...]
+    output: str
+    input_format: str
+    p_field: str
+    q_field: str
+    r_field: str
+    id_fields: tuple[str, ...]
+    group_by: str | None
+    cost_ratio: float | None
+    show_conventions: bool
+    max_rows: int
+    quiet: bool
+    reported_field: str | None
+    max_mismatches: int | None
+    check_sampler: bool
+    sampler_significance: float
+    draft_tokens_field: str | None
+    target_tokens_field: str | None
+    min_alpha: float | None
+    min_tokens_per_pass: float | None
+    min_acceptance_rate: float | None
+    summary_out: str | None
+    baseline: str | None
+    max_drop: float
+    significance: float
+    github: bool
+    on_error: str
+    max_errors: int | None
+    quarantine: str | None
+    max_line_bytes: int
+    jobs: int | None
+
+
+def run_audit(options: AuditOptions) -> None:
+    """Check the options, read every source through the per-batch stage, print, then conclude the checks."""
     from specaccept_cli.policy import ErrorPolicy
-    from specaccept_cli.sources import STDIN, expand_inputs
+    from specaccept_cli.sources import expand_inputs
     from specaccept_cli.summary_files import read_summary_file, summary_of
 
-    paths = list(inputs)
+    paths = _input_paths(options)
+    fields, plan = _reading_plan(options)
+    # Read the baseline before the logs: a bad baseline should not cost a long audit.
+    baseline = options.baseline
+    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
+    # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
+    sources = expand_inputs(paths)
+    policy = ErrorPolicy(options.on_error)  # type: ignore[arg-type]
+
+    from specaccept_cli import render
+
+    stderr = render.QuietPipeConsole(stderr=True)
+    preview = render.RunPreview(options.max_rows)
+    with _quarantine_file(options.quarantine) as policy.quarantine:
+        summary = _read(options, sources, fields, plan, policy, preview, stderr)
+    summary = summary + policy.summary()
+
+    from specaccept_cli.gates import check_gates, compare
+
+    thresholds = {
+        "min_alpha": options.min_alpha,
+        "min_tokens_per_pass": options.min_tokens_per_pass,
+        "min_acceptance_rate": options.min_acceptance_rate,
+    }
+    gates = check_gates(summary, thresholds)
+    comparison = (
+        None if baseline_summary is None else compare(baseline_summary, summary, options.max_drop, options.significance)
+    )
+    _show(options, summary, gates, comparison, preview, stderr)
+
+    from specaccept_cli.audit import audit_failures
+
+    markdown = render.markdown_report(summary, gates, comparison) if options.github else None
+    where = describe_inputs(paths)
+    audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
+    if options.max_errors is not None and policy.skipped > options.max_errors:
+        audits.append(_too_many_errors(policy, options.max_errors))
+    conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
+
+
+def _input_paths(options: AuditOptions) -> list[str]:
+    """The inputs to read (stdin when none is given and stdin is a pipe), after the usage checks."""
+    from specaccept_cli.sources import STDIN
+
+    paths = list(options.inputs)
     if not paths:
         stdin = sys.stdin
         if stdin is None or stdin.isatty():
@@ -222,53 +274,62 @@ def audit(
         paths = [STDIN]
     if paths.count(STDIN) > 1:
         raise click.UsageError("stdin (-) can be read only once")
-    if (draft_tokens_field is None) != (target_tokens_field is None):
+    if (options.draft_tokens_field is None) != (options.target_tokens_field is None):
         raise click.UsageError("greedy logs need both --draft-tokens-field and --target-tokens-field")
-    if draft_tokens_field is not None and check_sampler:
+    if options.draft_tokens_field is not None and options.check_sampler:
         raise click.UsageError("--check-sampler needs logged (p, q, r); greedy logs have none")
-    if max_mismatches is not None and reported_field is None:
+    if options.max_mismatches is not None and options.reported_field is None:
         raise click.UsageError("--max-mismatches needs --reported-field")
-    if on_error == "fail":
-        for name, value in (("--max-errors", max_errors), ("--quarantine", quarantine)):
+    if options.on_error == "fail":
+        for name, value in (("--max-errors", options.max_errors), ("--quarantine", options.quarantine)):
             if value is not None:
                 raise click.UsageError(f"{name} applies to --on-error skip")
-    id_fields = tuple(dict.fromkeys(id_fields))
-    own_columns = {"source", "line", "k", "accepted", "emitted", *(("reported", "mismatch") if reported_field else ())}
-    for name in id_fields:
-        if name in own_columns:
-            raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
-    extras = (*id_fields, *(name for name in (group_by, reported_field) if name is not None))
-    fields = FieldSpec(
-        p=p_field,
-        q=q_field,
-        r=r_field,
-        extras=tuple(dict.fromkeys(extras)),
-        counts=(reported_field,) if reported_field else (),
-        draft_tokens=draft_tokens_field,
-        target_tokens=target_tokens_field,
-    )
-    # Per-run records alone need no groups; a summary that is printed or saved does.
-    grouping = None if output in ("jsonl", "csv") and summary_out is None else group_by
-    plan = AuditPlan(
-        group_by=grouping,
-        reported_field=reported_field,
-        check_sampler=check_sampler,
-        sampler_significance=sampler_significance,
-    )
-    column_names = ("reported", "mismatch") if reported_field else ()
-    if baseline is None:
+    if options.baseline is None:
         ctx = click.get_current_context()
         for name in ("max_drop", "significance"):
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
-    # Read the baseline before the logs: a bad baseline should not cost a long audit.
-    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
+    return paths
 
-    # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
-    sources = expand_inputs(paths)
-    policy = ErrorPolicy(on_error)  # type: ignore[arg-type]
 
-    workers = jobs or default_jobs()
+def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
+    """Which fields to read from each row, and what to compute besides the rule."""
+    from specaccept_cli.batch import FieldSpec
+    from specaccept_cli.pipeline import AuditPlan
+
+    reported_field = options.reported_field
+    own_columns = {"source", "line", "k", "accepted", "emitted", *(("reported", "mismatch") if reported_field else ())}
+    for name in options.id_fields:
+        if name in own_columns:
+            raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
+    extras = (*options.id_fields, *(name for name in (options.group_by, reported_field) if name is not None))
+    fields = FieldSpec(
+        p=options.p_field,
+        q=options.q_field,
+        r=options.r_field,
+        extras=tuple(dict.fromkeys(extras)),
+        counts=(reported_field,) if reported_field else (),
+        draft_tokens=options.draft_tokens_field,
+        target_tokens=options.target_tokens_field,
+    )
+    # Per-run records alone need no groups; a summary that is printed or saved does.
+    per_run_only = options.output in ("jsonl", "csv") and options.summary_out is None
+    plan = AuditPlan(
+        group_by=None if per_run_only else options.group_by,
+        reported_field=reported_field,
+        check_sampler=options.check_sampler,
+        sampler_significance=options.sampler_significance,
+    )
+    return fields, plan
+
+
+def _read(options: AuditOptions, sources: Any, fields: Any, plan: Any, policy: Any, preview: Any, stderr: Any) -> Any:
+    """Every source through the per-batch stage, in order; per-run records stream out as they come."""
+    from specaccept_cli import render
+    from specaccept_cli.parallel import default_jobs, evaluate_source
+    from specaccept_cli.pipeline import summarise_evaluated
+
+    workers = options.jobs or default_jobs()
 
     def evaluated(progress: Any, keep_runs: bool) -> Any:
         for source in sources:
@@ -276,8 +337,8 @@ def audit(
                 source,
                 fields,
                 policy,
-                input_format,  # type: ignore[arg-type]
-                max_line_bytes,
+                options.input_format,  # type: ignore[arg-type]
+                options.max_line_bytes,
                 progress,
                 jobs=workers,
                 keep_runs=keep_runs,
@@ -285,51 +346,40 @@ def audit(
             )
             yield from policy.guard(batches)
 
-    from specaccept_cli import render
-
-    stderr = render.QuietPipeConsole(stderr=True)
-    show_progress = not quiet and stderr.is_terminal
-
     def run(sink: Any = None) -> Any:
-        if show_progress:
+        if not options.quiet and stderr.is_terminal:
             with render.RichProgress(stderr, sources) as progress:
                 return summarise_evaluated(evaluated(progress, sink is not None), sink, plan.group_by)
         return summarise_evaluated(evaluated(None, sink is not None), sink, plan.group_by)
 
-    preview = render.RunPreview(max_rows)
-    with _quarantine_file(quarantine) as policy.quarantine:
-        if output in ("jsonl", "csv"):
-            from specaccept_cli.records import CsvWriter, JsonlWriter
+    if options.output in ("jsonl", "csv"):
+        from specaccept_cli.records import CsvWriter, JsonlWriter
 
-            writer = (JsonlWriter if output == "jsonl" else CsvWriter)(binary_stdout(), id_fields, column_names)
-            summary = run(writer.write)
-            writer.close()
-        elif output == "table" and max_rows:
+        column_names = ("reported", "mismatch") if options.reported_field else ()
+        writer = (JsonlWriter if options.output == "jsonl" else CsvWriter)(
+            binary_stdout(), tuple(dict.fromkeys(options.id_fields)), column_names
+        )
+        summary = run(writer.write)
+        writer.close()
+        return summary
+    if options.output == "table" and options.max_rows:
 
-            def keep(batch: Any, outcome: Any, columns: Any) -> None:
-                preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+        def keep(batch: Any, outcome: Any, columns: Any) -> None:
+            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
 
-            summary = run(keep)
-        else:
-            summary = run()
-    summary = summary + policy.summary()
+        return run(keep)
+    return run()
 
-    from specaccept_cli.gates import check_gates, compare
+
+def _show(options: AuditOptions, summary: Any, gates: Any, comparison: Any, preview: Any, stderr: Any) -> None:
+    """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
+    from specaccept_cli import render
     from specaccept_cli.summary_files import json_bytes
 
-    # The one summary object: --summary-out writes it, -o json prints it (plus the checks' results).
-    summary_object = summary.to_dict(cost_ratio)
-    if summary_out is not None:
-        write_file(summary_out, json_bytes(summary_object))
-    thresholds = {
-        "min_alpha": min_alpha,
-        "min_tokens_per_pass": min_tokens_per_pass,
-        "min_acceptance_rate": min_acceptance_rate,
-    }
-    gates = check_gates(summary, thresholds)
-    comparison = None if baseline_summary is None else compare(baseline_summary, summary, max_drop, significance)
-
-    if output == "json":
+    summary_object = summary.to_dict(options.cost_ratio)
+    if options.summary_out is not None:
+        write_file(options.summary_out, json_bytes(summary_object))
+    if options.output == "json":
         data = dict(summary_object)
         if gates:
             data["gates"] = [result.to_dict() for result in gates]
@@ -338,16 +388,18 @@ def audit(
         out = binary_stdout()
         out.write(json_bytes(data))
         out.flush()
-    elif output == "markdown":
+    elif options.output == "markdown":
         out = binary_stdout()
         out.write(render.markdown_report(summary, gates, comparison).encode())
         out.flush()
-    elif output == "table":
+    elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
-            if max_rows:
+            if options.max_rows:
                 console.print(render.runs_table(preview))
-            console.print(render.summary_view(summary, cost_ratio=cost_ratio, conventions=show_conventions))
+            console.print(
+                render.summary_view(summary, cost_ratio=options.cost_ratio, conventions=options.show_conventions)
+            )
             for view in render.audit_views(summary):
                 console.print(view)
             if gates:
@@ -356,15 +408,6 @@ def audit(
                 console.print(render.comparison_view(comparison))
     if summary.skipped_rows or summary.skipped_sources:
         stderr.print(render.skipped_table(summary))
-
-    markdown = render.markdown_report(summary, gates, comparison) if github else None
-    where = describe_inputs(paths)
-    from specaccept_cli.audit import audit_failures
-
-    audits = audit_failures(summary.reported, summary.sampler, max_mismatches)
-    if max_errors is not None and policy.skipped > max_errors:
-        audits.append(_too_many_errors(policy, max_errors))
-    conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
 
 def _too_many_errors(policy: Any, max_errors: int) -> str:
