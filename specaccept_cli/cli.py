@@ -24,8 +24,6 @@ EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
 
-MAX_LINE_BYTES = 64 << 20  # jsonl.DEFAULT_MAX_LINE_BYTES, kept here so `check` need not import numpy
-
 
 def _error_line(message: str) -> None:
     click.echo(f"specaccept: {visible(message)}", err=True)

@@ -25,14 +25,19 @@ from specaccept_cli.batch import (
     parse_field_path,
 )
 from specaccept_cli.errors import InputError
-from specaccept_cli.validate import count_problem, describe_value, json_type_name, length_problem
+from specaccept_cli.validate import (
+    DEFAULT_MAX_LINE_BYTES,
+    count_problem,
+    describe_value,
+    json_type_name,
+    length_problem,
+)
 
 OnError = Callable[[InputError], None]
 
 # Small enough that a block's Python objects stay in a core's L2 cache while it is parsed: 512 KiB
 # blocks take ~22% less CPU than 4 MiB ones on the 1M-run benchmark (see README, Performance).
 BLOCK_BYTES = 512 << 10
-DEFAULT_MAX_LINE_BYTES = 64 << 20
 BOM = b"\xef\xbb\xbf"
 
 # A line too long to hold stands in its block as this marker (its bytes are discarded).

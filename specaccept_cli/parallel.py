@@ -36,7 +36,7 @@ import numpy as np
 
 from specaccept_cli.batch import FieldSpec, RunBatch
 from specaccept_cli.errors import InputError, SpecacceptError
-from specaccept_cli.jsonl import BLOCK_BYTES, DEFAULT_MAX_LINE_BYTES, OnError, iter_line_blocks, parse_block
+from specaccept_cli.jsonl import BLOCK_BYTES, OnError, iter_line_blocks, parse_block
 from specaccept_cli.pipeline import AuditPlan, Evaluated, evaluate_batch
 from specaccept_cli.sources import (
     Format,
@@ -48,6 +48,7 @@ from specaccept_cli.sources import (
     read_source,
     sniff_compression,
 )
+from specaccept_cli.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor

@@ -20,7 +20,8 @@ from typing import Any, BinaryIO, Literal, Protocol, cast
 
 from specaccept_cli.batch import FieldSpec, RunBatch
 from specaccept_cli.errors import InputError
-from specaccept_cli.jsonl import DEFAULT_MAX_LINE_BYTES, OnError, read_jsonl
+from specaccept_cli.jsonl import OnError, read_jsonl
+from specaccept_cli.validate import DEFAULT_MAX_LINE_BYTES
 
 Format = Literal["auto", "jsonl", "parquet"]
 

@@ -13,6 +13,9 @@ import math
 # (k + 1) x (k + 1) histogram, so an absurd k (a corrupt length) would cost memory quadratic in it.
 MAX_DRAFT_LENGTH = 1024
 
+# A JSONL line longer than this is a bad row by default (--max-line-bytes); it is never held in memory.
+DEFAULT_MAX_LINE_BYTES = 64 << 20
+
 
 # A reported count above this cannot be a token count (and would not fit the int64 arrays).
 MAX_COUNT = 2**53

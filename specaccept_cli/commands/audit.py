@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from specaccept_cli.cli import (
-    MAX_LINE_BYTES,
     CheckedOutput,
     FiniteFloat,
     atomic_file,
@@ -27,6 +26,7 @@ from specaccept_cli.cli import (
     write_file,
 )
 from specaccept_cli.errors import OutputError
+from specaccept_cli.validate import DEFAULT_MAX_LINE_BYTES
 
 
 @click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
@@ -144,7 +144,7 @@ from specaccept_cli.errors import OutputError
 @click.option(
     "--max-line-bytes",
     type=click.IntRange(min=1),
-    default=MAX_LINE_BYTES,
+    default=DEFAULT_MAX_LINE_BYTES,
     show_default=True,
     metavar="N",
     help="A JSONL line longer than N bytes is a bad row (its bytes are never held in memory).",

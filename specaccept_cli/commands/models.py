@@ -106,14 +106,10 @@ def _parse_k_list(text: str) -> list[int]:
             ) from None
         if low < 0 or high < low:
             raise click.BadParameter(f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k")
-        if high - low >= MAX_EXPECT_KS or high > MAX_EXPECT_K:
-            raise click.BadParameter(f"draft lengths go up to {MAX_EXPECT_K}", param_hint="--k")
+        if high > MAX_DRAFT_LENGTH:  # also bounds how many k one call lists
+            raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
         ks += range(low, high + 1)
     return list(dict.fromkeys(ks))
-
-
-MAX_EXPECT_K = MAX_DRAFT_LENGTH
-MAX_EXPECT_KS = 1025
 
 
 @click.command(short_help="Tokens per pass (and speedup) the i.i.d. model expects.")
