@@ -7,7 +7,7 @@ Nothing here imports click or rich, and numpy/pyarrow load only when first neede
 
 from __future__ import annotations
 
-from specaccept_cli.rule import accept_prefix
+from specaccept_cli.rule.scalar import accept_prefix
 
 __version__ = "0.1.0"
 

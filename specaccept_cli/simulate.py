@@ -20,7 +20,7 @@ from typing import IO
 import numpy as np
 import orjson
 
-from specaccept_cli.batch import FloatArray, IntArray
+from specaccept_cli.rule.batch import FloatArray, IntArray
 
 CHUNK_RUNS = 65_536
 

@@ -21,10 +21,10 @@ import sys
 
 import numpy as np
 
-from specaccept_cli.batch import FieldSpec
 from specaccept_cli.errors import InputError
-from specaccept_cli.jsonl import iter_line_blocks, parse_lines
-from specaccept_cli.sources import MAGIC, decompress
+from specaccept_cli.read.jsonl import iter_line_blocks, parse_lines
+from specaccept_cli.read.sources import MAGIC, decompress
+from specaccept_cli.rule.batch import FieldSpec
 
 SOURCE = "fuzz.jsonl"
 

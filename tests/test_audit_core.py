@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specaccept_cli.audit import RULES, ReportedTally, SamplerTally, faulty_counts, parse_reported
-from specaccept_cli.batch import RunBatch
-from specaccept_cli.vectorized import accept_prefix_batch
+from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.vectorized import accept_prefix_batch
+from specaccept_cli.summary.server import RULES, ReportedTally, SamplerTally, faulty_counts, parse_reported
 from tests.conftest import spec_accept
 from tests.specdec import FAULTS, model_pair, speculative_runs
 

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from specaccept_cli import __version__
-from specaccept_cli.formulas import expected_tokens_per_pass
+from specaccept_cli.summary.formulas import expected_tokens_per_pass
 from tests.conftest import FIRST_EXAMPLE, all_commands, invoke, run_process, write_jsonl
 
 # Three runs worked by hand:

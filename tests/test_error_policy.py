@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.policy import ErrorPolicy
-from specaccept_cli.summary import MAX_KEPT_ERRORS, SkippedRow, Summary
+from specaccept_cli.read.policy import ErrorPolicy
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.summary.state import MAX_KEPT_ERRORS, SkippedRow, Summary
 from specaccept_cli.text import defused, json_controls_escaped, safe_text, visible
-from specaccept_cli.validate import DEFAULT_MAX_LINE_BYTES
 
 
 def errors(source: str, count: int) -> tuple[SkippedRow, ...]:
@@ -90,7 +90,7 @@ def test_fail_policy_raises_and_skip_policy_quarantines_raw_lines() -> None:
 
 
 def test_cli_default_line_limit_is_the_readers() -> None:
-    from specaccept_cli.commands.audit import audit
+    from specaccept_cli.cli.audit import audit
 
     (option,) = [param for param in audit.params if param.name == "max_line_bytes"]
     assert option.default == DEFAULT_MAX_LINE_BYTES

@@ -8,11 +8,11 @@ import numpy as np
 import orjson
 import pytest
 
-from specaccept_cli.gates import check_gates, compare, drop_test
-from specaccept_cli.probability import normal_cdf
+from specaccept_cli.checks import check_gates, compare, drop_test
+from specaccept_cli.rule.vectorized import accept_prefix_batch
 from specaccept_cli.simulate import simulate
-from specaccept_cli.summary import Summary
-from specaccept_cli.vectorized import accept_prefix_batch
+from specaccept_cli.summary.probability import normal_cdf
+from specaccept_cli.summary.state import Summary
 from tests.conftest import FIRST_EXAMPLE, invoke, write_jsonl
 
 # The hand log of test_cli: alpha = 3/4, tokens per pass = 2, acceptance rate = 3/5.

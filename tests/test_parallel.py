@@ -14,13 +14,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from specaccept_cli import parallel
-from specaccept_cli.batch import FieldSpec
 from specaccept_cli.errors import InputError
-from specaccept_cli.jsonl import BLOCK_BYTES
-from specaccept_cli.parallel import evaluate_source, newline_aligned_ranges
-from specaccept_cli.sources import Source
-from specaccept_cli.summary import Summary
+from specaccept_cli.read import parallel
+from specaccept_cli.read.jsonl import BLOCK_BYTES
+from specaccept_cli.read.parallel import evaluate_source, newline_aligned_ranges
+from specaccept_cli.read.sources import Source
+from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.summary.state import Summary
 from tests.conftest import run_process, spec_accept
 
 FIELDS = FieldSpec(extras=("id",))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from specaccept_cli.batch import FieldSpec
-from specaccept_cli.jsonl import parse_lines
+from specaccept_cli.read.jsonl import parse_lines
+from specaccept_cli.rule.batch import FieldSpec
 from tests.test_parallel import mixed_lines
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specaccept_cli.probability import kolmogorov_sf, ks_p_value, normal_sf, normal_two_sided
+from specaccept_cli.summary.probability import kolmogorov_sf, ks_p_value, normal_sf, normal_two_sided
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specaccept_cli.sources import MAGIC
+from specaccept_cli.read.sources import MAGIC
 from specaccept_cli.text import visible
 from tests.conftest import FIRST_EXAMPLE, invoke, spec_accept, write_jsonl
 from tests.fuzz_reader import COMPRESS, check_compressed, check_reader

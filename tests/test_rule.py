@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specaccept_cli.rule import accept_prefix
-from specaccept_cli.vectorized import THRESHOLD_SCALE, accept_prefix_batch
+from specaccept_cli.rule.scalar import accept_prefix
+from specaccept_cli.rule.vectorized import THRESHOLD_SCALE, accept_prefix_batch
 from tests.conftest import spec_accept
 
 SEED_CASES = [

@@ -264,7 +264,7 @@ def test_multiple_inputs_are_read_in_order(tmp_path: Path) -> None:
 def test_prefetched_batches_keep_order_errors_and_stop_early() -> None:
     import threading
 
-    from specaccept_cli.parquet import _prefetched
+    from specaccept_cli.read.parquet import _prefetched
 
     assert list(_prefetched(iter(range(50)))) == list(range(50))
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specaccept_cli.batch import RunBatch
-from specaccept_cli.pipeline import AuditPlan, summarise
+from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.vectorized import accept_prefix_batch
 from specaccept_cli.simulate import simulate
-from specaccept_cli.summary import Summary, group_key
-from specaccept_cli.vectorized import accept_prefix_batch
+from specaccept_cli.summary.evaluate import AuditPlan, summarise
+from specaccept_cli.summary.state import Summary, group_key
 from tests.conftest import invoke, write_jsonl
 
 # Three runs worked by hand (thresholds min(1, p/q) in brackets):
@@ -333,8 +333,8 @@ def one_run() -> tuple[np.ndarray, ...]:
 
 
 def summarise_rows(path: Path, rows: list[dict[str, object]]) -> Summary:
-    from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.sources import expand_inputs, read_source
+    from specaccept_cli.read.sources import expand_inputs, read_source
+    from specaccept_cli.rule.batch import FieldSpec
 
     write_jsonl(path, rows)
     fields = FieldSpec(extras=("model",))
@@ -439,7 +439,7 @@ def test_per_position_and_histogram_equal_counting_run_by_run(pairs: list[tuple[
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10_000), st.integers(0, 200), st.integers(1, 6))
 def test_groups_of_a_batch_are_the_summaries_of_their_runs(seed: int, runs: int, n_keys: int) -> None:
-    from specaccept_cli.pipeline import split_by_group
+    from specaccept_cli.summary.evaluate import split_by_group
 
     rng = np.random.default_rng(seed)
     k = rng.integers(0, 9, size=runs)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specaccept_cli.summary_files import merge_summaries
+from specaccept_cli.summary.files import merge_summaries
 from tests.conftest import FIRST_EXAMPLE, invoke, write_jsonl
 from tests.test_gates import HAND_ROWS, save, simulated
 

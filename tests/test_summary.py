@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specaccept_cli.summary import Summary
-from specaccept_cli.vectorized import accept_prefix_batch
+from specaccept_cli.rule.vectorized import accept_prefix_batch
+from specaccept_cli.summary.state import Summary
 
 
 def outcome_summary(seed: int, runs: int) -> tuple[Summary, list[tuple[np.ndarray, ...]]]:

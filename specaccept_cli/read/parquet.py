@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specaccept_cli.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
 from specaccept_cli.errors import InputError
-from specaccept_cli.jsonl import OnError
-from specaccept_cli.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
+from specaccept_cli.read.jsonl import OnError
+from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 65_536
 

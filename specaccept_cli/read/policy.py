@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Literal, TypeVar
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.summary import MAX_KEPT_ERRORS, SkippedRow, Summary
+from specaccept_cli.summary.state import MAX_KEPT_ERRORS, SkippedRow, Summary
 
 Mode = Literal["fail", "skip"]
 Item = TypeVar("Item")  # what a source yields: RunBatches, or blocks already evaluated elsewhere

@@ -12,7 +12,7 @@ from specaccept_cli.cli import (
     write_atomically,
 )
 from specaccept_cli.errors import SpecacceptError
-from specaccept_cli.validate import MAX_DRAFT_LENGTH
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 
 @click.command(short_help="Write honest synthetic logs with a known alpha.")
@@ -137,7 +137,7 @@ def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> 
       specaccept expect --alpha 0.8 --k 4              # -> 3.3616
       specaccept expect --alpha 0.8 --k 1-10 --cost-ratio 0.05
     """
-    from specaccept_cli import formulas
+    from specaccept_cli.summary import formulas
 
     ks = _parse_k_list(k_text)
     rows = [formulas.expectation(alpha, k, cost_ratio) for k in ks]
@@ -148,7 +148,7 @@ def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> 
         out.write(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
         out.flush()
         return
-    from specaccept_cli.render import QuietPipeConsole, expect_table
+    from specaccept_cli.views.terminal import QuietPipeConsole, expect_table
 
     best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
     optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)

@@ -15,12 +15,12 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from specaccept_cli import formulas
-from specaccept_cli.audit import RULES
-from specaccept_cli.conventions import DEFINITIONS, WHY_THEY_DIFFER
-from specaccept_cli.gates import Comparison, GateResult
-from specaccept_cli.sources import Source
-from specaccept_cli.summary import CONSISTENT_Z, Summary
+from specaccept_cli.checks import Comparison, GateResult
+from specaccept_cli.read.sources import Source
+from specaccept_cli.summary import formulas
+from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
+from specaccept_cli.summary.server import RULES
+from specaccept_cli.summary.state import CONSISTENT_Z, Summary
 from specaccept_cli.text import safe_text
 
 MAX_GROUP_ROWS = 50  # groups shown in the table view (all are in -o json), largest first

@@ -36,14 +36,14 @@ def diff(
     Example:
       specaccept diff main.json pr.json --max-drop 0.02 --significance 0.01
     """
-    from specaccept_cli.gates import compare
-    from specaccept_cli.summary_files import json_bytes, read_summary_file, summary_of
+    from specaccept_cli.checks import compare
+    from specaccept_cli.summary.files import json_bytes, read_summary_file, summary_of
 
     baseline = summary_of(read_summary_file(baseline_path), baseline_path)
     current = summary_of(read_summary_file(current_path), current_path)
     comparison = compare(baseline, current, max_drop, significance)
 
-    from specaccept_cli import render
+    from specaccept_cli.views import terminal as render
 
     if output == "json":
         data = {
@@ -86,7 +86,7 @@ def merge(summaries: tuple[str, ...], output_path: str) -> None:
     Example:
       specaccept merge shard-*.json -o all.json
     """
-    from specaccept_cli.summary_files import json_bytes, merge_summaries, read_summary_file
+    from specaccept_cli.summary.files import json_bytes, merge_summaries, read_summary_file
 
     merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specaccept_cli.summary import Summary
+    from specaccept_cli.summary.state import Summary
 
 WHY_THEY_DIFFER = (
     "They divide different counts: accepted/drafted counts untested tokens after a rejection as failures; "

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.validate import MAX_DRAFT_LENGTH, length_problem, value_problem
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, length_problem, value_problem
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -16,17 +16,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.batch import IntArray, RunBatch
 from specaccept_cli.errors import InputError
-from specaccept_cli.probability import ks_p_value, normal_two_sided
-from specaccept_cli.validate import count_problem
-from specaccept_cli.vectorized import (
+from specaccept_cli.rule.batch import IntArray, RunBatch
+from specaccept_cli.rule.validate import count_problem
+from specaccept_cli.rule.vectorized import (
     THRESHOLD_SCALE,
     BatchOutcome,
     accept_thresholds,
     prefix_lengths,
     run_sums,
 )
+from specaccept_cli.summary.probability import ks_p_value, normal_two_sided
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -60,11 +60,11 @@ def _write_failed(exc: OSError) -> str:
 
 # Commands that load only when they run (`specaccept check` must start about as fast as click itself).
 LAZY_COMMANDS = {
-    "audit": "specaccept_cli.commands.audit:audit",
-    "diff": "specaccept_cli.commands.summaries:diff",
-    "merge": "specaccept_cli.commands.summaries:merge",
-    "simulate": "specaccept_cli.commands.models:simulate",
-    "expect": "specaccept_cli.commands.models:expect",
+    "audit": "specaccept_cli.cli.audit:audit",
+    "diff": "specaccept_cli.cli.summaries:diff",
+    "merge": "specaccept_cli.cli.summaries:merge",
+    "simulate": "specaccept_cli.cli.models:simulate",
+    "expect": "specaccept_cli.cli.models:expect",
 }
 
 
@@ -222,7 +222,7 @@ def gate_options(command: Any) -> Any:
 
 
 def comparison_options(command: Any) -> Any:
-    from specaccept_cli.gates import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
+    from specaccept_cli.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
 
     options = [
         click.option(
@@ -395,8 +395,8 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
     Example:
       specaccept check --p 0.9,0.2,0.8 --q 0.5,0.8,0.4 --r 0.1,0.5,0.2   # -> 1
     """
-    from specaccept_cli.rule import accept_prefix
-    from specaccept_cli.validate import value_problem
+    from specaccept_cli.rule.scalar import accept_prefix
+    from specaccept_cli.rule.validate import value_problem
 
     p, q, r = _parse_list(p_text, "p"), _parse_list(q_text, "q"), _parse_list(r_text, "r")
     if not len(p) == len(q) == len(r):
@@ -411,7 +411,7 @@ def check(p_text: str, q_text: str, r_text: str, explain: bool) -> None:
     out.write(b"%d\n" % accepted)
     out.flush()
     if explain:
-        from specaccept_cli.render import QuietPipeConsole, explain_table
+        from specaccept_cli.views.terminal import QuietPipeConsole, explain_table
 
         with printing_to_stdout():
             QuietPipeConsole().print(explain_table(p, q, r, accepted))

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.audit import ReportedTally, SamplerTally, parse_reported
-from specaccept_cli.batch import RunBatch
 from specaccept_cli.errors import InputError
-from specaccept_cli.summary import Summary, group_key
-from specaccept_cli.vectorized import BatchOutcome, accept_prefix_batch
+from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
+from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
+from specaccept_cli.summary.state import Summary, group_key
 
 # Per-run columns computed beside the rule (e.g. "reported", "mismatch"), for per-run records.
 RunColumns = dict[str, npt.NDArray[np.generic]]

@@ -9,10 +9,10 @@ from typing import IO
 
 import orjson
 
-from specaccept_cli.batch import RunBatch
-from specaccept_cli.pipeline import RunColumns
+from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.vectorized import BatchOutcome
+from specaccept_cli.summary.evaluate import RunColumns
 from specaccept_cli.text import json_controls_escaped, safe_text
-from specaccept_cli.vectorized import BatchOutcome
 
 BASE_COLUMNS = ("source", "line", "k", "accepted", "emitted")
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.batch import FloatArray, IntArray
+from specaccept_cli.rule.batch import FloatArray, IntArray
 
 # Thresholds are summed in fixed point so that summaries of shards add up to exactly
 # the summary of the whole, whatever the order (float addition is not associative).

@@ -26,7 +26,7 @@ from specaccept_cli.cli import (
     write_file,
 )
 from specaccept_cli.errors import OutputError
-from specaccept_cli.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 
 @click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
@@ -218,9 +218,9 @@ class AuditOptions:
 
 def run_audit(options: AuditOptions) -> None:
     """Check the options, read every source through the per-batch stage, print, then conclude the checks."""
-    from specaccept_cli.policy import ErrorPolicy
-    from specaccept_cli.sources import expand_inputs
-    from specaccept_cli.summary_files import read_summary_file, summary_of
+    from specaccept_cli.read.policy import ErrorPolicy
+    from specaccept_cli.read.sources import expand_inputs
+    from specaccept_cli.summary.files import read_summary_file, summary_of
 
     paths = _input_paths(options)
     fields, plan = _reading_plan(options)
@@ -231,7 +231,7 @@ def run_audit(options: AuditOptions) -> None:
     sources = expand_inputs(paths)
     policy = ErrorPolicy(options.on_error)  # type: ignore[arg-type]
 
-    from specaccept_cli import render
+    from specaccept_cli.views import terminal as render
 
     stderr = render.QuietPipeConsole(stderr=True)
     preview = render.RunPreview(options.max_rows)
@@ -239,7 +239,7 @@ def run_audit(options: AuditOptions) -> None:
         summary = _read(options, sources, fields, plan, policy, preview, stderr)
     summary = summary + policy.summary()
 
-    from specaccept_cli.gates import check_gates, compare
+    from specaccept_cli.checks import check_gates, compare
 
     thresholds = {
         "min_alpha": options.min_alpha,
@@ -252,7 +252,7 @@ def run_audit(options: AuditOptions) -> None:
     )
     _show(options, summary, gates, comparison, preview, stderr)
 
-    from specaccept_cli.audit import audit_failures
+    from specaccept_cli.summary.server import audit_failures
 
     markdown = render.markdown_report(summary, gates, comparison) if options.github else None
     where = describe_inputs(paths)
@@ -264,7 +264,7 @@ def run_audit(options: AuditOptions) -> None:
 
 def _input_paths(options: AuditOptions) -> list[str]:
     """The inputs to read (stdin when none is given and stdin is a pipe), after the usage checks."""
-    from specaccept_cli.sources import STDIN
+    from specaccept_cli.read.sources import STDIN
 
     paths = list(options.inputs)
     if not paths:
@@ -294,8 +294,8 @@ def _input_paths(options: AuditOptions) -> list[str]:
 
 def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
     """Which fields to read from each row, and what to compute besides the rule."""
-    from specaccept_cli.batch import FieldSpec
-    from specaccept_cli.pipeline import AuditPlan
+    from specaccept_cli.rule.batch import FieldSpec
+    from specaccept_cli.summary.evaluate import AuditPlan
 
     reported_field = options.reported_field
     own_columns = {"source", "line", "k", "accepted", "emitted", *(("reported", "mismatch") if reported_field else ())}
@@ -325,9 +325,9 @@ def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
 
 def _read(options: AuditOptions, sources: Any, fields: Any, plan: Any, policy: Any, preview: Any, stderr: Any) -> Any:
     """Every source through the per-batch stage, in order; per-run records stream out as they come."""
-    from specaccept_cli import render
-    from specaccept_cli.parallel import default_jobs, evaluate_source
-    from specaccept_cli.pipeline import summarise_evaluated
+    from specaccept_cli.read.parallel import default_jobs, evaluate_source
+    from specaccept_cli.summary.evaluate import summarise_evaluated
+    from specaccept_cli.views import terminal as render
 
     workers = options.jobs or default_jobs()
 
@@ -353,7 +353,7 @@ def _read(options: AuditOptions, sources: Any, fields: Any, plan: Any, policy: A
         return summarise_evaluated(evaluated(None, sink is not None), sink, plan.group_by)
 
     if options.output in ("jsonl", "csv"):
-        from specaccept_cli.records import CsvWriter, JsonlWriter
+        from specaccept_cli.views.records import CsvWriter, JsonlWriter
 
         column_names = ("reported", "mismatch") if options.reported_field else ()
         writer = (JsonlWriter if options.output == "jsonl" else CsvWriter)(
@@ -373,8 +373,8 @@ def _read(options: AuditOptions, sources: Any, fields: Any, plan: Any, policy: A
 
 def _show(options: AuditOptions, summary: Any, gates: Any, comparison: Any, preview: Any, stderr: Any) -> None:
     """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
-    from specaccept_cli import render
-    from specaccept_cli.summary_files import json_bytes
+    from specaccept_cli.summary.files import json_bytes
+    from specaccept_cli.views import terminal as render
 
     summary_object = summary.to_dict(options.cost_ratio)
     if options.summary_out is not None:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
-from specaccept_cli.batch import FieldSpec, RunBatch
 from specaccept_cli.errors import InputError
-from specaccept_cli.jsonl import OnError, read_jsonl
-from specaccept_cli.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.read.jsonl import OnError, read_jsonl
+from specaccept_cli.rule.batch import FieldSpec, RunBatch
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 Format = Literal["auto", "jsonl", "parquet"]
 
@@ -237,7 +237,7 @@ def read_source(
 def _read_parquet(
     source: Source, raw: BinaryIO, fields: FieldSpec, on_error: OnError, progress: ProgressHook | None
 ) -> Iterator[RunBatch]:
-    from specaccept_cli.parquet import read_parquet_file
+    from specaccept_cli.read.parquet import read_parquet_file
 
     if source.path is not None and source.path.is_file():
         yield from _track(read_parquet_file(source.path, source.name, fields, on_error), progress, None, source.size)

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specaccept_cli.probability import normal_cdf
+from specaccept_cli.summary.probability import normal_cdf
 
 if TYPE_CHECKING:  # at run time gates need only attributes: `check` builds its options without numpy
-    from specaccept_cli.summary import Summary
+    from specaccept_cli.summary.state import Summary
 
 # Gate option names (as in the command line) -> (Summary attribute, label).
 GATE_METRICS: dict[str, tuple[str, str]] = {

@@ -17,9 +17,9 @@ import numpy as np
 import orjson
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.summary import SCHEMA, Summary
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
+from specaccept_cli.summary.state import SCHEMA, Summary
 from specaccept_cli.text import json_controls_escaped
-from specaccept_cli.validate import MAX_DRAFT_LENGTH
 
 GROUPS_KEY = "groups"
 

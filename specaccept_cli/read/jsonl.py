@@ -15,7 +15,8 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 import orjson
 
-from specaccept_cli.batch import (
+from specaccept_cli.errors import InputError
+from specaccept_cli.rule.batch import (
     FieldPath,
     FieldSpec,
     FloatArray,
@@ -24,8 +25,7 @@ from specaccept_cli.batch import (
     greedy_batch,
     parse_field_path,
 )
-from specaccept_cli.errors import InputError
-from specaccept_cli.validate import (
+from specaccept_cli.rule.validate import (
     DEFAULT_MAX_LINE_BYTES,
     count_problem,
     describe_value,

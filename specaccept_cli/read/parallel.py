@@ -34,11 +34,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import numpy as np
 
-from specaccept_cli.batch import FieldSpec, RunBatch
 from specaccept_cli.errors import InputError, SpecacceptError
-from specaccept_cli.jsonl import BLOCK_BYTES, OnError, iter_line_blocks, parse_block
-from specaccept_cli.pipeline import AuditPlan, Evaluated, evaluate_batch
-from specaccept_cli.sources import (
+from specaccept_cli.read.jsonl import BLOCK_BYTES, OnError, iter_line_blocks, parse_block
+from specaccept_cli.read.sources import (
     Format,
     ProgressHook,
     Source,
@@ -48,7 +46,9 @@ from specaccept_cli.sources import (
     read_source,
     sniff_compression,
 )
-from specaccept_cli.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.rule.batch import FieldSpec, RunBatch
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.summary.evaluate import AuditPlan, Evaluated, evaluate_batch
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor

@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from specaccept_cli import formulas
-from specaccept_cli.audit import ReportedTally, SamplerTally
-from specaccept_cli.conventions import engine_conventions
-from specaccept_cli.vectorized import THRESHOLD_SCALE, BatchOutcome
+from specaccept_cli.rule.vectorized import THRESHOLD_SCALE, BatchOutcome
+from specaccept_cli.summary import formulas
+from specaccept_cli.summary.conventions import engine_conventions
+from specaccept_cli.summary.server import ReportedTally, SamplerTally
 
 SCHEMA = "specaccept.summary/1"
 

@@ -1,1 +1,0 @@
-"""The heavier commands, each loaded only when it runs (see `cli.LAZY_COMMANDS`)."""
