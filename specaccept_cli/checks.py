@@ -1,4 +1,4 @@
-"""Checks on a Summary: minimum thresholds (gates) and comparison with a baseline.
+"""Checks on estimates: minimum thresholds (gates), comparison with a baseline, and the server audits.
 
 Both are pure functions of Summary objects and return plain results; the command
 line decides how to print them and turns a failure into exit status 1.
@@ -26,17 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 from specaccept_cli.summary.probability import normal_cdf
 
-if TYPE_CHECKING:  # at run time gates need only attributes: `check` builds its options without numpy
-    from specaccept_cli.summary.state import Summary
+if TYPE_CHECKING:  # at run time checks need only attributes: `check` builds its options without numpy
+    from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.server import ReportedTally, SamplerTally
 
-# Gate option names (as in the command line) -> (Summary attribute, label).
+# Gate option names (as in the command line) -> (Estimates attribute, label).
 GATE_METRICS: dict[str, tuple[str, str]] = {
     "min_alpha": ("alpha", "alpha"),
     "min_tokens_per_pass": ("tokens_per_pass", "tokens per pass"),
     "min_acceptance_rate": ("acceptance_rate", "acceptance rate"),
 }
 
-# Metrics compared with a baseline: (Summary attribute, label, standard-error attribute).
+# Metrics compared with a baseline: (Estimates attribute, label, standard-error attribute).
 COMPARED_METRICS: tuple[tuple[str, str, str], ...] = (
     ("alpha", "alpha", "alpha_standard_error"),
     ("tokens_per_pass", "tokens per pass", "tokens_per_pass_standard_error"),
@@ -80,7 +81,7 @@ class GateResult:
         }
 
 
-def check_gates(summary: Summary, thresholds: Mapping[str, float | None]) -> list[GateResult]:
+def check_gates(summary: Estimates, thresholds: Mapping[str, float | None]) -> list[GateResult]:
     """Results for every threshold given (keys of GATE_METRICS; None means not set), in a fixed order."""
     unknown = set(thresholds) - set(GATE_METRICS)
     if unknown:
@@ -192,8 +193,8 @@ def drop_test(
 
 
 def compare(
-    baseline: Summary,
-    current: Summary,
+    baseline: Estimates,
+    current: Estimates,
     max_drop: float = DEFAULT_MAX_DROP,
     significance: float = DEFAULT_SIGNIFICANCE,
 ) -> Comparison:
@@ -217,3 +218,25 @@ def compare(
             MetricComparison(metric, label, b, c, se_b, se_c, change, z, p, verdict, baseline.runs, current.runs)
         )
     return Comparison(max_drop, significance, rows)
+
+
+# --- server audits ------------------------------------------------------------------------
+
+
+def audit_failures(
+    reported: ReportedTally | None, sampler: SamplerTally | None, max_mismatches: int | None
+) -> list[str]:
+    """One line per failed audit check: too many mismatches, or a sampler test that rejects."""
+    failures = []
+    if reported is not None and max_mismatches is not None and reported.mismatches > max_mismatches:
+        top = reported.diagnosis()[0]
+        hint = f"; most explained by {top['rule']} ({top['explains']})" if top["explains"] else ""
+        failures.append(f"mismatches: {reported.mismatches} > --max-mismatches {max_mismatches}{hint}")
+    if sampler is not None:
+        for name, result in (("calibration", sampler.calibration()), ("r uniformity", sampler.r_uniformity())):
+            if result.ok is False:
+                failures.append(
+                    f"sampler {name}: p = {result.p_value:.3g} < --sampler-significance {sampler.significance:g} "
+                    f"(statistic {result.statistic:.4g})"
+                )
+    return failures

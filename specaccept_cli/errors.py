@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MAX_KEPT_ERRORS = 20  # the first input problems a summary keeps, in input order; the rest are only counted
+
 
 class SpecacceptError(Exception):
     """Base for every error a user can cause; never shown as a traceback."""
@@ -45,3 +51,19 @@ class ChecksFailed(SpecacceptError):
     def __init__(self, messages: list[str]) -> None:
         super().__init__("; ".join(messages))
         self.messages = messages
+
+
+# What a reader does with a bad row it found: raise it (fail) or count it (skip); see `read.policy`.
+OnError = Callable[[InputError], None]
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """One input problem kept in a summary: where (`line` is None for a whole source) and what."""
+
+    source: str
+    line: int | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "line": self.line, "message": self.message}

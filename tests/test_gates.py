@@ -11,6 +11,8 @@ import pytest
 from specaccept_cli.checks import check_gates, compare, drop_test
 from specaccept_cli.rule.vectorized import accept_prefix_batch
 from specaccept_cli.simulate import simulate
+from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.files import summary_object
 from specaccept_cli.summary.probability import normal_cdf
 from specaccept_cli.summary.state import Summary
 from tests.conftest import FIRST_EXAMPLE, invoke, write_jsonl
@@ -37,7 +39,7 @@ def simulated(runs: int, alpha: float, seed: int, k: tuple[int, int] = (1, 8)) -
 
 
 def save(summary: Summary, path: Path) -> Path:
-    path.write_bytes(orjson.dumps(summary.to_dict()))
+    path.write_bytes(orjson.dumps(summary_object(summary)))
     return path
 
 
@@ -153,12 +155,12 @@ def test_comparison_options_need_a_baseline(hand_log: Path, option: str) -> None
 def test_check_gates_is_pure_and_ordered() -> None:
     counts = np.zeros((4, 4), dtype=np.int64)
     counts[3, 1] = 1  # one run: k=3, a=1 -> alpha 1/2, tokens per pass 2, acceptance rate 1/3
-    results = check_gates(Summary(counts=counts), {"min_acceptance_rate": 0.3, "min_alpha": 0.6})
+    results = check_gates(estimate(Summary(counts=counts)), {"min_acceptance_rate": 0.3, "min_alpha": 0.6})
     assert [(r.option, r.value, r.passed) for r in results] == [
         ("--min-alpha", 0.5, False),
         ("--min-acceptance-rate", 1 / 3, True),
     ]
-    assert check_gates(Summary(counts=counts), {"min_alpha": None}) == []
+    assert check_gates(estimate(Summary(counts=counts)), {"min_alpha": None}) == []
 
 
 # --- the drop test ---------------------------------------------------------------------------
@@ -187,7 +189,7 @@ def test_a_drop_within_max_drop_never_regresses() -> None:
 def test_comparison_of_tiny_summaries_is_untestable_and_fails() -> None:
     one_run = np.zeros((3, 3), dtype=np.int64)
     one_run[2, 1] = 1
-    comparison = compare(simulated(100, 0.7, 1), Summary(counts=one_run))
+    comparison = compare(estimate(simulated(100, 0.7, 1)), estimate(Summary(counts=one_run)))
     assert [row.verdict for row in comparison.metrics] == ["untestable", "untestable"]
     assert len(comparison.failures) == 2
     assert "at least 2 runs" in comparison.failures[0].message(0.02, 0.01)
@@ -250,7 +252,7 @@ def test_false_alarm_rate_stays_near_the_significance() -> None:
     for pair in range(pairs):
         baseline = simulated(300, 0.7, seed=10_000 + pair, k=(1, 6))
         current = simulated(300, 0.7, seed=20_000 + pair, k=(1, 6))
-        for row in compare(baseline, current, max_drop=0.0, significance=0.05).metrics:
+        for row in compare(estimate(baseline), estimate(current), max_drop=0.0, significance=0.05).metrics:
             assert row.p is not None
             p_values[row.metric].append(row.p)
     for values in p_values.values():
@@ -271,7 +273,7 @@ def test_a_true_drop_of_exactly_max_drop_alarms_at_the_significance() -> None:
     for pair in range(2000):
         baseline = simulated(300, 0.7, seed=30_000 + pair, k=(1, 6))
         current = simulated(300, 0.7 * 0.95, seed=40_000 + pair, k=(1, 6))
-        alpha = compare(baseline, current, max_drop=0.05, significance=0.05).metrics[0]
+        alpha = compare(estimate(baseline), estimate(current), max_drop=0.05, significance=0.05).metrics[0]
         assert alpha.metric == "alpha"
         alarms += alpha.verdict == "regressed"
     assert 66 <= alarms <= 134  # mean 100, sd 9.7

@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read import parallel
+from specaccept_cli.pipeline import parallel
+from specaccept_cli.pipeline.parallel import evaluate_source, newline_aligned_ranges
 from specaccept_cli.read.jsonl import BLOCK_BYTES
-from specaccept_cli.read.parallel import evaluate_source, newline_aligned_ranges
 from specaccept_cli.read.sources import Source
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.summary.state import Summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -13,10 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specaccept_cli.pipeline import summarise
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.vectorized import accept_prefix_batch
 from specaccept_cli.simulate import simulate
-from specaccept_cli.summary.evaluate import AuditPlan, summarise
+from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.evaluate import Plan
+from specaccept_cli.summary.files import summary_from_object, summary_object
 from specaccept_cli.summary.state import Summary, group_key
 from tests.conftest import invoke, write_jsonl
 
@@ -113,7 +117,7 @@ def test_state_stays_the_last_key_and_cost_keys_need_a_cost_ratio(tmp_path: Path
 
 
 def test_empty_and_single_run_summaries_have_no_interval() -> None:
-    empty = Summary().to_dict(cost_ratio=0.1)
+    empty = summary_object(Summary(), cost_ratio=0.1)
     assert empty["alpha_ci"] is None
     assert empty["tokens_per_pass_predicted"] is None
     assert empty["iid_check"] is None
@@ -124,8 +128,8 @@ def test_empty_and_single_run_summaries_have_no_interval() -> None:
     counts = np.zeros((3, 3), dtype=np.int64)
     counts[2, 1] = 1
     single = Summary(counts=counts)
-    assert single.alpha == 0.5
-    assert single.alpha_ci is None
+    assert estimate(single).alpha == 0.5
+    assert estimate(single).alpha_ci is None
 
 
 def test_all_kept_predicts_k_plus_one() -> None:
@@ -133,9 +137,9 @@ def test_all_kept_predicts_k_plus_one() -> None:
     counts[3, 3] = 5
     counts[2, 2] = 5
     summary = Summary(counts=counts)
-    assert summary.alpha == 1.0
-    assert summary.tokens_per_pass_predicted == 3.5  # (4 + 3) / 2
-    assert summary.iid_check is not None and summary.iid_check["consistent"]
+    assert estimate(summary).alpha == 1.0
+    assert estimate(summary).tokens_per_pass_predicted == 3.5  # (4 + 3) / 2
+    assert estimate(summary).iid_check is not None and estimate(summary).iid_check.consistent
 
 
 # --- against the truth: simulate ---------------------------------------------------------------
@@ -150,33 +154,33 @@ def simulated_summary(runs: int, alpha: float, k_low: int, k_high: int, seed: in
 
 def test_simulated_alpha_08_k4_matches_the_truth() -> None:
     summary = simulated_summary(100_000, 0.8, 4, 4, seed=11)
-    low, high = summary.alpha_ci  # type: ignore[misc]
+    low, high = estimate(summary).alpha_ci  # type: ignore[misc]
     assert low <= 0.8 <= high
     assert high - low < 0.01
-    assert summary.expected_alpha == pytest.approx(0.8, abs=0.005)
-    assert summary.tokens_per_pass == pytest.approx(3.3616, abs=0.02)
-    assert summary.tokens_per_pass_predicted == pytest.approx(3.3616, abs=0.02)
-    assert summary.iid_check is not None and summary.iid_check["consistent"]
-    for row in summary.per_position:
-        assert row["rate"] == pytest.approx(0.8, abs=0.01)  # i.i.d.: every conditional rate is alpha
-        assert row["unconditional_rate"] == pytest.approx(0.8 ** row["position"], abs=0.01)
+    assert estimate(summary).expected_alpha == pytest.approx(0.8, abs=0.005)
+    assert estimate(summary).tokens_per_pass == pytest.approx(3.3616, abs=0.02)
+    assert estimate(summary).tokens_per_pass_predicted == pytest.approx(3.3616, abs=0.02)
+    assert estimate(summary).iid_check is not None and estimate(summary).iid_check.consistent
+    for row in estimate(summary).per_position:
+        assert row.rate == pytest.approx(0.8, abs=0.01)  # i.i.d.: every conditional rate is alpha
+        assert row.unconditional_rate == pytest.approx(0.8**row.position, abs=0.01)
 
 
 def test_position_dependent_acceptance_splits_conditional_from_unconditional() -> None:
     by_position = [0.9, 0.7, 0.5]
     summary = simulated_summary(100_000, 0.0, 4, 4, seed=5, alpha_by_position=by_position)
-    rows = summary.per_position
+    rows = estimate(summary).per_position
     truth = [0.9, 0.7, 0.5, 0.5]  # the last value repeats
     reach = 1.0
     for row, alpha in zip(rows, truth):
         # conditional (EAGLE) recovers each position's own probability ...
-        assert row["rate"] == pytest.approx(alpha, abs=0.01)
+        assert row.rate == pytest.approx(alpha, abs=0.01)
         # ... unconditional (vLLM) is the product of all up to it
         reach *= alpha
-        assert row["unconditional_rate"] == pytest.approx(reach, abs=0.01)
-    assert rows[3]["unconditional_rate"] < 0.2 < rows[3]["rate"]
+        assert row.unconditional_rate == pytest.approx(reach, abs=0.01)
+    assert rows[3].unconditional_rate < 0.2 < rows[3].rate
     # one alpha cannot describe this: the i.i.d. check says so
-    assert summary.iid_check is not None and not summary.iid_check["consistent"]
+    assert estimate(summary).iid_check is not None and not estimate(summary).iid_check.consistent
 
 
 def test_interval_covers_the_true_alpha_95_percent_of_the_time() -> None:
@@ -186,7 +190,7 @@ def test_interval_covers_the_true_alpha_95_percent_of_the_time() -> None:
     covered = 0
     logs = 1000
     for seed in rng.integers(0, 2**32, size=logs).tolist():
-        interval = simulated_summary(100, 0.7, 1, 8, seed=seed).alpha_ci
+        interval = estimate(simulated_summary(100, 0.7, 1, 8, seed=seed)).alpha_ci
         assert interval is not None
         covered += interval[0] <= 0.7 <= interval[1]
     assert 0.93 <= covered / logs <= 0.97
@@ -211,9 +215,9 @@ def test_interval_stays_honest_when_runs_share_a_context() -> None:
         summary = simulated_summary(low_runs, 0.3, k, k, seed=int(rng.integers(2**32))) + simulated_summary(
             100 - low_runs, 0.97, k, k, seed=int(rng.integers(2**32))
         )
-        low, high = summary.alpha_ci  # type: ignore[misc]
+        low, high = estimate(summary).alpha_ci  # type: ignore[misc]
         covered += low <= truth <= high
-        alpha, examined = summary.alpha, summary.examined_tokens
+        alpha, examined = estimate(summary).alpha, summary.examined_tokens
         assert alpha is not None
         half = 1.959963984540054 * math.sqrt(alpha * (1 - alpha) / examined)
         covered_by_tokens += alpha - half <= truth <= alpha + half
@@ -247,10 +251,10 @@ def test_group_by_json_field_by_hand(tmp_path: Path) -> None:
     assert a["conventions"]["vllm_v0"]["acceptance_rate"] == 2 / 4  # group a's own passing tokens
     assert a["expected_alpha"] == pytest.approx((2.25 + 0.2) / 4, abs=1e-9)
     assert summary["runs"] == 3  # the whole is still there
-    rebuilt = Summary.from_dict(summary)
-    assert rebuilt.groups == {"a": Summary.from_dict(a), "b": Summary.from_dict(b)}
-    rebuilt.group_by, rebuilt.groups = None, None
-    assert rebuilt == Summary.from_dict(a) + Summary.from_dict(b)  # the groups partition the runs
+    rebuilt = summary_from_object(summary)
+    assert rebuilt.groups == {"a": summary_from_object(a), "b": summary_from_object(b)}
+    rebuilt = dataclasses.replace(rebuilt, group_by=None, groups=None)
+    assert rebuilt == summary_from_object(a) + summary_from_object(b)  # the groups partition the runs
 
 
 def test_group_by_missing_or_non_string_values(tmp_path: Path) -> None:
@@ -319,10 +323,10 @@ def test_grouped_summaries_merge_key_by_key_and_round_trip(tmp_path: Path) -> No
     right = summarise_rows(tmp_path / "right.jsonl", rows[5:])
     assert left + right == whole
     assert left.groups is not None and "c" not in left.groups
-    assert Summary.from_dict(orjson.loads(orjson.dumps(whole.to_dict()))) == whole
+    assert summary_from_object(orjson.loads(orjson.dumps(summary_object(whole)))) == whole
     assert Summary() + whole == whole
     with pytest.raises(ValueError, match="without groups"):
-        _ = whole + Summary.from_dict(Summary.of_outcome(accept_prefix_batch(*one_run())).to_dict())
+        _ = whole + summary_from_object(summary_object(Summary.of_outcome(accept_prefix_batch(*one_run()))))
     other = Summary(group_by="other", groups={})
     with pytest.raises(ValueError, match="different fields"):
         _ = whole + other
@@ -333,29 +337,22 @@ def one_run() -> tuple[np.ndarray, ...]:
 
 
 def summarise_rows(path: Path, rows: list[dict[str, object]]) -> Summary:
-    from specaccept_cli.read.sources import expand_inputs, read_source
     from specaccept_cli.rule.batch import FieldSpec
 
     write_jsonl(path, rows)
-    fields = FieldSpec(extras=("model",))
-
-    def fail(error: Exception) -> None:
-        raise error
-
-    batches = (batch for source in expand_inputs([str(path)]) for batch in read_source(source, fields, fail, "auto"))
-    return summarise(batches, plan=AuditPlan(group_by="model"))
+    return summarise([str(path)], FieldSpec(extras=("model",)), Plan(group_by="model"))
 
 
 def test_from_dict_rejects_malformed_groups() -> None:
-    data = Summary(group_by="m", groups={"x": Summary()}).to_dict()
+    data = summary_object(Summary(group_by="m", groups={"x": Summary()}))
     data["groups"]["x"]["groups"] = {}
     data["groups"]["x"]["group_by"] = "m"
     with pytest.raises(ValueError, match="groups of its own"):
-        Summary.from_dict(data)
-    data = Summary().to_dict()
+        summary_from_object(data)
+    data = summary_object(Summary())
     data["groups"] = []
     with pytest.raises(ValueError, match="group_by"):
-        Summary.from_dict(data)
+        summary_from_object(data)
 
 
 # --- the table view ------------------------------------------------------------------------------
@@ -427,13 +424,13 @@ def test_per_position_and_histogram_equal_counting_run_by_run(pairs: list[tuple[
     for k, a in runs:
         counts[k, a] += 1
     summary = Summary(counts=counts)
-    for row in summary.per_position:
-        j = row["position"]
-        assert row["drafts"] == sum(k >= j for k, _ in runs)
-        assert row["reached"] == sum(k >= j and a >= j - 1 for k, a in runs)
-        assert row["accepted"] == sum(a >= j for _, a in runs)
-    assert len(summary.per_position) == max((k for k, _ in runs), default=0)
-    assert sum(summary.accepted_histogram.values()) == len(runs)
+    for row in estimate(summary).per_position:
+        j = row.position
+        assert row.drafts == sum(k >= j for k, _ in runs)
+        assert row.reached == sum(k >= j and a >= j - 1 for k, a in runs)
+        assert row.accepted == sum(a >= j for _, a in runs)
+    assert len(estimate(summary).per_position) == max((k for k, _ in runs), default=0)
+    assert sum(estimate(summary).accepted_histogram.values()) == len(runs)
 
 
 @settings(max_examples=60, deadline=None)
@@ -470,9 +467,9 @@ def test_saved_grouped_summaries_merge_to_the_whole(tmp_path: Path) -> None:
     for name, part in (("left", rows[:4]), ("right", rows[4:]), ("whole", rows)):
         path = write_jsonl(tmp_path / f"{name}.jsonl", part)
         saved.append(orjson.loads(invoke("audit", str(path), "-o", "json", "--group-by", "model").stdout))
-    left, right, whole = (Summary.from_dict(data) for data in saved)
+    left, right, whole = (summary_from_object(data) for data in saved)
     assert left + right == whole
-    assert (left + right).to_dict() == saved[2]
+    assert summary_object(left + right) == saved[2]
 
 
 def test_group_by_does_not_change_per_run_records(tmp_path: Path) -> None:

@@ -218,7 +218,6 @@ class AuditOptions:
 
 def run_audit(options: AuditOptions) -> None:
     """Check the options, read every source through the per-batch stage, print, then conclude the checks."""
-    from specaccept_cli.read.policy import ErrorPolicy
     from specaccept_cli.read.sources import expand_inputs
     from specaccept_cli.summary.files import read_summary_file, summary_of
 
@@ -229,36 +228,39 @@ def run_audit(options: AuditOptions) -> None:
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths)
-    policy = ErrorPolicy(options.on_error)  # type: ignore[arg-type]
 
     from specaccept_cli.views import terminal as render
 
     stderr = render.QuietPipeConsole(stderr=True)
     preview = render.RunPreview(options.max_rows)
-    with _quarantine_file(options.quarantine) as policy.quarantine:
-        summary = _read(options, sources, fields, plan, policy, preview, stderr)
-    summary = summary + policy.summary()
+    with _quarantine_file(options.quarantine) as quarantine:
+        summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
     from specaccept_cli.checks import check_gates, compare
+    from specaccept_cli.summary.estimates import estimate
+
+    numbers = estimate(summary)
 
     thresholds = {
         "min_alpha": options.min_alpha,
         "min_tokens_per_pass": options.min_tokens_per_pass,
         "min_acceptance_rate": options.min_acceptance_rate,
     }
-    gates = check_gates(summary, thresholds)
+    gates = check_gates(numbers, thresholds)
     comparison = (
-        None if baseline_summary is None else compare(baseline_summary, summary, options.max_drop, options.significance)
+        None
+        if baseline_summary is None
+        else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
-    _show(options, summary, gates, comparison, preview, stderr)
+    _show(options, summary, numbers, gates, comparison, preview, stderr)
 
-    from specaccept_cli.summary.server import audit_failures
+    from specaccept_cli.checks import audit_failures
 
-    markdown = render.markdown_report(summary, gates, comparison) if options.github else None
+    markdown = render.markdown_report(summary, numbers, gates, comparison) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
-    if options.max_errors is not None and policy.skipped > options.max_errors:
-        audits.append(_too_many_errors(policy, options.max_errors))
+    if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
+        audits.append(_too_many_errors(summary, options.max_errors))
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
 
@@ -295,7 +297,7 @@ def _input_paths(options: AuditOptions) -> list[str]:
 def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
     """Which fields to read from each row, and what to compute besides the rule."""
     from specaccept_cli.rule.batch import FieldSpec
-    from specaccept_cli.summary.evaluate import AuditPlan
+    from specaccept_cli.summary.evaluate import Plan
 
     reported_field = options.reported_field
     own_columns = {"source", "line", "k", "accepted", "emitted", *(("reported", "mismatch") if reported_field else ())}
@@ -314,7 +316,7 @@ def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
     )
     # Per-run records alone need no groups; a summary that is printed or saved does.
     per_run_only = options.output in ("jsonl", "csv") and options.summary_out is None
-    plan = AuditPlan(
+    plan = Plan(
         group_by=None if per_run_only else options.group_by,
         reported_field=reported_field,
         check_sampler=options.check_sampler,
@@ -323,34 +325,32 @@ def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
     return fields, plan
 
 
-def _read(options: AuditOptions, sources: Any, fields: Any, plan: Any, policy: Any, preview: Any, stderr: Any) -> Any:
-    """Every source through the per-batch stage, in order; per-run records stream out as they come."""
-    from specaccept_cli.read.parallel import default_jobs, evaluate_source
-    from specaccept_cli.summary.evaluate import summarise_evaluated
+def _read(
+    options: AuditOptions, sources: Any, fields: Any, plan: Any, quarantine: Any, preview: Any, stderr: Any
+) -> Any:
+    """Every source through the front door, in order; per-run records stream out as they come."""
+    from specaccept_cli.pipeline import summarise
     from specaccept_cli.views import terminal as render
 
-    workers = options.jobs or default_jobs()
-
-    def evaluated(progress: Any, keep_runs: bool) -> Any:
-        for source in sources:
-            batches = evaluate_source(
-                source,
-                fields,
-                policy,
-                options.input_format,  # type: ignore[arg-type]
-                options.max_line_bytes,
-                progress,
-                jobs=workers,
-                keep_runs=keep_runs,
-                plan=plan,
-            )
-            yield from policy.guard(batches)
-
     def run(sink: Any = None) -> Any:
+        def read(progress: Any) -> Any:
+            return summarise(
+                sources,
+                fields,
+                plan,
+                jobs=options.jobs,
+                on_error=options.on_error,  # type: ignore[arg-type]
+                quarantine=quarantine,
+                sink=sink,
+                progress=progress,
+                input_format=options.input_format,  # type: ignore[arg-type]
+                max_line_bytes=options.max_line_bytes,
+            )
+
         if not options.quiet and stderr.is_terminal:
             with render.RichProgress(stderr, sources) as progress:
-                return summarise_evaluated(evaluated(progress, sink is not None), sink, plan.group_by)
-        return summarise_evaluated(evaluated(None, sink is not None), sink, plan.group_by)
+                return read(progress)
+        return read(None)
 
     if options.output in ("jsonl", "csv"):
         from specaccept_cli.views.records import CsvWriter, JsonlWriter
@@ -371,16 +371,18 @@ def _read(options: AuditOptions, sources: Any, fields: Any, plan: Any, policy: A
     return run()
 
 
-def _show(options: AuditOptions, summary: Any, gates: Any, comparison: Any, preview: Any, stderr: Any) -> None:
+def _show(
+    options: AuditOptions, summary: Any, numbers: Any, gates: Any, comparison: Any, preview: Any, stderr: Any
+) -> None:
     """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
-    from specaccept_cli.summary.files import json_bytes
+    from specaccept_cli.summary.files import json_bytes, summary_object
     from specaccept_cli.views import terminal as render
 
-    summary_object = summary.to_dict(options.cost_ratio)
+    # The machine format only when it is written: with many groups it is most of the work.
     if options.summary_out is not None:
-        write_file(options.summary_out, json_bytes(summary_object))
+        write_file(options.summary_out, json_bytes(summary_object(summary, options.cost_ratio)))
     if options.output == "json":
-        data = dict(summary_object)
+        data = summary_object(summary, options.cost_ratio)
         if gates:
             data["gates"] = [result.to_dict() for result in gates]
         if comparison is not None:
@@ -390,7 +392,7 @@ def _show(options: AuditOptions, summary: Any, gates: Any, comparison: Any, prev
         out.flush()
     elif options.output == "markdown":
         out = binary_stdout()
-        out.write(render.markdown_report(summary, gates, comparison).encode())
+        out.write(render.markdown_report(summary, numbers, gates, comparison).encode())
         out.flush()
     elif options.output == "table":
         with printing_to_stdout():
@@ -398,7 +400,9 @@ def _show(options: AuditOptions, summary: Any, gates: Any, comparison: Any, prev
             if options.max_rows:
                 console.print(render.runs_table(preview))
             console.print(
-                render.summary_view(summary, cost_ratio=options.cost_ratio, conventions=options.show_conventions)
+                render.summary_view(
+                    summary, numbers, cost_ratio=options.cost_ratio, conventions=options.show_conventions
+                )
             )
             for view in render.audit_views(summary):
                 console.print(view)
@@ -410,10 +414,10 @@ def _show(options: AuditOptions, summary: Any, gates: Any, comparison: Any, prev
         stderr.print(render.skipped_table(summary))
 
 
-def _too_many_errors(policy: Any, max_errors: int) -> str:
-    what = f"{policy.skipped_rows} bad row{'s' if policy.skipped_rows != 1 else ''}"
-    if policy.skipped_sources:
-        what += f" and {policy.skipped_sources} unreadable source{'s' if policy.skipped_sources != 1 else ''}"
+def _too_many_errors(summary: Any, max_errors: int) -> str:
+    what = f"{summary.skipped_rows} bad row{'s' if summary.skipped_rows != 1 else ''}"
+    if summary.skipped_sources:
+        what += f" and {summary.skipped_sources} unreadable source{'s' if summary.skipped_sources != 1 else ''}"
     return f"skipped {what}: more than --max-errors {max_errors}"
 
 

@@ -37,10 +37,11 @@ def diff(
       specaccept diff main.json pr.json --max-drop 0.02 --significance 0.01
     """
     from specaccept_cli.checks import compare
+    from specaccept_cli.summary.estimates import estimate
     from specaccept_cli.summary.files import json_bytes, read_summary_file, summary_of
 
-    baseline = summary_of(read_summary_file(baseline_path), baseline_path)
-    current = summary_of(read_summary_file(current_path), current_path)
+    baseline = estimate(summary_of(read_summary_file(baseline_path), baseline_path))
+    current = estimate(summary_of(read_summary_file(current_path), current_path))
     comparison = compare(baseline, current, max_drop, significance)
 
     from specaccept_cli.views import terminal as render
@@ -57,12 +58,12 @@ def diff(
         out.flush()
     elif output == "markdown":
         out = binary_stdout()
-        out.write(render.markdown_report(None, (), comparison).encode())
+        out.write(render.markdown_report(None, None, (), comparison).encode())
         out.flush()
     else:
         with printing_to_stdout():
             render.QuietPipeConsole().print(render.comparison_view(comparison))
-    markdown = render.markdown_report(None, (), comparison) if github else None
+    markdown = render.markdown_report(None, None, (), comparison) if github else None
     conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
 
 

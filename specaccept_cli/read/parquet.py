@@ -15,8 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specaccept_cli.errors import InputError
-from specaccept_cli.read.jsonl import OnError
+from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 

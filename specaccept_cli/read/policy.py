@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import IO, Literal, TypeVar
 
-from specaccept_cli.errors import InputError
-from specaccept_cli.summary.state import MAX_KEPT_ERRORS, SkippedRow, Summary
+from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
 
 Mode = Literal["fail", "skip"]
 Item = TypeVar("Item")  # what a source yields: RunBatches, or blocks already evaluated elsewhere
@@ -59,10 +58,6 @@ class ErrorPolicy:
     def skipped(self) -> int:
         """Everything skipped: rows, plus one per abandoned source (what --max-errors counts)."""
         return self.skipped_rows + self.skipped_sources
-
-    def summary(self) -> Summary:
-        """The skipped part of the audit as a Summary, to add to the summary of the runs read."""
-        return Summary(skipped_rows=self.skipped_rows, skipped_sources=self.skipped_sources, errors=tuple(self.errors))
 
     def guard(self, batches: Iterable[Item]) -> Iterator[Item]:
         """The batches of one source; a source-level failure ends this source, not the audit (skip)."""

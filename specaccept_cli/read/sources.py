@@ -7,6 +7,7 @@ Compression is recognised by magic bytes, not names, so `zcat`-free pipes work:
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
-from specaccept_cli.errors import InputError
-from specaccept_cli.read.jsonl import OnError, read_jsonl
+from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.read.jsonl import read_jsonl
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
@@ -198,6 +199,49 @@ def _open_binary(source: Source) -> BinaryIO:
         raise InputError(source.name, None, f"cannot open: {exc.strerror or exc}") from None
 
 
+@dataclass(frozen=True)
+class OpenSource:
+    """A source opened once for every reader: its raw bytes, its first bytes (peeked, not consumed) and format.
+
+    `regular_file` is true for a file that can be read again by byte range (not stdin, not a pipe given
+    as a path, not compressed): the parallel reader cuts such a file into ranges.
+    """
+
+    source: Source
+    raw: BinaryIO
+    head: bytes
+    format: Literal["jsonl", "parquet"]
+    compression: str | None
+
+    @property
+    def regular_file(self) -> bool:
+        path = self.source.path
+        return path is not None and path.is_file() and self.compression is None
+
+    def jsonl_stream(self) -> BinaryIO:
+        """The decompressed byte stream of a JSONL source."""
+        return decompress(self.raw, self.source.name)
+
+    def position(self) -> Callable[[], int] | None:
+        """How many raw bytes have been read, for progress; None for stdin (size unknown)."""
+        return None if self.source.path is None else self.raw.tell
+
+
+@contextlib.contextmanager
+def open_source(source: Source, requested: Format = "auto") -> Iterator[OpenSource]:
+    """Open a source, look at its first bytes without consuming them, and close it afterwards (not stdin)."""
+    raw = _open_binary(source)
+    try:
+        try:
+            head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
+        except OSError as exc:
+            raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
+        yield OpenSource(source, raw, head, detect_format(source, head, requested), sniff_compression(head))
+    finally:
+        if source.path is not None:
+            raw.close()
+
+
 class ProgressHook(Protocol):
     """Told when a source starts and, after every batch, how many runs it held and how far the source is read."""
 
@@ -217,21 +261,23 @@ def read_source(
     """Every valid run of one source, in batches, in input order."""
     if progress is not None:
         progress.start_source(source)
-    raw = _open_binary(source)
-    try:
-        try:
-            head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
-        except OSError as exc:
-            raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
-        if detect_format(source, head, requested) == "parquet":
-            yield from _read_parquet(source, raw, fields, on_error, progress)
-            return
-        stream = decompress(raw, source.name)
-        position = None if source.path is None else raw.tell
-        yield from _track(read_jsonl(stream, source.name, fields, on_error, max_line_bytes), progress, position)
-    finally:
-        if source.path is not None:
-            raw.close()
+    with open_source(source, requested) as opened:
+        yield from read_opened(opened, fields, on_error, max_line_bytes, progress)
+
+
+def read_opened(
+    opened: OpenSource,
+    fields: FieldSpec,
+    on_error: OnError,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    progress: ProgressHook | None = None,
+) -> Iterator[RunBatch]:
+    """Every valid run of a source already opened, in batches, in input order."""
+    if opened.format == "parquet":
+        yield from _read_parquet(opened.source, opened.raw, fields, on_error, progress)
+        return
+    batches = read_jsonl(opened.jsonl_stream(), opened.source.name, fields, on_error, max_line_bytes)
+    yield from _track(batches, progress, opened.position())
 
 
 def _read_parquet(

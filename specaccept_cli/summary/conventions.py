@@ -9,10 +9,11 @@ number when k is fixed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specaccept_cli.summary.state import Summary
+    from specaccept_cli.summary.estimates import PositionRate
 
 WHY_THEY_DIFFER = (
     "They divide different counts: accepted/drafted counts untested tokens after a rejection as failures; "
@@ -40,13 +41,14 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
-def engine_conventions(summary: Summary) -> dict[str, dict[str, Any]]:
-    """{engine: {metric: value}} for vllm, vllm_v0, sglang, llama_cpp, spec_bench and eagle."""
-    runs = summary.runs
-    drafted = summary.drafted_tokens
-    accepted = summary.accepted_tokens
-    emitted = summary.emitted_tokens  # a + 1 per run
-    positions = summary.per_position
+def engine_conventions(
+    runs: int, drafted: int, accepted: int, passing: int, positions: Sequence[PositionRate]
+) -> dict[str, dict[str, Any]]:
+    """{engine: {metric: value}} for vllm, vllm_v0, sglang, llama_cpp, spec_bench and eagle.
+
+    `passing` counts tokens that pass their own test, also after a rejection (vLLM v0's counter).
+    """
+    emitted = accepted + runs  # a + 1 per run
     return {
         # vllm/v1/spec_decode/metrics.py (SpecDecodingLogging.log, compute_acceptance_rate/_len):
         # draft_acceptance_rate = num_accepted_tokens / num_draft_tokens;
@@ -55,7 +57,7 @@ def engine_conventions(summary: Summary) -> dict[str, dict[str, Any]]:
         "vllm": {
             "acceptance_rate": _ratio(accepted, drafted),
             "mean_acceptance_length": 1 + accepted / runs if runs else None,
-            "per_position": [_ratio(row["accepted"], runs) for row in positions],
+            "per_position": [_ratio(row.accepted, runs) for row in positions],
         },
         # vllm/model_executor/layers/spec_decode_base_sampler.py (_create_output):
         # num_accepted_tokens += accepted.sum() over the whole k x batch matrix, so a token that
@@ -67,7 +69,7 @@ def engine_conventions(summary: Summary) -> dict[str, dict[str, Any]]:
         # uniform_rand < capped_ratio, strictly; passing_tokens uses the rule's inclusive <=, which
         # differs only where r equals min(1, p/q) exactly.
         "vllm_v0": {
-            "acceptance_rate": _ratio(summary.passing_tokens, drafted),
+            "acceptance_rate": _ratio(passing, drafted),
             "system_efficiency": _ratio(emitted, drafted + runs),
         },
         # python/sglang/srt/managers/scheduler_metrics_mixin.py: update_spec_metrics adds
@@ -93,6 +95,6 @@ def engine_conventions(summary: Summary) -> dict[str, dict[str, Any]]:
         # alpha[i] += 1 if i < accept_length; alpha_num[i] += 1 if i <= accept_length and i < draft
         # length; reports alpha / alpha_num per position: the conditional rate.
         "eagle": {
-            "per_position": [row["rate"] for row in positions],
+            "per_position": [row.rate for row in positions],
         },
     }

@@ -1,14 +1,14 @@
-"""source -> batches -> rule -> (per-run records, Summary): the stage every command shares.
+"""batch -> rule -> (per-run results, Summary part): the per-batch stage, and adding parts up.
 
 `evaluate_batch` is the whole per-batch stage (the rule, the server audits, the group
-split); it is a pure function, so it runs in a worker process as well as here.
-`summarise_evaluated` adds the results up in input order and feeds per-run sinks.
+split); it is a pure function, so it runs in a worker process as well as in this one.
+`add_up` adds the results up in input order and feeds per-run sinks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -22,11 +22,10 @@ from specaccept_cli.summary.state import Summary, group_key
 # Per-run columns computed beside the rule (e.g. "reported", "mismatch"), for per-run records.
 RunColumns = dict[str, npt.NDArray[np.generic]]
 RunSink = Callable[[RunBatch, BatchOutcome, RunColumns], None]
-OnError = Callable[[InputError], None]
 
 
 @dataclass(frozen=True)
-class AuditPlan:
+class Plan:
     """What to compute besides the rule itself."""
 
     group_by: str | None = None  # also summarise each value of this field apart
@@ -35,24 +34,33 @@ class AuditPlan:
     sampler_significance: float = 0.001
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evaluated:
     """The per-batch stage's result for one block of runs, in input order.
 
-    `batch`, `outcome` and `columns` are kept when per-run results were asked for; a batch
-    evaluated in a worker carries its runs' lines, offsets and extras but no tokens (p, q and
-    r are empty): only what per-run output needs crosses a process boundary.
+    `summary` holds no groups; `groups` holds the block's groups apart, so that adding
+    blocks up touches only the groups a block has. `batch`, `outcome` and `columns` are
+    kept when per-run results were asked for; a batch evaluated in a worker carries its
+    runs' lines, offsets and extras but no tokens (p, q and r are empty): only what
+    per-run output needs crosses a process boundary.
     """
 
     summary: Summary
     runs: int
+    groups: dict[str, Summary] | None = None
     batch: RunBatch | None = None
     outcome: BatchOutcome | None = None
     columns: RunColumns = field(default_factory=dict)
 
-
-def _raise(error: InputError) -> None:
-    raise error
+    def __add__(self, other: Evaluated) -> Evaluated:
+        """Two blocks folded into one (only when per-run results are not kept)."""
+        groups = self.groups
+        if other.groups is not None:
+            groups = dict(groups or {})
+            for key, group in other.groups.items():
+                known = groups.get(key)
+                groups[key] = group if known is None else known + group
+        return Evaluated(self.summary + other.summary, self.runs + other.runs, groups)
 
 
 def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
@@ -62,7 +70,7 @@ def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
     return outcome
 
 
-def evaluate_batch(batch: RunBatch, plan: AuditPlan, keep_runs: bool) -> tuple[Evaluated, list[InputError]]:
+def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evaluated, list[InputError]]:
     """The rule and everything the plan asks for, over one batch; rows found bad here are returned as errors."""
     errors: list[InputError] = []
     reported = None
@@ -72,66 +80,40 @@ def evaluate_batch(batch: RunBatch, plan: AuditPlan, keep_runs: bool) -> tuple[E
             batch, reported = batch.select(valid), reported[valid]
     # Per-run token sums only where they are used: splitting by group, diagnosing reported counts.
     outcome = evaluate(batch, per_run=plan.group_by is not None or reported is not None)
-    part = Summary.of_outcome(outcome)
-    columns: RunColumns = {}
+    reported_tally, columns = None, {}
     if reported is not None:
-        part.reported, check = ReportedTally.of_batch(batch, outcome, reported)
+        reported_tally, check = ReportedTally.of_batch(batch, outcome, reported)
         columns = {"reported": check.reported, "mismatch": check.mismatch}
-    if plan.check_sampler:
-        part.sampler = SamplerTally.of_batch(batch, outcome, plan.sampler_significance)
-    if plan.group_by is not None:
-        part.group_by, part.groups = plan.group_by, split_by_group(outcome, batch.extras[plan.group_by])
-    result = Evaluated(summary=part, runs=len(batch))
-    if keep_runs:
-        result.batch, result.outcome, result.columns = batch, outcome, columns
-    return result, errors
+    part = replace(
+        Summary.of_outcome(outcome),
+        reported=reported_tally,
+        sampler=SamplerTally.of_batch(batch, outcome, plan.sampler_significance) if plan.check_sampler else None,
+    )
+    groups = None if plan.group_by is None else split_by_group(outcome, batch.extras[plan.group_by])
+    if not keep_runs:
+        return Evaluated(part, len(batch), groups), errors
+    return Evaluated(part, len(batch), groups, batch, outcome, columns), errors
 
 
-def summarise_evaluated(
-    results: Iterable[Evaluated], sink: RunSink | None = None, group_by: str | None = None
-) -> Summary:
+def add_up(results: Iterable[Evaluated], sink: RunSink | None = None, group_by: str | None = None) -> Summary:
     """Add up evaluated blocks in input order, handing per-run results to `sink` (they must have been kept).
 
     With `group_by`, the summary holds groups even when there were no runs. Groups are added
     in place: a block touches only its own groups, however many there are in all.
     """
     summary = Summary()
-    groups: dict[str, Summary] | None = None if group_by is None else {}
+    groups: dict[str, Summary] = {}
     for result in results:
         if sink is not None:
             assert result.batch is not None and result.outcome is not None, "per-run results were not kept"
             sink(result.batch, result.outcome, result.columns)
-        part = result.summary
-        if part.groups is not None:
-            group_by, groups = part.group_by, groups if groups is not None else {}
-            assert groups is not None
-            for key, group in part.groups.items():
-                known = groups.get(key)
-                groups[key] = group if known is None else known + group
-            part.group_by, part.groups = None, None
-        summary = summary + part
-    if group_by is not None:
-        summary.group_by, summary.groups = group_by, groups
-    return summary
-
-
-def summarise(
-    batches: Iterable[RunBatch],
-    sink: RunSink | None = None,
-    plan: AuditPlan | None = None,
-    on_error: OnError = _raise,
-) -> Summary:
-    """Run the per-batch stage over every batch in this process and add up the summary."""
-    plan = plan or AuditPlan()
-
-    def evaluated() -> Iterable[Evaluated]:
-        for batch in batches:
-            result, errors = evaluate_batch(batch, plan, keep_runs=sink is not None)
-            for error in errors:
-                on_error(error)
-            yield result
-
-    return summarise_evaluated(evaluated(), sink, plan.group_by)
+        for key, group in (result.groups or {}).items():
+            known = groups.get(key)
+            groups[key] = group if known is None else known + group
+        summary = summary + result.summary
+    if group_by is None:
+        return summary
+    return replace(summary, group_by=group_by, groups=groups)
 
 
 def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Summary]:

@@ -1,27 +1,151 @@
-"""Saved summaries: reading them back (baselines, shards) and merging them.
+"""The machine format in one place: writing a summary object, reading it back (baselines, shards), merging.
 
-A summary file is the `-o json` / `--summary-out` object. Its `state` holds the
-additive counters, so a file alone is enough to compare with (the standard errors
-derive from the joint (k, a) histogram) and to merge: the merged object is
-`Summary.from_dict` of each, added, and written again with `to_dict`, so every
-derived key (estimates, intervals, histograms) is recomputed from the summed state
+A summary file is the `-o json` / `--summary-out` object: the estimates, then `groups`,
+then `state`, which holds the additive counters. A file alone is therefore enough to
+compare with (the standard errors derive from the joint (k, a) histogram) and to
+merge: the merged object is `summary_from_object` of each, added, and written again
+with `summary_object`, so every derived key is recomputed from the summed state
 rather than averaged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import orjson
 
-from specaccept_cli.errors import InputError
+from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
-from specaccept_cli.summary.state import SCHEMA, Summary
+from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
+from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.server import ReportedTally, SamplerTally
+from specaccept_cli.summary.state import Summary
 from specaccept_cli.text import json_controls_escaped
 
+SCHEMA = "specaccept.summary/1"
 GROUPS_KEY = "groups"
+
+
+def summary_object(summary: Summary, cost_ratio: float | None = None) -> dict[str, Any]:
+    """The machine format: derived keys, then `groups` when grouped, then `state` (always last).
+
+    `cost_ratio` is a question, not data: it adds `cost_ratio`, `speedup` and `optimal_k`
+    (to every group too) and is not part of the state.
+    """
+    numbers = estimate(summary)
+    nonzero = np.argwhere(summary.counts)
+    joint = [[int(k), int(a), int(summary.counts[k, a])] for k, a in nonzero]
+    interval = numbers.alpha_ci
+    check = numbers.iid_check
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "runs": numbers.runs,
+        "drafted_tokens": numbers.drafted_tokens,
+        "accepted_tokens": numbers.accepted_tokens,
+        "examined_tokens": numbers.examined_tokens,
+        "alpha": numbers.alpha,
+        "alpha_ci": None if interval is None else list(interval),
+        "expected_alpha": numbers.expected_alpha,
+        "acceptance_rate": numbers.acceptance_rate,
+        "mean_accepted": numbers.mean_accepted,
+        "tokens_per_pass": numbers.tokens_per_pass,
+        "tokens_per_pass_predicted": numbers.tokens_per_pass_predicted,
+        "iid_check": None if check is None else asdict(check),
+        "per_position": [asdict(row) for row in numbers.per_position],
+        "accepted_histogram": numbers.accepted_histogram,
+        "conventions": numbers.conventions,
+        "skipped_rows": summary.skipped_rows,
+        "skipped_sources": summary.skipped_sources,
+        "errors": [error.to_dict() for error in summary.errors],
+    }
+    if cost_ratio is not None:
+        data["cost_ratio"] = cost_ratio
+        data["speedup"] = numbers.speedup(cost_ratio)
+        data["optimal_k"] = numbers.optimal_k(cost_ratio)
+    state: dict[str, Any] = {
+        "joint_counts": joint,
+        "passing_tokens": summary.passing_tokens,
+        "threshold_sum_fixed": summary.threshold_sum_fixed,
+        "sampled_tokens": summary.sampled_tokens,
+        "threshold_scale": THRESHOLD_SCALE,
+        "skipped_rows": summary.skipped_rows,
+        "skipped_sources": summary.skipped_sources,
+    }
+    if summary.reported is not None:
+        data |= summary.reported.summary_keys()
+        state["reported"] = summary.reported.to_dict()
+    if summary.sampler is not None:
+        data |= summary.sampler.summary_keys()
+        state["sampler"] = summary.sampler.to_dict()
+    if summary.groups is not None:
+        data["group_by"] = summary.group_by
+        data["groups"] = {key: summary_object(group, cost_ratio) for key, group in summary.groups.items()}
+    data["state"] = state
+    return data
+
+
+def summary_from_object(data: dict[str, Any]) -> Summary:
+    """Rebuild the additive state from a `summary_object` object (a saved summary or baseline).
+
+    Raises ValueError when the object is not a specaccept summary this version can read.
+    """
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        if not isinstance(data, dict):
+            raise ValueError(f"not a {SCHEMA} object (a JSON {type(data).__name__})")
+        raise ValueError(f"not a {SCHEMA} object (schema: {data.get('schema')!r})")
+    try:
+        if "state" not in data:
+            raise ValueError("missing key 'state' (the counters every estimate derives from)")
+        state = data["state"]
+        if any(type(x) is bool for triple in state["joint_counts"] for x in triple):
+            raise ValueError("joint_counts holds a boolean where a count belongs")
+        if state.get("threshold_scale", THRESHOLD_SCALE) != THRESHOLD_SCALE:
+            raise ValueError("threshold_scale differs from this version's")
+        joint = [(int(k), int(a), int(n)) for k, a, n in state["joint_counts"]]
+        if any(float(x) != y for triple, whole in zip(state["joint_counts"], joint) for x, y in zip(triple, whole)):
+            raise ValueError("joint_counts holds a fractional count")
+        if any(k < 0 or a < 0 or a > k or n < 0 for k, a, n in joint):
+            raise ValueError("joint_counts holds an impossible (k, accepted, runs) triple")
+        size = max((k for k, _, _ in joint), default=0) + 1
+        counts = np.zeros((size, size), dtype=np.int64)
+        for k, a, n in joint:
+            counts[k, a] += n
+        skipped_rows = int(state.get("skipped_rows", 0))
+        skipped_sources = int(state.get("skipped_sources", 0))
+        if skipped_rows < 0 or skipped_sources < 0:
+            raise ValueError("skipped counts are negative")
+        errors = tuple(
+            SkippedRow(str(item["source"]), None if item["line"] is None else int(item["line"]), str(item["message"]))
+            for item in data.get("errors", [])[:MAX_KEPT_ERRORS]
+        )
+        groups = None
+        group_by = data.get("group_by")
+        if "groups" in data:
+            if not isinstance(group_by, str) or not isinstance(data["groups"], dict):
+                raise ValueError("'groups' needs a 'group_by' field path and an object of summaries")
+            groups = {str(key): summary_from_object(group) for key, group in data["groups"].items()}
+            if any(group.groups is not None for group in groups.values()):
+                raise ValueError("a group holds groups of its own")
+        elif group_by is not None:
+            raise ValueError("'group_by' without 'groups'")
+        return Summary(
+            counts=counts,
+            passing_tokens=int(state["passing_tokens"]),
+            threshold_sum_fixed=int(state["threshold_sum_fixed"]),
+            sampled_tokens=int(state["sampled_tokens"]),
+            reported=ReportedTally.from_dict(state["reported"]) if "reported" in state else None,
+            sampler=SamplerTally.from_dict(state["sampler"]) if "sampler" in state else None,
+            group_by=group_by,
+            groups=groups,
+            skipped_rows=skipped_rows,
+            skipped_sources=skipped_sources,
+            errors=errors,
+        )
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
 
 
 def json_bytes(data: object) -> bytes:
@@ -63,7 +187,7 @@ def read_summary_file(path: str) -> dict[str, Any]:
 
 
 def summary_of(data: dict[str, Any], source: str) -> Summary:
-    """`Summary.from_dict`, with its complaints turned into an InputError naming `source`."""
+    """`summary_from_object`, with its complaints turned into an InputError naming `source`."""
     state = data.get("state")
     joint = state.get("joint_counts") if isinstance(state, dict) else None
     if isinstance(joint, list):
@@ -75,7 +199,7 @@ def summary_of(data: dict[str, Any], source: str) -> Summary:
                 )
     try:
         with np.errstate(over="raise"):  # repeated triples whose counts add beyond int64
-            summary = Summary.from_dict(data)
+            summary = summary_from_object(data)
     except (ValueError, ArithmeticError, MemoryError) as exc:  # ArithmeticError: a count beyond int64
         raise InputError(source, None, f"not a usable summary: {exc}") from None
     _check_range(summary, source)
@@ -129,4 +253,4 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
         except ValueError as exc:  # grouped by different fields
             raise InputError(source, None, str(exc)) from None
         _check_range(total, f"{source} (merged so far)")
-    return total.to_dict()
+    return summary_object(total)

@@ -337,22 +337,3 @@ class SamplerTally:
         if not 0.0 < tally.significance < 1.0 or min(counters) < 0:
             raise ValueError("sampler tally holds a significance outside (0, 1) or a negative counter")
         return tally
-
-
-def audit_failures(
-    reported: ReportedTally | None, sampler: SamplerTally | None, max_mismatches: int | None
-) -> list[str]:
-    """One line per failed audit check: too many mismatches, or a sampler test that rejects."""
-    failures = []
-    if reported is not None and max_mismatches is not None and reported.mismatches > max_mismatches:
-        top = reported.diagnosis()[0]
-        hint = f"; most explained by {top['rule']} ({top['explains']})" if top["explains"] else ""
-        failures.append(f"mismatches: {reported.mismatches} > --max-mismatches {max_mismatches}{hint}")
-    if sampler is not None:
-        for name, result in (("calibration", sampler.calibration()), ("r uniformity", sampler.r_uniformity())):
-            if result.ok is False:
-                failures.append(
-                    f"sampler {name}: p = {result.p_value:.3g} < --sampler-significance {sampler.significance:g} "
-                    f"(statistic {result.statistic:.4g})"
-                )
-    return failures

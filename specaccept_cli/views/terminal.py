@@ -19,8 +19,9 @@ from specaccept_cli.checks import Comparison, GateResult
 from specaccept_cli.read.sources import Source
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
+from specaccept_cli.summary.estimates import CONSISTENT_Z, Estimates, estimate
 from specaccept_cli.summary.server import RULES
-from specaccept_cli.summary.state import CONSISTENT_Z, Summary
+from specaccept_cli.summary.state import Summary
 from specaccept_cli.text import safe_text
 
 MAX_GROUP_ROWS = 50  # groups shown in the table view (all are in -o json), largest first
@@ -89,46 +90,52 @@ def fmt_interval(interval: tuple[float, float] | None) -> str:
     return "—" if interval is None else f"[{interval[0]:.4f}, {interval[1]:.4f}]"
 
 
-def summary_view(summary: Summary, cost_ratio: float | None = None, conventions: bool = False) -> RenderableType:
+def summary_view(
+    summary: Summary, numbers: Estimates, cost_ratio: float | None = None, conventions: bool = False
+) -> RenderableType:
     """Every aggregate view of one summary, in reading order; the command prints it once."""
-    parts: list[RenderableType] = [summary_table(summary), Text(ALPHA_CAPTION, style="dim"), iid_verdict(summary)]
+    parts: list[RenderableType] = [
+        summary_table(summary, numbers),
+        Text(ALPHA_CAPTION, style="dim"),
+        iid_verdict(numbers),
+    ]
     if summary.max_k:
-        parts += [per_position_table(summary), histogram_chart(summary)]
+        parts += [per_position_table(numbers), histogram_chart(numbers)]
     if cost_ratio is not None:
-        parts.append(cost_table(summary, cost_ratio))
+        parts.append(cost_table(numbers, cost_ratio))
     if conventions:
-        parts.append(conventions_table(summary))
+        parts.append(conventions_table(numbers))
     if summary.groups is not None:
         parts.append(groups_table(summary, cost_ratio))
     return Group(*parts)
 
 
-def summary_table(summary: Summary) -> Table:
+def summary_table(summary: Summary, numbers: Estimates) -> Table:
     table = Table(title="Acceptance", title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
-    for row in summary_rows(summary):
+    for row in summary_rows(summary, numbers):
         table.add_row(*row)
     return table
 
 
-def summary_rows(summary: Summary) -> list[tuple[str, str, str]]:
+def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
     """(metric, formatted value, meaning): the rows every summary view shows (Rich table, markdown)."""
     rows = [
-        ("runs", f"{summary.runs:,}", "target passes (drafted runs)"),
-        ("drafted tokens", f"{summary.drafted_tokens:,}", "sum of k"),
-        ("accepted tokens", f"{summary.accepted_tokens:,}", "sum of a"),
-        ("examined tokens", f"{summary.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
-        ("alpha", fmt_rate(summary.alpha), "accepted / examined: per-token acceptance"),
-        ("alpha 95% interval", fmt_interval(summary.alpha_ci), "delta method over runs (tokens of a run correlate)"),
-        ("expected alpha", fmt_rate(summary.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
-        ("acceptance rate", fmt_rate(summary.acceptance_rate), "accepted / drafted (vLLM's number)"),
-        ("mean accepted", fmt_rate(summary.mean_accepted), "a per run"),
-        ("tokens per pass", fmt_rate(summary.tokens_per_pass), "(accepted + runs) / runs"),
+        ("runs", f"{numbers.runs:,}", "target passes (drafted runs)"),
+        ("drafted tokens", f"{numbers.drafted_tokens:,}", "sum of k"),
+        ("accepted tokens", f"{numbers.accepted_tokens:,}", "sum of a"),
+        ("examined tokens", f"{numbers.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
+        ("alpha", fmt_rate(numbers.alpha), "accepted / examined: per-token acceptance"),
+        ("alpha 95% interval", fmt_interval(numbers.alpha_ci), "delta method over runs (tokens of a run correlate)"),
+        ("expected alpha", fmt_rate(numbers.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
+        ("acceptance rate", fmt_rate(numbers.acceptance_rate), "accepted / drafted (vLLM's number)"),
+        ("mean accepted", fmt_rate(numbers.mean_accepted), "a per run"),
+        ("tokens per pass", fmt_rate(numbers.tokens_per_pass), "(accepted + runs) / runs"),
         (
             "  predicted (i.i.d.)",
-            fmt_rate(summary.tokens_per_pass_predicted),
+            fmt_rate(numbers.tokens_per_pass_predicted),
             "mean over runs of (1 - alpha^(k+1)) / (1 - alpha)",
         ),
     ]
@@ -315,6 +322,7 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], right:
 
 def markdown_report(
     summary: Summary | None,
+    numbers: Estimates | None = None,
     gates: Sequence[GateResult] = (),
     comparison: Comparison | None = None,
 ) -> str:
@@ -323,7 +331,11 @@ def markdown_report(
     if summary is not None:
         parts += [
             "### Acceptance",
-            markdown_table(("metric", "value", "meaning"), summary_rows(summary), right=("value",)),
+            markdown_table(
+                ("metric", "value", "meaning"),
+                summary_rows(summary, numbers or estimate(summary)),
+                right=("value",),
+            ),
             ALPHA_CAPTION,
         ]
         if summary.errors:
@@ -393,16 +405,16 @@ def _markdown_audits(summary: Summary) -> list[str]:
     return parts
 
 
-def iid_verdict(summary: Summary) -> Text:
+def iid_verdict(summary: Estimates) -> Text:
     """One line: does one per-token probability explain the observed tokens per pass?"""
     check = summary.iid_check
     if check is None:
         reason = "at least two runs" if summary.runs < 2 else "examined tokens (every draft here is empty)"
         return Text(f"i.i.d. check: needs {reason}.", style="dim")
-    z = check["z"]
+    z = check.z
     z_text = "inf" if z is None else f"{z:+.1f}"
-    detail = f"observed - predicted = {check['difference']:+.4f} tokens per pass, z = {z_text}"
-    if check["consistent"]:
+    detail = f"observed - predicted = {check.difference:+.4f} tokens per pass, z = {z_text}"
+    if check.consistent:
         return Text(f"i.i.d. model explains the logs: {detail} (|z| <= {CONSISTENT_Z:g}).", style="green")
     return Text(
         f"i.i.d. model does NOT explain the logs: {detail} (|z| > {CONSISTENT_Z:g}); acceptance depends on "
@@ -411,18 +423,18 @@ def iid_verdict(summary: Summary) -> Text:
     )
 
 
-def per_position_table(summary: Summary) -> Table:
+def per_position_table(summary: Estimates) -> Table:
     table = Table(title="Per position", title_justify="left", caption_justify="left")
     for name in ("position", "drafts", "reached", "accepted", "rate", "unconditional"):
         table.add_column(name, justify="right")
     for row in summary.per_position:
         table.add_row(
-            str(row["position"]),
-            f"{row['drafts']:,}",
-            f"{row['reached']:,}",
-            f"{row['accepted']:,}",
-            fmt_rate(row["rate"]),
-            fmt_rate(row["unconditional_rate"]),
+            str(row.position),
+            f"{row.drafts:,}",
+            f"{row.reached:,}",
+            f"{row.accepted:,}",
+            fmt_rate(row.rate),
+            fmt_rate(row.unconditional_rate),
         )
     table.caption = (
         "rate = accepted / reached (conditional, EAGLE's); unconditional = accepted / drafts (vLLM's). "
@@ -431,7 +443,7 @@ def per_position_table(summary: Summary) -> Table:
     return table
 
 
-def histogram_chart(summary: Summary) -> Table:
+def histogram_chart(summary: Estimates) -> Table:
     """Runs by accepted length as horizontal bars (the widest bar is BAR_WIDTH cells)."""
     histogram = summary.accepted_histogram
     largest = max(histogram.values(), default=0)
@@ -448,7 +460,7 @@ def histogram_chart(summary: Summary) -> Table:
     return table
 
 
-def cost_table(summary: Summary, cost_ratio: float) -> RenderableType:
+def cost_table(summary: Estimates, cost_ratio: float) -> RenderableType:
     """Observed speedup, and the i.i.d. model's tokens per pass and speedup for k around the best."""
     alpha = summary.alpha
     speedup = summary.speedup(cost_ratio)
@@ -473,7 +485,7 @@ def cost_table(summary: Summary, cost_ratio: float) -> RenderableType:
     return Group(head, table)
 
 
-def conventions_table(summary: Summary) -> RenderableType:
+def conventions_table(summary: Estimates) -> RenderableType:
     """Each engine's numbers on these same runs, beside ours."""
     conventions = summary.conventions
     table = Table(title="What each engine would report", title_justify="left")
@@ -500,7 +512,8 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
         table.add_column("speedup", justify="right")
     table.add_column("i.i.d.?", justify="right")
     ordered = sorted(groups.items(), key=lambda item: (-item[1].runs, item[0]))
-    for key, group in ordered[:MAX_GROUP_ROWS]:
+    for key, state in ordered[:MAX_GROUP_ROWS]:
+        group = estimate(state)  # only the groups shown: there may be a great many
         row = [
             data_text(key),
             f"{group.runs:,}",
@@ -513,7 +526,7 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
         if cost_ratio is not None:
             row.append(fmt_rate(group.speedup(cost_ratio)))
         check = group.iid_check
-        row.append("—" if check is None else "fits" if check["consistent"] else "[red]misfit[/]")
+        row.append("—" if check is None else "fits" if check.consistent else "[red]misfit[/]")
         table.add_row(*row)
     table.caption = f"i.i.d.? fits when |observed - predicted tokens per pass| <= {CONSISTENT_Z:g} standard errors."
     table.caption_justify = "left"

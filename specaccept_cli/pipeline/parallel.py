@@ -19,10 +19,8 @@ bounded whatever the input's size.
 from __future__ import annotations
 
 import gc
-import io
 import os
 import signal
-import sys
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -34,21 +32,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import numpy as np
 
-from specaccept_cli.errors import InputError, SpecacceptError
-from specaccept_cli.read.jsonl import BLOCK_BYTES, OnError, iter_line_blocks, parse_block
-from specaccept_cli.read.sources import (
-    Format,
-    ProgressHook,
-    Source,
-    _open_binary,
-    decompress,
-    detect_format,
-    read_source,
-    sniff_compression,
-)
+from specaccept_cli.errors import InputError, OnError, SpecacceptError
+from specaccept_cli.read.jsonl import BLOCK_BYTES, iter_line_blocks, parse_block
+from specaccept_cli.read.sources import Format, OpenSource, ProgressHook, Source, open_source, read_opened
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
-from specaccept_cli.summary.evaluate import AuditPlan, Evaluated, evaluate_batch
+from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -80,7 +69,7 @@ Results = list[tuple[Evaluated, list[Any]]]  # per block: the result and its err
 
 
 def _evaluate_blocks(
-    blocks: Iterator[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: AuditPlan
+    blocks: Iterator[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: Plan
 ) -> Results:
     """Parse and evaluate blocks in order; without per-run results, fold them into one (errors stay in order)."""
     results: Results = []
@@ -88,15 +77,13 @@ def _evaluate_blocks(
         batch, errors = parse_block(lines, first_line, source, fields, max_line_bytes)
         result, more = evaluate_batch(batch, plan, keep_runs)
         if keep_runs and result.batch is not None:
-            result.batch = replace(result.batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS)
+            result = replace(result, batch=replace(result.batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS))
         if more:  # rows the stage found bad, in line order with the parser's
             errors = sorted(errors + more, key=lambda error: error.line or 0)
         parts = [_portable(error) for error in errors]
         if results and not keep_runs:
             folded, folded_parts = results[-1]
-            folded.summary = folded.summary + result.summary
-            folded.runs += result.runs
-            folded_parts += parts
+            results[-1] = (folded + result, folded_parts + parts)
         else:
             results.append((result, parts))
     return results
@@ -141,7 +128,7 @@ def _parse_range(
     max_line_bytes: int,
     keep_runs: bool,
     block_bytes: int,
-    plan: AuditPlan,
+    plan: Plan,
 ) -> tuple[int, int, Results]:
     """Parse the lines of bytes [start, end) of a file, numbered from a provisional origin.
 
@@ -166,7 +153,7 @@ def _parse_range(
 
 
 def _lines_task(
-    blocks: list[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: AuditPlan
+    blocks: list[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: Plan
 ) -> Results:
     return _evaluate_blocks(iter(blocks), source, fields, max_line_bytes, keep_runs, plan)
 
@@ -192,14 +179,15 @@ def _ignore_interrupts() -> None:
 # --- the parent's side --------------------------------------------------------------------------
 
 
-def _shift(result: Evaluated, errors: list[InputError], shift: int) -> None:
+def _shift(result: Evaluated, errors: list[InputError], shift: int) -> Evaluated:
     if shift == 0:
-        return
-    if result.batch is not None:
-        result.batch = replace(result.batch, lines=result.batch.lines + shift)
+        return result
     for error in errors:
         if error.line is not None:
             error.line += shift
+    if result.batch is None:
+        return result
+    return replace(result, batch=replace(result.batch, lines=result.batch.lines + shift))
 
 
 def newline_aligned_ranges(path: Path, size: int, block_bytes: int) -> list[tuple[int, int]]:
@@ -264,20 +252,6 @@ class _Pool:
             self.executor = None
 
 
-def _head(source: Source) -> bytes | None:
-    """The first bytes of a source without consuming them; None when it cannot be opened (read_source says why)."""
-    if source.path is None:
-        stdin = sys.stdin.buffer
-        return stdin.peek(8)[:8] if isinstance(stdin, io.BufferedReader) else b""
-    if not source.path.is_file():  # a pipe (`<(zcat ...)`, /dev/stdin): opening it to look would eat its bytes
-        return None
-    try:
-        with open(source.path, "rb") as handle:
-            return handle.read(8)
-    except OSError:
-        return None
-
-
 def evaluate_source(
     source: Source,
     fields: FieldSpec,
@@ -289,37 +263,41 @@ def evaluate_source(
     keep_runs: bool = True,
     block_bytes: int = BLOCK_BYTES,
     blocks_per_task: int = BLOCKS_PER_TASK,
-    plan: AuditPlan | None = None,
+    plan: Plan | None = None,
 ) -> Iterator[Evaluated]:
     """Every valid run of one source, evaluated, in input order; JSONL on `jobs` processes.
 
     Gives exactly what the serial path gives (same runs, lines, errors and their order); Parquet and
     `jobs == 1` take the serial path. Without `keep_runs`, results may cover several blocks each.
     """
-    plan = plan or AuditPlan()
-    head = _head(source) if jobs > 1 else None
-    if head is None or detect_format(source, head, requested) != "jsonl":
-        batches = read_source(source, fields, on_error, requested, max_line_bytes, progress)
-        yield from _serial(batches, keep_runs, plan, on_error)
-        return
-    pool = _Pool(jobs)
-    try:
-        reading = _Reading(fields, on_error, max_line_bytes, progress, keep_runs, block_bytes, blocks_per_task, plan)
-        if source.path is not None and source.path.is_file() and sniff_compression(head) is None:
-            yield from _from_ranges(source, reading, pool)
-        else:
-            yield from _from_stream(source, reading, pool)
-    except _WorkerError as exc:
-        raise _restore(exc.args[0]) from None
-    except BrokenExecutor:  # the pool's workers died
-        raise SpecacceptError(
-            f"{source.name}: a worker process died (out of memory?); try again with --jobs 1"
-        ) from None
-    finally:
-        pool.close()
+    plan = plan or Plan()
+    if progress is not None:
+        progress.start_source(source)
+    with open_source(source, requested) as opened:
+        if jobs <= 1 or opened.format != "jsonl":
+            batches = read_opened(opened, fields, on_error, max_line_bytes, progress)
+            yield from _serial(batches, keep_runs, plan, on_error)
+            return
+        pool = _Pool(jobs)
+        try:
+            reading = _Reading(
+                fields, on_error, max_line_bytes, progress, keep_runs, block_bytes, blocks_per_task, plan
+            )
+            if opened.regular_file:
+                yield from _from_ranges(opened, reading, pool)
+            else:
+                yield from _from_stream(opened, reading, pool)
+        except _WorkerError as exc:
+            raise _restore(exc.args[0]) from None
+        except BrokenExecutor:  # the pool's workers died
+            raise SpecacceptError(
+                f"{source.name}: a worker process died (out of memory?); try again with --jobs 1"
+            ) from None
+        finally:
+            pool.close()
 
 
-def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: AuditPlan, on_error: OnError) -> Iterator[Evaluated]:
+def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
     for batch in batches:
         result, errors = evaluate_batch(batch, plan, keep_runs)
         for error in errors:
@@ -338,14 +316,13 @@ class _Reading:
     keep_runs: bool
     block_bytes: int
     blocks_per_task: int
-    plan: AuditPlan
+    plan: Plan
 
 
-def _from_ranges(source: Source, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
+def _from_ranges(opened: OpenSource, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
+    source = opened.source
     assert source.path is not None
     on_error, progress = reading.on_error, reading.progress
-    if progress is not None:
-        progress.start_source(source)
     size = source.path.stat().st_size
     ranges = newline_aligned_ranges(source.path, size, reading.block_bytes * reading.blocks_per_task)
     path = str(source.path)
@@ -365,7 +342,7 @@ def _from_ranges(source: Source, reading: _Reading, pool: _Pool) -> Iterator[Eva
     for (_, end), (origin, count, results) in zip(ranges, _in_order(tasks, pool.window)):
         for result, parts in results:
             errors = [_restore(part) for part in parts]
-            _shift(result, errors, next_line - origin)
+            result = _shift(result, errors, next_line - origin)
             for error in errors:
                 on_error(error)
             if progress is not None:
@@ -374,48 +351,40 @@ def _from_ranges(source: Source, reading: _Reading, pool: _Pool) -> Iterator[Eva
         next_line += count
 
 
-def _from_stream(source: Source, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
+def _from_stream(opened: OpenSource, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
+    source = opened.source
     on_error, progress = reading.on_error, reading.progress
-    if progress is not None:
-        progress.start_source(source)
-    raw = _open_binary(source)
-    try:
-        stream = decompress(raw, source.name)
-        position: Callable[[], int] | None = None if source.path is None else raw.tell
-        blocks = iter_line_blocks(stream, source.name, reading.block_bytes, reading.max_line_bytes)
-        args = (source.name, reading.fields, reading.max_line_bytes, reading.keep_runs, reading.plan)
+    position = opened.position()
+    blocks = iter_line_blocks(opened.jsonl_stream(), source.name, reading.block_bytes, reading.max_line_bytes)
+    args = (source.name, reading.fields, reading.max_line_bytes, reading.keep_runs, reading.plan)
+    broken: list[InputError] = []  # the stream's own failure (a cut or corrupt compressed stream)
 
-        broken: list[InputError] = []  # the stream's own failure (a cut or corrupt compressed stream)
+    def tasks() -> Iterator[Future[Any]]:
+        group: list[Block] = []
+        try:
+            for index, block in enumerate(blocks):
+                # The first blocks are parsed here: a short input never starts the pool.
+                if index < MIN_PARALLEL_BLOCKS - 1:
+                    yield _done(_lines_task([block], *args))
+                    continue
+                group.append(block)
+                if len(group) == reading.blocks_per_task:
+                    yield pool.submit(_lines_task, group, *args)
+                    group = []
+        except InputError as error:  # raised after every row before the damage is evaluated
+            broken.append(error)
+        if group:
+            yield pool.submit(_lines_task, group, *args)
 
-        def tasks() -> Iterator[Future[Any]]:
-            group: list[Block] = []
-            try:
-                for index, block in enumerate(blocks):
-                    # The first blocks are parsed here: a short input never starts the pool.
-                    if index < MIN_PARALLEL_BLOCKS - 1:
-                        yield _done(_lines_task([block], *args))
-                        continue
-                    group.append(block)
-                    if len(group) == reading.blocks_per_task:
-                        yield pool.submit(_lines_task, group, *args)
-                        group = []
-            except InputError as error:  # raised after every row before the damage is evaluated
-                broken.append(error)
-            if group:
-                yield pool.submit(_lines_task, group, *args)
-
-        for results in _in_order(tasks(), pool.window):
-            for result, parts in results:
-                for error in parts:
-                    on_error(_restore(error))
-                if progress is not None:
-                    progress.advance(result.runs, position() if position is not None else None)
-                yield result
-        if broken:
-            raise broken[0]
-    finally:
-        if source.path is not None:
-            raw.close()
+    for results in _in_order(tasks(), pool.window):
+        for result, parts in results:
+            for error in parts:
+                on_error(_restore(error))
+            if progress is not None:
+                progress.advance(result.runs, position() if position is not None else None)
+            yield result
+    if broken:
+        raise broken[0]
 
 
 def _done(value: Any) -> Future[Any]:

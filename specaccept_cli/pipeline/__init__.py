@@ -1,0 +1,75 @@
+"""The front door: inputs -> batches -> rule -> Summary, serial or on several processes.
+
+`summarise` is the one wiring of the stages that the command line, the library and
+any distributed driver call. It opens each source once (`read.open_source`), reads it
+in this process or on a pool of worker processes (`pipeline.parallel`), applies the
+per-batch stage (`summary.evaluate`), hands per-run results to an optional sink in
+input order, and returns one `Summary` that includes whatever the error policy
+skipped: nothing comes back through a side channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import IO
+
+from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
+from specaccept_cli.read.policy import ErrorPolicy, Mode
+from specaccept_cli.read.sources import Format, ProgressHook, Source, expand_inputs
+from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.summary.evaluate import Evaluated, Plan, RunSink, add_up
+from specaccept_cli.summary.state import Summary
+
+__all__ = ["default_jobs", "summarise"]
+
+_DEFAULT_FIELDS = FieldSpec()
+_DEFAULT_PLAN = Plan()
+
+
+def summarise(
+    inputs: Sequence[str] | Sequence[Source],
+    fields: FieldSpec = _DEFAULT_FIELDS,
+    plan: Plan = _DEFAULT_PLAN,
+    *,
+    jobs: int | None = 1,
+    on_error: Mode = "fail",
+    quarantine: IO[bytes] | None = None,
+    sink: RunSink | None = None,
+    progress: ProgressHook | None = None,
+    input_format: Format = "auto",
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Summary:
+    """Summarise every run of `inputs` (paths, directories of Parquet shards, or "-" for stdin).
+
+    `jobs`: processes parsing JSONL (None: every usable core; 1: this process only); the result
+    is the same whatever the number. `on_error="skip"` leaves bad rows and unreadable sources
+    out, counts them in the summary and copies their raw lines to `quarantine`; "fail" raises
+    the first as an `InputError`. `sink(batch, outcome, columns)` receives per-run results in
+    input order while the summary is built, so per-run output streams.
+    """
+    sources = [item if isinstance(item, Source) else None for item in inputs]
+    if None in sources:  # paths as the user gave them: resolved here (a missing path is an InputError)
+        sources = list(expand_inputs([str(item) for item in inputs]))
+    policy = ErrorPolicy(on_error, quarantine)
+    workers = default_jobs() if jobs is None else jobs
+
+    def evaluated() -> Iterator[Evaluated]:
+        for source in sources:
+            results = evaluate_source(
+                source,
+                fields,
+                policy,
+                input_format,
+                max_line_bytes,
+                progress,
+                jobs=workers,
+                keep_runs=sink is not None,
+                plan=plan,
+            )
+            yield from policy.guard(results)
+
+    summary = add_up(evaluated(), sink, plan.group_by)
+    return summary + Summary(
+        skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
+    )
