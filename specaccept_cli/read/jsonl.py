@@ -20,6 +20,7 @@ from specaccept_cli.rule.batch import (
     FieldPath,
     FieldSpec,
     FloatArray,
+    IntArray,
     RunBatch,
     find_bad_runs,
     greedy_batch,
@@ -220,6 +221,70 @@ def _type_problem(name: str, values: list[object]) -> tuple[str | None, list[flo
     return problem, cleaned
 
 
+class _RowFrame:
+    """What both row loops share: decoding lines into JSON objects, the extra fields, line numbers, errors.
+
+    `objects()` yields (line, object) for every line that is a JSON object and records why the
+    others are not rows; a loop then takes the row's own fields and calls `keep` for a valid run.
+    """
+
+    def __init__(self, lines: list[bytes | None], first_line: int, source: str, fields: FieldSpec, max_line_bytes: int):
+        self.lines, self.first_line, self.source, self.max_line_bytes = lines, first_line, source, max_line_bytes
+        self.counts = fields.counts
+        self.extra_paths = [(name, parse_field_path(name)) for name in fields.extras]
+        self.extras: dict[str, list[object]] = {name: [] for name in fields.extras}
+        self.lengths: list[int] = []
+        self.line_numbers: list[int] = []
+        self.problems: list[tuple[int, str]] = []  # (line, message), in the order found
+
+    def objects(self) -> Iterator[tuple[int, dict[str, object]]]:
+        loads, problems, max_line_bytes = orjson.loads, self.problems, self.max_line_bytes
+        line = self.first_line - 1
+        for raw in self.lines:
+            line += 1
+            if raw is None or len(raw) > max_line_bytes:
+                problems.append((line, f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"))
+                continue
+            if not raw or raw.isspace():
+                continue
+            if line == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
+            try:
+                obj = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                problems.append((line, _json_error_message(raw, exc)))
+                continue
+            if type(obj) is not dict:
+                problems.append((line, f"row is a JSON {json_type_name(obj)}, not an object"))
+                continue
+            yield line, obj
+
+    def keep(self, line: int, obj: dict[str, object], length: int) -> bool:
+        """Record a run of `length` tokens (its extras too); False when an extra makes the row bad."""
+        if self.extra_paths:
+            row_extras, problem = _row_extras(obj, self.extra_paths, self.counts)
+            if problem is not None:
+                self.problems.append((line, problem))
+                return False
+            for (name, _), value in zip(self.extra_paths, row_extras):
+                self.extras[name].append(value)
+        self.lengths.append(length)
+        self.line_numbers.append(line)
+        return True
+
+    def offsets(self) -> IntArray:
+        offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=offsets[1:])
+        return offsets
+
+    def errors(self) -> list[InputError]:
+        """Every problem as an InputError carrying its raw line, in line order."""
+        lines, first_line, source = self.lines, self.first_line, self.source
+        return [
+            InputError(source, line, message, raw=lines[line - first_line]) for line, message in sorted(self.problems)
+        ]
+
+
 def parse_lines(
     lines: list[bytes | None],
     first_line: int,
@@ -237,31 +302,12 @@ def parse_lines(
     paths = tuple(parse_field_path(name) for name in names)
     # Keys for the fast path; a dotted path gets a key no JSON object has, so it always takes the full lookup.
     p_key, q_key, r_key = (path[0] if len(path) == 1 else _NO_KEY for path in paths)
-    extra_paths = [(name, parse_field_path(name)) for name in fields.extras]
+    frame = _RowFrame(lines, first_line, source, fields, max_line_bytes)
     flat: tuple[list[object], list[object], list[object]] = ([], [], [])
     flat_p, flat_q, flat_r = flat
-    lengths: list[int] = []
-    line_numbers: list[int] = []
-    extras: dict[str, list[object]] = {name: [] for name in fields.extras}
-    problems: list[tuple[int, str]] = []  # (line, message), structural problems found while parsing
-    loads = orjson.loads
-    for offset, raw in enumerate(lines):
-        line = first_line + offset
-        if raw is None or len(raw) > max_line_bytes:
-            problems.append((line, f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"))
-            continue
-        if not raw or raw.isspace():
-            continue
-        if line == 1 and raw.startswith(BOM):
-            raw = raw[len(BOM) :]
-        try:
-            obj = loads(raw)
-        except orjson.JSONDecodeError as exc:
-            problems.append((line, _json_error_message(raw, exc)))
-            continue
-        if type(obj) is not dict:
-            problems.append((line, f"row is a JSON {json_type_name(obj)}, not an object"))
-            continue
+    problems, lengths, line_numbers = frame.problems, frame.lengths, frame.line_numbers
+    has_extras = bool(frame.extra_paths)
+    for line, obj in frame.objects():
         p, q, r = obj.get(p_key), obj.get(q_key), obj.get(r_key)  # fast path: three top-level lists
         if type(p) is not list or type(q) is not list or type(r) is not list:
             found = _find_lists(obj, names, paths)
@@ -275,21 +321,16 @@ def parse_lines(
                 (line, f"{names[0]}, {names[1]} and {names[2]} have different lengths ({n}, {len(q)}, {len(r)})")
             )
             continue
-        if extra_paths:
-            row_extras, problem = _row_extras(obj, extra_paths, fields.counts)
-            if problem is not None:
-                problems.append((line, problem))
-                continue
-            for (name, _), value in zip(extra_paths, row_extras):
-                extras[name].append(value)
+        if has_extras and not frame.keep(line, obj, n):
+            continue
+        if not has_extras:  # the hot path: no per-row call
+            lengths.append(n)
+            line_numbers.append(line)
         flat_p += p
         flat_q += q
         flat_r += r
-        lengths.append(n)
-        line_numbers.append(line)
 
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = frame.offsets()
     arrays = []
     bad_runs: dict[int, str] = {}
     for name, values in zip(names, flat):
@@ -317,32 +358,14 @@ def parse_lines(
         p=p_arr,
         q=q_arr,
         r=r_arr,
-        extras=extras,
+        extras=frame.extras,
     )
     if bad_runs:
         problems += [(line_numbers[run], message) for run, message in bad_runs.items()]
         keep = np.ones(len(lengths), dtype=bool)
         keep[list(bad_runs)] = False
         batch = batch.select(keep)
-    errors = [InputError(source, line, message, raw=lines[line - first_line]) for line, message in sorted(problems)]
-    return batch, errors
-
-
-def _decode_row(raw: bytes | None, line: int, max_line_bytes: int) -> dict[str, object] | str | None:
-    """A row's JSON object, None for a blank line, or the message saying why it is not a row."""
-    if raw is None or len(raw) > max_line_bytes:
-        return f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"
-    if not raw or raw.isspace():
-        return None
-    if line == 1 and raw.startswith(BOM):
-        raw = raw[len(BOM) :]
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return _json_error_message(raw, exc)
-    if type(obj) is not dict:
-        return f"row is a JSON {json_type_name(obj)}, not an object"
-    return obj
+    return batch, frame.errors()
 
 
 def _token_problem(name: str, tokens: list[object]) -> str | None:
@@ -367,31 +390,10 @@ def parse_greedy_lines(
     assert fields.draft_tokens is not None and fields.target_tokens is not None
     names = (fields.draft_tokens, fields.target_tokens)
     paths = [parse_field_path(name) for name in names]
-    extra_paths = [(name, parse_field_path(name)) for name in fields.extras]
+    frame = _RowFrame(lines, first_line, source, fields, max_line_bytes)
     matches: list[bool] = []
-    lengths: list[int] = []
-    line_numbers: list[int] = []
-    extras: dict[str, list[object]] = {name: [] for name in fields.extras}
-    errors: list[InputError] = []
-    for offset, raw in enumerate(lines):
-        line = first_line + offset
-        obj = _decode_row(raw, line, max_line_bytes)
-        if obj is None:
-            continue
-        problem: str | None = obj if isinstance(obj, str) else None
-        lists: list[list[object]] = []
-        if isinstance(obj, dict):
-            for name, path in zip(names, paths):
-                value = _lookup(obj, path)
-                if value is MISSING:
-                    problem = _missing_message(obj, path)
-                elif type(value) is not list:
-                    problem = f"'{name}' is {json_type_name(value)}, not a list of token ids"
-                else:
-                    problem = _token_problem(name, value)
-                    lists.append(value)
-                if problem is not None:
-                    break
+    for line, obj in frame.objects():
+        lists, problem = _token_lists(obj, names, paths)
         if problem is None:
             drafted, target = lists
             k = len(drafted)
@@ -399,22 +401,31 @@ def parse_greedy_lines(
                 problem = f"'{names[1]}' has {len(target)} entries; {k} drafted tokens need {k} or {k + 1}"
             else:
                 problem = length_problem(k)
-        row_extras: list[object] = []
-        if problem is None and extra_paths:
-            assert isinstance(obj, dict)
-            row_extras, problem = _row_extras(obj, extra_paths, fields.counts)
         if problem is not None:
-            errors.append(InputError(source, line, problem, raw=raw))
-            continue
-        matches += [d == t for d, t in zip(drafted, target)]
-        lengths.append(k)
-        line_numbers.append(line)
-        for (name, _), value in zip(extra_paths, row_extras):
-            extras[name].append(value)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    batch = greedy_batch(source, np.array(line_numbers, dtype=np.int64), offsets, np.array(matches, dtype=bool), extras)
-    return batch, errors
+            frame.problems.append((line, problem))
+        elif frame.keep(line, obj, k):
+            matches += [d == t for d, t in zip(drafted, target)]
+    lines_array = np.array(frame.line_numbers, dtype=np.int64)
+    batch = greedy_batch(source, lines_array, frame.offsets(), np.array(matches, dtype=bool), frame.extras)
+    return batch, frame.errors()
+
+
+def _token_lists(
+    obj: dict[str, object], names: tuple[str, str], paths: list[FieldPath]
+) -> tuple[list[list[object]], str | None]:
+    """The row's drafted and target token-id lists, or the message naming the first field that is not one."""
+    lists: list[list[object]] = []
+    for name, path in zip(names, paths):
+        value = _lookup(obj, path)
+        if value is MISSING:
+            return lists, _missing_message(obj, path)
+        if type(value) is not list:
+            return lists, f"'{name}' is {json_type_name(value)}, not a list of token ids"
+        problem = _token_problem(name, value)
+        if problem is not None:
+            return lists, problem
+        lists.append(value)
+    return lists, None
 
 
 def parse_block(
