@@ -18,8 +18,9 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.pipeline import parallel
 from specaccept_cli.pipeline.parallel import evaluate_source, newline_aligned_ranges
 from specaccept_cli.read.jsonl import BLOCK_BYTES
-from specaccept_cli.read.sources import Source
+from specaccept_cli.read.sources import Reading, Source
 from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.state import Summary
 from tests.conftest import run_process, spec_accept
 
@@ -64,9 +65,11 @@ def collect(source: Source, jobs: int, block_bytes: int, keep_runs: bool = True,
 
     runs: list[tuple[int, int, int, object]] = []
     summary = Summary()
+    max_line_bytes = kwargs.pop("max_line_bytes", DEFAULT_MAX_LINE_BYTES)
+    reading = Reading(FIELDS, max_line_bytes=max_line_bytes)  # type: ignore[arg-type]
     for result in evaluate_source(
         source,
-        FIELDS,
+        reading,
         on_error,
         jobs=jobs,
         keep_runs=keep_runs,
@@ -144,7 +147,7 @@ def test_fail_mode_reports_the_first_bad_row_in_input_order(tmp_path: Path) -> N
 
     for jobs in (1, 2):
         with pytest.raises(InputError) as caught:
-            for _ in evaluate_source(file_source(path), FIELDS, fail, jobs=jobs, block_bytes=512):
+            for _ in evaluate_source(file_source(path), Reading(FIELDS), fail, jobs=jobs, block_bytes=512):
                 pass
         assert (caught.value.line, caught.value.message) == (158, "r[0] = 1.5 is out of range (r must be in [0, 1])")
 

@@ -15,7 +15,7 @@ from typing import IO
 
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.read.policy import ErrorPolicy, Mode
-from specaccept_cli.read.sources import Format, ProgressHook, Source, expand_inputs
+from specaccept_cli.read.sources import Format, ProgressHook, Reading, Source, expand_inputs
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunSink, add_up
@@ -52,20 +52,13 @@ def summarise(
     if None in sources:  # paths as the user gave them: resolved here (a missing path is an InputError)
         sources = list(expand_inputs([str(item) for item in inputs]))
     policy = ErrorPolicy(on_error, quarantine)
+    reading = Reading(fields, input_format, max_line_bytes)
     workers = default_jobs() if jobs is None else jobs
 
     def evaluated() -> Iterator[Evaluated]:
         for source in sources:
             results = evaluate_source(
-                source,
-                fields,
-                policy,
-                input_format,
-                max_line_bytes,
-                progress,
-                jobs=workers,
-                keep_runs=sink is not None,
-                plan=plan,
+                source, reading, policy, progress, jobs=workers, keep_runs=sink is not None, plan=plan
             )
             yield from policy.guard(results)
 

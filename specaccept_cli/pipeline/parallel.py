@@ -34,9 +34,8 @@ import numpy as np
 
 from specaccept_cli.errors import InputError, OnError, SpecacceptError
 from specaccept_cli.read.jsonl import BLOCK_BYTES, iter_line_blocks, parse_block
-from specaccept_cli.read.sources import Format, OpenSource, ProgressHook, Source, open_source, read_opened
+from specaccept_cli.read.sources import OpenSource, ProgressHook, Reading, Source, open_source, read_opened
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
-from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
 
 if TYPE_CHECKING:
@@ -254,16 +253,15 @@ class _Pool:
 
 def evaluate_source(
     source: Source,
-    fields: FieldSpec,
+    reading: Reading,
     on_error: OnError,
-    requested: Format = "auto",
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     progress: ProgressHook | None = None,
+    *,
     jobs: int = 1,
     keep_runs: bool = True,
+    plan: Plan | None = None,
     block_bytes: int = BLOCK_BYTES,
     blocks_per_task: int = BLOCKS_PER_TASK,
-    plan: Plan | None = None,
 ) -> Iterator[Evaluated]:
     """Every valid run of one source, evaluated, in input order; JSONL on `jobs` processes.
 
@@ -273,20 +271,27 @@ def evaluate_source(
     plan = plan or Plan()
     if progress is not None:
         progress.start_source(source)
-    with open_source(source, requested) as opened:
+    with open_source(source, reading.input_format) as opened:
         if jobs <= 1 or opened.format != "jsonl":
-            batches = read_opened(opened, fields, on_error, max_line_bytes, progress)
+            batches = read_opened(opened, reading, on_error, progress)
             yield from _serial(batches, keep_runs, plan, on_error)
             return
         pool = _Pool(jobs)
         try:
-            reading = _Reading(
-                fields, on_error, max_line_bytes, progress, keep_runs, block_bytes, blocks_per_task, plan
+            tasks = _Tasks(
+                reading.fields,
+                on_error,
+                reading.max_line_bytes,
+                progress,
+                keep_runs,
+                block_bytes,
+                blocks_per_task,
+                plan,
             )
             if opened.regular_file:
-                yield from _from_ranges(opened, reading, pool)
+                yield from _from_ranges(opened, tasks, pool)
             else:
-                yield from _from_stream(opened, reading, pool)
+                yield from _from_stream(opened, tasks, pool)
         except _WorkerError as exc:
             raise _restore(exc.args[0]) from None
         except BrokenExecutor:  # the pool's workers died
@@ -306,7 +311,7 @@ def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: Plan, on_error: 
 
 
 @dataclass(frozen=True)
-class _Reading:
+class _Tasks:
     """How one source is read, parsed and evaluated, shared by the two ways of cutting it into tasks."""
 
     fields: FieldSpec
@@ -319,7 +324,7 @@ class _Reading:
     plan: Plan
 
 
-def _from_ranges(opened: OpenSource, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
+def _from_ranges(opened: OpenSource, reading: _Tasks, pool: _Pool) -> Iterator[Evaluated]:
     source = opened.source
     assert source.path is not None
     on_error, progress = reading.on_error, reading.progress
@@ -351,7 +356,7 @@ def _from_ranges(opened: OpenSource, reading: _Reading, pool: _Pool) -> Iterator
         next_line += count
 
 
-def _from_stream(opened: OpenSource, reading: _Reading, pool: _Pool) -> Iterator[Evaluated]:
+def _from_stream(opened: OpenSource, reading: _Tasks, pool: _Pool) -> Iterator[Evaluated]:
     source = opened.source
     on_error, progress = reading.on_error, reading.progress
     position = opened.position()

@@ -159,12 +159,9 @@ def _to_run_batch(
     record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec
 ) -> tuple[RunBatch, list[InputError]]:
     names = (fields.p, fields.q, fields.r)
-    n = record_batch.num_rows
-    rows = np.arange(first_row, first_row + n, dtype=np.int64)
-    bad: dict[int, str] = {}
+    n, rows, bad, columns = _list_columns(record_batch, names, first_row, source)
     parts = []
-    for name in names:
-        offsets, values, null_tokens = _list_column(record_batch, name, source, bad)
+    for offsets, values, null_tokens in columns:
         if values.type != pa.float64():  # a cast loads pyarrow.compute: skip it when there is nothing to cast
             values = values.cast(pa.float64())
         floats = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
@@ -193,6 +190,17 @@ def _to_run_batch(
     extras = _extras(record_batch, source, fields, bad)
     batch = RunBatch(source=source, lines=rows, offsets=offsets, p=p, q=q, r=r, extras=extras)
     return _without_bad_rows(batch, record_batch, bad)
+
+
+def _list_columns(
+    record_batch: pa.RecordBatch, names: tuple[str, ...], first_row: int, source: str, tokens: bool = False
+) -> tuple[int, IntArray, dict[int, str], list[tuple[IntArray, pa.Array, IntArray]]]:
+    """What both batch builders start from: the row count, row numbers, the bad rows found so far
+    (row index -> message) and each named list column's parts (see `_list_column`)."""
+    bad: dict[int, str] = {}
+    columns = [_list_column(record_batch, name, source, bad, tokens) for name in names]
+    n = record_batch.num_rows
+    return n, np.arange(first_row, first_row + n, dtype=np.int64), bad, columns
 
 
 def _list_column(
@@ -263,14 +271,9 @@ def _to_greedy_batch(
     """Greedy logs: drafted token ids and the target's argmax ids (k or k + 1 of them) per row."""
     assert fields.draft_tokens is not None and fields.target_tokens is not None
     names = (fields.draft_tokens, fields.target_tokens)
-    n = record_batch.num_rows
-    rows = np.arange(first_row, first_row + n, dtype=np.int64)
-    bad: dict[int, str] = {}
-    parts = []
-    for name in names:
-        offsets, values, _ = _list_column(record_batch, name, source, bad, tokens=True)
-        parts.append((offsets, values.to_numpy(zero_copy_only=False)))
-    (draft_offsets, drafted), (target_offsets, target) = parts
+    n, rows, bad, columns = _list_columns(record_batch, names, first_row, source, tokens=True)
+    (draft_offsets, drafted, _), (target_offsets, target, _) = columns
+    drafted, target = drafted.to_numpy(zero_copy_only=False), target.to_numpy(zero_copy_only=False)
     k = np.diff(draft_offsets)
     target_k = np.diff(target_offsets)
     for run in np.flatnonzero(k > MAX_DRAFT_LENGTH).tolist():

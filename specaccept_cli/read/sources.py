@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
@@ -250,33 +250,34 @@ class ProgressHook(Protocol):
     def advance(self, runs: int, position: int | None) -> None: ...
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How rows are read from any source: where the fields live, which format, how long a line may be."""
+
+    fields: FieldSpec = field(default_factory=FieldSpec)
+    input_format: Format = "auto"  # auto: by extension, then by content (PAR1 magic means Parquet)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+
 def read_source(
-    source: Source,
-    fields: FieldSpec,
-    on_error: OnError,
-    requested: Format = "auto",
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    progress: ProgressHook | None = None,
+    source: Source, reading: Reading, on_error: OnError, progress: ProgressHook | None = None
 ) -> Iterator[RunBatch]:
     """Every valid run of one source, in batches, in input order."""
     if progress is not None:
         progress.start_source(source)
-    with open_source(source, requested) as opened:
-        yield from read_opened(opened, fields, on_error, max_line_bytes, progress)
+    with open_source(source, reading.input_format) as opened:
+        yield from read_opened(opened, reading, on_error, progress)
 
 
 def read_opened(
-    opened: OpenSource,
-    fields: FieldSpec,
-    on_error: OnError,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    progress: ProgressHook | None = None,
+    opened: OpenSource, reading: Reading, on_error: OnError, progress: ProgressHook | None = None
 ) -> Iterator[RunBatch]:
     """Every valid run of a source already opened, in batches, in input order."""
     if opened.format == "parquet":
-        yield from _read_parquet(opened.source, opened.raw, fields, on_error, progress)
+        yield from _read_parquet(opened.source, opened.raw, reading.fields, on_error, progress)
         return
-    batches = read_jsonl(opened.jsonl_stream(), opened.source.name, fields, on_error, max_line_bytes)
+    name, max_line_bytes = opened.source.name, reading.max_line_bytes
+    batches = read_jsonl(opened.jsonl_stream(), name, reading.fields, on_error, max_line_bytes)
     yield from _track(batches, progress, opened.position())
 
 
@@ -312,13 +313,8 @@ def _track(
 
 
 def read_all(
-    inputs: list[str],
-    fields: FieldSpec,
-    on_error: OnError,
-    requested: Format = "auto",
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    progress: ProgressHook | None = None,
+    inputs: list[str], reading: Reading, on_error: OnError, progress: ProgressHook | None = None
 ) -> Iterator[RunBatch]:
-    """Every valid run of every input, in order."""
+    """Every valid run of every input, in order (the read stage alone; `summarise` runs the whole pipeline)."""
     for source in expand_inputs(inputs):
-        yield from read_source(source, fields, on_error, requested, max_line_bytes, progress)
+        yield from read_source(source, reading, on_error, progress)
