@@ -72,13 +72,7 @@ class GateResult:
         return f"{self.label} = {self.value:.6g} {relation} {self.option} {self.threshold:g}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "option": self.option,
-            "metric": self.metric,
-            "threshold": self.threshold,
-            "value": self.value,
-            "passed": self.passed,
-        }
+        return _pick(self, "option", "metric", "threshold", "value", "passed")
 
 
 def check_gates(summary: Estimates, thresholds: Mapping[str, float | None]) -> list[GateResult]:
@@ -138,17 +132,23 @@ class MetricComparison:
         return f"{self.label}: {_fmt(self.baseline)} -> {_fmt(self.current)}{change}, no regression ({test})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "baseline": self.baseline,
-            "current": self.current,
-            "baseline_standard_error": self.baseline_standard_error,
-            "current_standard_error": self.current_standard_error,
-            "change": self.change,
-            "z": self.z,
-            "p": self.p,
-            "verdict": self.verdict,
-        }
+        return _pick(
+            self,
+            "metric",
+            "baseline",
+            "current",
+            "baseline_standard_error",
+            "current_standard_error",
+            "change",
+            "z",
+            "p",
+            "verdict",
+        )
+
+
+def _pick(result: object, *names: str) -> dict[str, Any]:
+    """The machine form of a result: the named attributes, in that order."""
+    return {name: getattr(result, name) for name in names}
 
 
 def _fmt(value: float | None) -> str:

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.jsonl import iter_line_blocks, parse_lines
+from specaccept_cli.read.jsonl import iter_line_blocks, parse_block
 from specaccept_cli.read.sources import MAGIC, decompress
 from specaccept_cli.rule.batch import FieldSpec
 
@@ -44,7 +44,7 @@ def read_lines(data: bytes, block_bytes: int, max_line_bytes: int) -> tuple[list
     seen: list[int] = []
     try:
         for first_line, lines in iter_line_blocks(stream, SOURCE, block_bytes, max_line_bytes):
-            batch, errors = parse_lines(lines, first_line, SOURCE, FieldSpec(), max_line_bytes)
+            batch, errors = parse_block(lines, first_line, SOURCE, FieldSpec(), max_line_bytes)
             for error in errors:
                 assert error.source == SOURCE and error.line is not None and error.message
                 assert first_line <= error.line < first_line + len(lines)

@@ -1,11 +1,11 @@
-"""The fast paths inside `parse_lines` (top-level keys, array('d') conversion) answer like the general ones."""
+"""The fast paths inside `parse_block` (top-level keys, array('d') conversion) answer like the general ones."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from specaccept_cli.read.jsonl import parse_lines
+from specaccept_cli.read.jsonl import parse_block
 from specaccept_cli.rule.batch import FieldSpec
 from tests.test_parallel import mixed_lines
 
@@ -26,7 +26,7 @@ from tests.test_parallel import mixed_lines
 )
 def test_number_conversion_matches_the_type_rules(raw: bytes, message: str | None) -> None:
     good = b'{"p": [0.9], "q": [0.5], "r": [0.7]}'
-    batch, errors = parse_lines([good, raw, good], 10, "x", FieldSpec())
+    batch, errors = parse_block([good, raw, good], 10, "x", FieldSpec())
     if message is None:
         assert errors == []
         assert batch.lines.tolist() == [10, 11, 12]
@@ -49,9 +49,9 @@ def test_dotted_and_top_level_fields_agree() -> None:
             nested.append(raw)
             continue
         nested.append(orjson.dumps({"spec": obj, "id": obj.get("id")} if isinstance(obj, dict) else obj))
-    flat_batch, flat_errors = parse_lines(lines, 1, "x", FieldSpec(extras=("id",)))
+    flat_batch, flat_errors = parse_block(lines, 1, "x", FieldSpec(extras=("id",)))
     dotted = FieldSpec(p="spec.p", q="spec.q", r="spec.r", extras=("id",))
-    nested_batch, nested_errors = parse_lines(nested, 1, "x", dotted)
+    nested_batch, nested_errors = parse_block(nested, 1, "x", dotted)
     assert nested_batch.lines.tolist() == flat_batch.lines.tolist()
     assert nested_batch.p.tolist() == flat_batch.p.tolist()
     assert nested_batch.extras == flat_batch.extras

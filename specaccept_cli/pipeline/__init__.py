@@ -48,9 +48,9 @@ def summarise(
     the first as an `InputError`. `sink(batch, outcome, columns)` receives per-run results in
     input order while the summary is built, so per-run output streams.
     """
-    sources = [item if isinstance(item, Source) else None for item in inputs]
-    if None in sources:  # paths as the user gave them: resolved here (a missing path is an InputError)
-        sources = list(expand_inputs([str(item) for item in inputs]))
+    sources = [item for item in inputs if isinstance(item, Source)]
+    if len(sources) < len(inputs):  # paths as the user gave them: resolved here (a missing path is an InputError)
+        sources = expand_inputs([str(item) for item in inputs])
     policy = ErrorPolicy(on_error, quarantine)
     reading = Reading(fields, input_format, max_line_bytes)
     workers = default_jobs() if jobs is None else jobs

@@ -48,7 +48,7 @@ class _Missing:
 
 
 MISSING = _Missing()
-_NO_KEY = object()  # a dict key no parsed JSON object holds
+_NO_KEY = "\ud800"  # a dict key no parsed JSON object holds: orjson refuses lone surrogates
 
 # Exceptions a decompressor raises on a truncated or corrupt stream.
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (EOFError, OSError, lzma.LZMAError, zlib.error)
@@ -285,24 +285,12 @@ class _RowFrame:
         ]
 
 
-def parse_lines(
-    lines: list[bytes | None],
-    first_line: int,
-    source: str,
-    fields: FieldSpec,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> tuple[RunBatch, list[InputError]]:
-    """Parse one block of JSONL lines into a batch of valid runs, and the bad rows in line order.
-
-    A pure function of its arguments (no callbacks, no I/O), so blocks can be parsed
-    anywhere, in any order, and their errors dispatched in input order by the caller.
-    Each error carries the raw line (`InputError.raw`); blank lines are ignored.
-    """
+def _parse_sampled(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[InputError]]:
+    """(p, q, r) rows: the runs of a block, with numbers checked as a batch (see `parse_block`)."""
     names = (fields.p, fields.q, fields.r)
     paths = tuple(parse_field_path(name) for name in names)
     # Keys for the fast path; a dotted path gets a key no JSON object has, so it always takes the full lookup.
     p_key, q_key, r_key = (path[0] if len(path) == 1 else _NO_KEY for path in paths)
-    frame = _RowFrame(lines, first_line, source, fields, max_line_bytes)
     flat: tuple[list[object], list[object], list[object]] = ([], [], [])
     flat_p, flat_q, flat_r = flat
     problems, lengths, line_numbers = frame.problems, frame.lengths, frame.line_numbers
@@ -352,7 +340,7 @@ def parse_lines(
         bad_runs.setdefault(run, message)
 
     batch = RunBatch(
-        source=source,
+        source=frame.source,
         lines=np.array(line_numbers, dtype=np.int64),
         offsets=offsets,
         p=p_arr,
@@ -375,13 +363,7 @@ def _token_problem(name: str, tokens: list[object]) -> str | None:
     return None
 
 
-def parse_greedy_lines(
-    lines: list[bytes | None],
-    first_line: int,
-    source: str,
-    fields: FieldSpec,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> tuple[RunBatch, list[InputError]]:
+def _parse_greedy(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[InputError]]:
     """Greedy logs: each row holds the drafted token ids and the target's argmax ids.
 
     The target list has k entries, or k + 1 when it includes the bonus position; a run's
@@ -390,7 +372,6 @@ def parse_greedy_lines(
     assert fields.draft_tokens is not None and fields.target_tokens is not None
     names = (fields.draft_tokens, fields.target_tokens)
     paths = [parse_field_path(name) for name in names]
-    frame = _RowFrame(lines, first_line, source, fields, max_line_bytes)
     matches: list[bool] = []
     for line, obj in frame.objects():
         lists, problem = _token_lists(obj, names, paths)
@@ -406,7 +387,7 @@ def parse_greedy_lines(
         elif frame.keep(line, obj, k):
             matches += [d == t for d, t in zip(drafted, target)]
     lines_array = np.array(frame.line_numbers, dtype=np.int64)
-    batch = greedy_batch(source, lines_array, frame.offsets(), np.array(matches, dtype=bool), frame.extras)
+    batch = greedy_batch(frame.source, lines_array, frame.offsets(), np.array(matches, dtype=bool), frame.extras)
     return batch, frame.errors()
 
 
@@ -435,9 +416,15 @@ def parse_block(
     fields: FieldSpec,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> tuple[RunBatch, list[InputError]]:
-    """One block of JSONL lines as a batch and its bad rows: (p, q, r) rows, or greedy token-id rows."""
-    parse = parse_greedy_lines if fields.greedy else parse_lines
-    return parse(lines, first_line, source, fields, max_line_bytes)
+    """Parse one block of JSONL lines into a batch of valid runs, and the bad rows in line order.
+
+    (p, q, r) rows, or greedy token-id rows when `fields` names them. A pure function of its
+    arguments (no callbacks, no I/O), so blocks can be parsed anywhere, in any order, and their
+    errors dispatched in input order by the caller. Each error carries the raw line
+    (`InputError.raw`); blank lines are ignored.
+    """
+    frame = _RowFrame(lines, first_line, source, fields, max_line_bytes)
+    return _parse_greedy(frame, fields) if fields.greedy else _parse_sampled(frame, fields)
 
 
 def read_jsonl(
