@@ -10,10 +10,7 @@ number when k is fixed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from specaccept_cli.summary.estimates import PositionRate
+from typing import Any
 
 WHY_THEY_DIFFER = (
     "They divide different counts: accepted/drafted counts untested tokens after a rejection as failures; "
@@ -42,11 +39,12 @@ def _ratio(numerator: int, denominator: int) -> float | None:
 
 
 def engine_conventions(
-    runs: int, drafted: int, accepted: int, passing: int, positions: Sequence[PositionRate]
+    runs: int, drafted: int, accepted: int, passing: int, accepted_at: Sequence[int], rates: Sequence[float | None]
 ) -> dict[str, dict[str, Any]]:
     """{engine: {metric: value}} for vllm, vllm_v0, sglang, llama_cpp, spec_bench and eagle.
 
-    `passing` counts tokens that pass their own test, also after a rejection (vLLM v0's counter).
+    `passing` counts tokens that pass their own test, also after a rejection (vLLM v0's counter);
+    `accepted_at[i]` counts runs that kept draft position i + 1, `rates[i]` is its conditional rate.
     """
     emitted = accepted + runs  # a + 1 per run
     return {
@@ -57,7 +55,7 @@ def engine_conventions(
         "vllm": {
             "acceptance_rate": _ratio(accepted, drafted),
             "mean_acceptance_length": 1 + accepted / runs if runs else None,
-            "per_position": [_ratio(row.accepted, runs) for row in positions],
+            "per_position": [_ratio(count, runs) for count in accepted_at],
         },
         # vllm/model_executor/layers/spec_decode_base_sampler.py (_create_output):
         # num_accepted_tokens += accepted.sum() over the whole k x batch matrix, so a token that
@@ -95,6 +93,6 @@ def engine_conventions(
         # alpha[i] += 1 if i < accept_length; alpha_num[i] += 1 if i <= accept_length and i < draft
         # length; reports alpha / alpha_num per position: the conditional rate.
         "eagle": {
-            "per_position": [row.rate for row in positions],
+            "per_position": list(rates),
         },
     }

@@ -115,7 +115,14 @@ def estimate(summary: Summary) -> Estimates:
         iid_check=_iid_check(tokens_per_pass, predicted, tokens_error),
         per_position=positions,
         accepted_histogram=_accepted_histogram(summary),
-        conventions=engine_conventions(runs, drafted, accepted, summary.passing_tokens, positions),
+        conventions=engine_conventions(
+            runs,
+            drafted,
+            accepted,
+            summary.passing_tokens,
+            [row.accepted for row in positions],
+            [row.rate for row in positions],
+        ),
     )
 
 
