@@ -10,20 +10,25 @@ from typing import Any
 
 import click
 
-from specaccept_cli.cli import (
-    CheckedOutput,
+from specaccept_cli.cli.options import (
     FiniteFloat,
-    atomic_file,
-    binary_stdout,
     check_field_path,
     comparison_options,
-    conclude_checks,
-    describe_inputs,
+    cost_ratio_option,
     field_option,
     gate_options,
     github_option,
+    output_option,
+)
+from specaccept_cli.cli.output import (
+    CheckedOutput,
+    atomic_file,
+    binary_stdout,
+    conclude_checks,
+    describe_inputs,
     printing_to_stdout,
     write_file,
+    write_stdout,
 )
 from specaccept_cli.errors import OutputError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
@@ -31,13 +36,9 @@ from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 @click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
 @click.argument("inputs", nargs=-1, metavar="[INPUT]...")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json", "markdown", "jsonl", "csv"]),
-    default="table",
-    show_default=True,
-    help="table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
+@output_option(
+    ("table", "json", "markdown", "jsonl", "csv"),
+    "table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
 )
 @click.option(
     "--format",
@@ -64,12 +65,7 @@ from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
     callback=check_field_path,
     help="Also summarise each value of this field (dotted path) apart.",
 )
-@click.option(
-    "--cost-ratio",
-    type=FiniteFloat(min=0.0),
-    default=None,
-    help="Draft step time / target step time: adds the speedup and the best k.",
-)
+@cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
 @click.option(
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
@@ -387,13 +383,9 @@ def _show(
             data["gates"] = [result.to_dict() for result in gates]
         if comparison is not None:
             data["comparison"] = comparison.to_dict()
-        out = binary_stdout()
-        out.write(json_bytes(data))
-        out.flush()
+        write_stdout(json_bytes(data))
     elif options.output == "markdown":
-        out = binary_stdout()
-        out.write(render.markdown_report(summary, numbers, gates, comparison).encode())
-        out.flush()
+        write_stdout(render.markdown_report(summary, numbers, gates, comparison).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
