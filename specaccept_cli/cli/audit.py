@@ -251,8 +251,9 @@ def run_audit(options: AuditOptions) -> None:
     _show(options, summary, numbers, gates, comparison, preview, stderr)
 
     from specaccept_cli.checks import audit_failures
+    from specaccept_cli.views.markdown import markdown_report
 
-    markdown = render.markdown_report(summary, numbers, gates, comparison) if options.github else None
+    markdown = markdown_report(summary, numbers, gates, comparison) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
@@ -326,7 +327,6 @@ def _read(
 ) -> Any:
     """Every source through the front door, in order; per-run records stream out as they come."""
     from specaccept_cli.pipeline import summarise
-    from specaccept_cli.views import terminal as render
 
     def run(sink: Any = None) -> Any:
         def read(progress: Any) -> Any:
@@ -344,7 +344,9 @@ def _read(
             )
 
         if not options.quiet and stderr.is_terminal:
-            with render.RichProgress(stderr, sources) as progress:
+            from specaccept_cli.views.progress import RichProgress
+
+            with RichProgress(stderr, sources) as progress:
                 return read(progress)
         return read(None)
 
@@ -385,7 +387,9 @@ def _show(
             data["comparison"] = comparison.to_dict()
         write_stdout(json_bytes(data))
     elif options.output == "markdown":
-        write_stdout(render.markdown_report(summary, numbers, gates, comparison).encode())
+        from specaccept_cli.views.markdown import markdown_report
+
+        write_stdout(markdown_report(summary, numbers, gates, comparison).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()

@@ -34,6 +34,7 @@ def diff(
     comparison = compare(baseline, current, max_drop, significance)
 
     from specaccept_cli.views import terminal as render
+    from specaccept_cli.views.markdown import markdown_report
 
     if output == "json":
         data = {
@@ -44,11 +45,11 @@ def diff(
         }
         write_stdout(json_bytes(data))
     elif output == "markdown":
-        write_stdout(render.markdown_report(None, None, (), comparison).encode())
+        write_stdout(markdown_report(None, None, (), comparison).encode())
     else:
         with printing_to_stdout():
             render.QuietPipeConsole().print(render.comparison_view(comparison))
-    markdown = render.markdown_report(None, None, (), comparison) if github else None
+    markdown = markdown_report(None, None, (), comparison) if github else None
     conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
 
 
