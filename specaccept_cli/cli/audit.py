@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 import click
 
@@ -32,6 +32,18 @@ from specaccept_cli.cli.output import (
 )
 from specaccept_cli.errors import OutputError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+
+if TYPE_CHECKING:
+    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.read.policy import Mode
+    from specaccept_cli.read.sources import Format, Source
+    from specaccept_cli.rule.batch import FieldSpec, RunBatch
+    from specaccept_cli.rule.vectorized import BatchOutcome
+    from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
+    from specaccept_cli.summary.state import Summary
+    from specaccept_cli.views.progress import RichProgress
+    from specaccept_cli.views.terminal import QuietPipeConsole, RunPreview
 
 
 @click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
@@ -180,8 +192,8 @@ class AuditOptions:
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
-    output: str
-    input_format: str
+    output: Literal["table", "json", "markdown", "jsonl", "csv"]
+    input_format: Format
     p_field: str
     q_field: str
     r_field: str
@@ -205,7 +217,7 @@ class AuditOptions:
     max_drop: float
     significance: float
     github: bool
-    on_error: str
+    on_error: Mode
     max_errors: int | None
     quarantine: str | None
     max_line_bytes: int
@@ -291,7 +303,7 @@ def _input_paths(options: AuditOptions) -> list[str]:
     return paths
 
 
-def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
+def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     """Which fields to read from each row, and what to compute besides the rule."""
     from specaccept_cli.rule.batch import FieldSpec
     from specaccept_cli.summary.evaluate import Plan
@@ -323,23 +335,29 @@ def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
 
 
 def _read(
-    options: AuditOptions, sources: Any, fields: Any, plan: Any, quarantine: Any, preview: Any, stderr: Any
-) -> Any:
+    options: AuditOptions,
+    sources: list[Source],
+    fields: FieldSpec,
+    plan: Plan,
+    quarantine: CheckedOutput | None,
+    preview: RunPreview,
+    stderr: QuietPipeConsole,
+) -> Summary:
     """Every source through the front door, in order; per-run records stream out as they come."""
     from specaccept_cli.pipeline import summarise
 
-    def run(sink: Any = None) -> Any:
-        def read(progress: Any) -> Any:
+    def run(sink: RunSink | None = None) -> Summary:
+        def read(progress: RichProgress | None) -> Summary:
             return summarise(
                 sources,
                 fields,
                 plan,
                 jobs=options.jobs,
-                on_error=options.on_error,  # type: ignore[arg-type]
-                quarantine=quarantine,
+                on_error=options.on_error,
+                quarantine=cast("IO[bytes] | None", quarantine),  # the error policy only writes to it
                 sink=sink,
                 progress=progress,
-                input_format=options.input_format,  # type: ignore[arg-type]
+                input_format=options.input_format,
                 max_line_bytes=options.max_line_bytes,
             )
 
@@ -362,7 +380,7 @@ def _read(
         return summary
     if options.output == "table" and options.max_rows:
 
-        def keep(batch: Any, outcome: Any, columns: Any) -> None:
+        def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
             preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
 
         return run(keep)
@@ -370,7 +388,13 @@ def _read(
 
 
 def _show(
-    options: AuditOptions, summary: Any, numbers: Any, gates: Any, comparison: Any, preview: Any, stderr: Any
+    options: AuditOptions,
+    summary: Summary,
+    numbers: Estimates,
+    gates: list[GateResult],
+    comparison: Comparison | None,
+    preview: RunPreview,
+    stderr: QuietPipeConsole,
 ) -> None:
     """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
     from specaccept_cli.summary.files import json_bytes, summary_object
@@ -410,7 +434,7 @@ def _show(
         stderr.print(render.skipped_table(summary))
 
 
-def _too_many_errors(summary: Any, max_errors: int) -> str:
+def _too_many_errors(summary: Summary, max_errors: int) -> str:
     what = f"{summary.skipped_rows} bad row{'s' if summary.skipped_rows != 1 else ''}"
     if summary.skipped_sources:
         what += f" and {summary.skipped_sources} unreadable source{'s' if summary.skipped_sources != 1 else ''}"
@@ -418,7 +442,7 @@ def _too_many_errors(summary: Any, max_errors: int) -> str:
 
 
 @contextlib.contextmanager
-def _quarantine_file(path: str | None) -> Iterator[Any]:
+def _quarantine_file(path: str | None) -> Iterator[CheckedOutput | None]:
     """The quarantine file, written beside its final path and renamed into place when the audit ends."""
     if path is None:
         yield None

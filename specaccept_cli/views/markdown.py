@@ -10,16 +10,7 @@ from typing import TYPE_CHECKING
 
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.text import safe_text
-from specaccept_cli.views.rows import (
-    ALPHA_CAPTION,
-    COMPARISON_COLUMNS,
-    GATE_COLUMNS,
-    audit_tables,
-    comparison_rows,
-    comparison_rule,
-    gate_rows,
-    summary_rows,
-)
+from specaccept_cli.views import rows as shared
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
@@ -57,10 +48,10 @@ def markdown_report(
             "### Acceptance",
             markdown_table(
                 ("metric", "value", "meaning"),
-                summary_rows(summary, numbers or estimate(summary)),
+                shared.summary_rows(summary, numbers or estimate(summary)),
                 right=("value",),
             ),
-            ALPHA_CAPTION,
+            shared.ALPHA_CAPTION,
         ]
         if summary.errors:
             rows = [
@@ -76,13 +67,16 @@ def markdown_report(
             ]
         parts += _markdown_audits(summary)
     if gates:
-        parts += ["### Gates", markdown_table(GATE_COLUMNS, gate_rows(gates), right=("threshold", "value"))]
+        parts += [
+            "### Gates",
+            markdown_table(shared.GATE_COLUMNS, shared.gate_rows(gates), right=("threshold", "value")),
+        ]
     if comparison is not None:
         numeric = ("baseline", "current", "change", "z", "p")
         parts += [
             "### Baseline comparison",
-            markdown_table(COMPARISON_COLUMNS, comparison_rows(comparison), right=numeric),
-            comparison_rule(comparison),
+            markdown_table(shared.COMPARISON_COLUMNS, shared.comparison_rows(comparison), right=numeric),
+            shared.comparison_rule(comparison),
         ]
     return "\n\n".join(parts) + "\n"
 
@@ -90,7 +84,7 @@ def markdown_report(
 def _markdown_audits(summary: Summary) -> list[str]:
     """The server audits as markdown, so a CI step summary shows why --max-mismatches or --check-sampler failed."""
     parts: list[str] = []
-    for table in audit_tables(summary):
+    for table in shared.audit_tables(summary):
         if table.heading is not None:
             parts.append(f"### {table.heading}")
         rows = [[cell if isinstance(cell, str) else cell.text for cell in row.cells] for row in table.rows]

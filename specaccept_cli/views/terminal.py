@@ -19,18 +19,8 @@ from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import CONSISTENT_Z, Estimates, estimate
 from specaccept_cli.text import safe_text
+from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
-from specaccept_cli.views.rows import (
-    ALPHA_CAPTION,
-    COMPARISON_COLUMNS,
-    GATE_COLUMNS,
-    Cell,
-    audit_tables,
-    comparison_rows,
-    comparison_rule,
-    gate_rows,
-    summary_rows,
-)
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
@@ -95,7 +85,7 @@ def summary_view(
     """Every aggregate view of one summary, in reading order; the command prints it once."""
     parts: list[RenderableType] = [
         summary_table(summary, numbers),
-        Text(ALPHA_CAPTION, style="dim"),
+        Text(shared.ALPHA_CAPTION, style="dim"),
         iid_verdict(numbers),
     ]
     if summary.max_k:
@@ -114,7 +104,7 @@ def summary_table(summary: Summary, numbers: Estimates) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
-    for row in summary_rows(summary, numbers):
+    for row in shared.summary_rows(summary, numbers):
         table.add_row(*row)
     return table
 
@@ -143,19 +133,19 @@ def skipped_table(summary: Summary) -> RenderableType:
 
 def comparison_view(comparison: Comparison) -> RenderableType:
     table = Table(title="Baseline comparison", title_justify="left")
-    for name in COMPARISON_COLUMNS:
+    for name in shared.COMPARISON_COLUMNS:
         table.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
     styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow"}
-    for row, cells in zip(comparison.metrics, comparison_rows(comparison)):
+    for row, cells in zip(comparison.metrics, shared.comparison_rows(comparison)):
         table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
-    return Group(table, Text(comparison_rule(comparison), style="dim"))
+    return Group(table, Text(shared.comparison_rule(comparison), style="dim"))
 
 
 def gates_view(results: Sequence[GateResult]) -> RenderableType:
     table = Table(title="Gates", title_justify="left")
-    for name in GATE_COLUMNS:
+    for name in shared.GATE_COLUMNS:
         table.add_column(name, justify="right" if name in ("threshold", "value") else "left")
-    for result, cells in zip(results, gate_rows(results)):
+    for result, cells in zip(results, shared.gate_rows(results)):
         table.add_row(*cells[:-1], Text(cells[-1], style="green" if result.passed else "bold red"))
     return table
 
@@ -163,7 +153,7 @@ def gates_view(results: Sequence[GateResult]) -> RenderableType:
 def audit_views(summary: Summary) -> list[RenderableType]:
     """Tables for the audits that were asked for: reported counts and sampler health."""
     views: list[RenderableType] = []
-    for spec in audit_tables(summary):
+    for spec in shared.audit_tables(summary):
         table = Table(title=spec.title, title_justify="left")
         for name in spec.columns:
             table.add_column(
@@ -185,7 +175,7 @@ def audit_views(summary: Summary) -> list[RenderableType]:
 _TONES = {"good": "green", "bad": "red", "muted": "dim"}
 
 
-def _marked(cell: Cell) -> str:
+def _marked(cell: shared.Cell) -> str:
     """A cell as Rich markup: plain text escaped, a Marked cell coloured by its tone."""
     if isinstance(cell, str):
         return data_text(cell)
