@@ -94,9 +94,10 @@ def _parse_k_range(text: str, example: str) -> tuple[int, int]:
     try:
         low = int(low_text)
         high = int(high_text) if dash else low
+        valid = 0 <= low <= high
     except ValueError:
-        low, high = -1, -1
-    if low < 0 or high < low:
+        valid = False
+    if not valid:
         raise click.BadParameter(f"{text!r} is not a draft length (4) or range ({example})", param_hint="--k")
     if high > MAX_DRAFT_LENGTH:  # also bounds how many k one call lists
         raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
