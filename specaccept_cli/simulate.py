@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 import orjson
 
 from specaccept_cli.rule.batch import FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 CHUNK_RUNS = 65_536
 
@@ -31,16 +34,6 @@ class SimulatedChunk:
     p: FloatArray
     q: FloatArray
     r: FloatArray
-
-
-def parse_k_range(text: str) -> tuple[int, int]:
-    """`4` -> (4, 4); `1-8` -> (1, 8). Raises ValueError on anything else."""
-    low, _, high = text.partition("-")
-    k_low = int(low)
-    k_high = int(high) if high else k_low
-    if k_low < 0 or k_high < k_low:
-        raise ValueError(f"not a draft length or range: {text!r}")
-    return k_low, k_high
 
 
 def _thresholds(rng: np.random.Generator, alpha: float, size: int) -> FloatArray:
@@ -108,7 +101,7 @@ def simulate(
         yield SimulatedChunk(offsets=offsets, p=p, q=q, r=r)
 
 
-def write_jsonl(chunks: Iterator[SimulatedChunk], out: IO[bytes]) -> int:
+def write_jsonl(chunks: Iterator[SimulatedChunk], out: SupportsWrite[bytes]) -> int:
     """Write runs as JSONL rows {"id", "p", "q", "r"}; returns the number of runs written."""
     written = 0
     for chunk in chunks:

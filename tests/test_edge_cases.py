@@ -139,7 +139,7 @@ def test_markdown_cells_cannot_make_links_or_images(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "x.jsonl", [{"p": [0.5], "q": [0.0], "r": [0.1], "m": 1}, FIRST_EXAMPLE])
     result = invoke("audit", str(path), "-o", "markdown", "--on-error", "skip")
     assert "q\\[0\\]" in result.stdout
-    from specaccept_cli.views.terminal import markdown_cell
+    from specaccept_cli.views.markdown import markdown_cell
 
     assert markdown_cell("![i](https://x)[l](https://y)") == "\\!\\[i\\](https://x)\\[l\\](https://y)"
 

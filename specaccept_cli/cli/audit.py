@@ -6,38 +6,51 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 import click
 
-from specaccept_cli.cli import (
-    CheckedOutput,
+from specaccept_cli.cli.options import (
     FiniteFloat,
-    atomic_file,
-    binary_stdout,
     check_field_path,
     comparison_options,
-    conclude_checks,
-    describe_inputs,
+    cost_ratio_option,
     field_option,
     gate_options,
     github_option,
+    output_option,
+)
+from specaccept_cli.cli.output import (
+    CheckedOutput,
+    atomic_file,
+    binary_stdout,
+    conclude_checks,
+    describe_inputs,
     printing_to_stdout,
     write_file,
+    write_stdout,
 )
 from specaccept_cli.errors import OutputError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
+if TYPE_CHECKING:
+    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.read.policy import Mode
+    from specaccept_cli.read.sources import Format, Source
+    from specaccept_cli.rule.batch import FieldSpec, RunBatch
+    from specaccept_cli.rule.vectorized import BatchOutcome
+    from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
+    from specaccept_cli.summary.state import Summary
+    from specaccept_cli.views.progress import RichProgress
+    from specaccept_cli.views.terminal import QuietPipeConsole, RunPreview
+
 
 @click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
 @click.argument("inputs", nargs=-1, metavar="[INPUT]...")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json", "markdown", "jsonl", "csv"]),
-    default="table",
-    show_default=True,
-    help="table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
+@output_option(
+    ("table", "json", "markdown", "jsonl", "csv"),
+    "table: Rich view; json: the summary; markdown: GitHub tables; jsonl/csv: one record per run, streamed.",
 )
 @click.option(
     "--format",
@@ -64,12 +77,7 @@ from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
     callback=check_field_path,
     help="Also summarise each value of this field (dotted path) apart.",
 )
-@click.option(
-    "--cost-ratio",
-    type=FiniteFloat(min=0.0),
-    default=None,
-    help="Draft step time / target step time: adds the speedup and the best k.",
-)
+@cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
 @click.option(
     "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
@@ -184,8 +192,8 @@ class AuditOptions:
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
-    output: str
-    input_format: str
+    output: Literal["table", "json", "markdown", "jsonl", "csv"]
+    input_format: Format
     p_field: str
     q_field: str
     r_field: str
@@ -209,7 +217,7 @@ class AuditOptions:
     max_drop: float
     significance: float
     github: bool
-    on_error: str
+    on_error: Mode
     max_errors: int | None
     quarantine: str | None
     max_line_bytes: int
@@ -255,8 +263,9 @@ def run_audit(options: AuditOptions) -> None:
     _show(options, summary, numbers, gates, comparison, preview, stderr)
 
     from specaccept_cli.checks import audit_failures
+    from specaccept_cli.views.markdown import markdown_report
 
-    markdown = render.markdown_report(summary, numbers, gates, comparison) if options.github else None
+    markdown = markdown_report(summary, numbers, gates, comparison) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
@@ -294,7 +303,7 @@ def _input_paths(options: AuditOptions) -> list[str]:
     return paths
 
 
-def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
+def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     """Which fields to read from each row, and what to compute besides the rule."""
     from specaccept_cli.rule.batch import FieldSpec
     from specaccept_cli.summary.evaluate import Plan
@@ -326,29 +335,36 @@ def _reading_plan(options: AuditOptions) -> tuple[Any, Any]:
 
 
 def _read(
-    options: AuditOptions, sources: Any, fields: Any, plan: Any, quarantine: Any, preview: Any, stderr: Any
-) -> Any:
+    options: AuditOptions,
+    sources: list[Source],
+    fields: FieldSpec,
+    plan: Plan,
+    quarantine: CheckedOutput | None,
+    preview: RunPreview,
+    stderr: QuietPipeConsole,
+) -> Summary:
     """Every source through the front door, in order; per-run records stream out as they come."""
     from specaccept_cli.pipeline import summarise
-    from specaccept_cli.views import terminal as render
 
-    def run(sink: Any = None) -> Any:
-        def read(progress: Any) -> Any:
+    def run(sink: RunSink | None = None) -> Summary:
+        def read(progress: RichProgress | None) -> Summary:
             return summarise(
                 sources,
                 fields,
                 plan,
                 jobs=options.jobs,
-                on_error=options.on_error,  # type: ignore[arg-type]
-                quarantine=quarantine,
+                on_error=options.on_error,
+                quarantine=cast("IO[bytes] | None", quarantine),  # the error policy only writes to it
                 sink=sink,
                 progress=progress,
-                input_format=options.input_format,  # type: ignore[arg-type]
+                input_format=options.input_format,
                 max_line_bytes=options.max_line_bytes,
             )
 
         if not options.quiet and stderr.is_terminal:
-            with render.RichProgress(stderr, sources) as progress:
+            from specaccept_cli.views.progress import RichProgress
+
+            with RichProgress(stderr, sources) as progress:
                 return read(progress)
         return read(None)
 
@@ -364,7 +380,7 @@ def _read(
         return summary
     if options.output == "table" and options.max_rows:
 
-        def keep(batch: Any, outcome: Any, columns: Any) -> None:
+        def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
             preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
 
         return run(keep)
@@ -372,7 +388,13 @@ def _read(
 
 
 def _show(
-    options: AuditOptions, summary: Any, numbers: Any, gates: Any, comparison: Any, preview: Any, stderr: Any
+    options: AuditOptions,
+    summary: Summary,
+    numbers: Estimates,
+    gates: list[GateResult],
+    comparison: Comparison | None,
+    preview: RunPreview,
+    stderr: QuietPipeConsole,
 ) -> None:
     """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
     from specaccept_cli.summary.files import json_bytes, summary_object
@@ -387,13 +409,11 @@ def _show(
             data["gates"] = [result.to_dict() for result in gates]
         if comparison is not None:
             data["comparison"] = comparison.to_dict()
-        out = binary_stdout()
-        out.write(json_bytes(data))
-        out.flush()
+        write_stdout(json_bytes(data))
     elif options.output == "markdown":
-        out = binary_stdout()
-        out.write(render.markdown_report(summary, numbers, gates, comparison).encode())
-        out.flush()
+        from specaccept_cli.views.markdown import markdown_report
+
+        write_stdout(markdown_report(summary, numbers, gates, comparison).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
@@ -414,7 +434,7 @@ def _show(
         stderr.print(render.skipped_table(summary))
 
 
-def _too_many_errors(summary: Any, max_errors: int) -> str:
+def _too_many_errors(summary: Summary, max_errors: int) -> str:
     what = f"{summary.skipped_rows} bad row{'s' if summary.skipped_rows != 1 else ''}"
     if summary.skipped_sources:
         what += f" and {summary.skipped_sources} unreadable source{'s' if summary.skipped_sources != 1 else ''}"
@@ -422,7 +442,7 @@ def _too_many_errors(summary: Any, max_errors: int) -> str:
 
 
 @contextlib.contextmanager
-def _quarantine_file(path: str | None) -> Iterator[Any]:
+def _quarantine_file(path: str | None) -> Iterator[CheckedOutput | None]:
     """The quarantine file, written beside its final path and renamed into place when the audit ends."""
     if path is None:
         yield None

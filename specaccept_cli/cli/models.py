@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from specaccept_cli.cli import (
-    FiniteFloat,
+from specaccept_cli.cli.options import FiniteFloat, cost_ratio_option, output_option
+from specaccept_cli.cli.output import (
     atomic_file,
     binary_stdout,
     printing_to_stdout,
     write_atomically,
+    write_stdout,
 )
 from specaccept_cli.errors import SpecacceptError
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
@@ -65,12 +66,7 @@ def simulate(
                 f"{alpha_by_position_text!r} is not a list of probabilities like 0.9,0.7,0.5",
                 param_hint="--alpha-by-position",
             ) from None
-    try:
-        k_low, k_high = sim.parse_k_range(k_text)
-    except ValueError:
-        raise click.BadParameter(f"{k_text!r} is not a draft length (4) or range (1-8)", param_hint="--k") from None
-    if k_high > MAX_DRAFT_LENGTH:
-        raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
+    k_low, k_high = _parse_k_range(k_text, "1-8")
     name = output_path.lower()
     if name.endswith((".bz2", ".xz", ".zst", ".zstd")):
         raise click.BadParameter(
@@ -92,22 +88,27 @@ def simulate(
         raise SpecacceptError(f"cannot write {output_path}: {exc.strerror or exc}") from None
 
 
+def _parse_k_range(text: str, example: str) -> tuple[int, int]:
+    """`4` -> (4, 4), `1-8` -> (1, 8): one draft length or an inclusive range, at most MAX_DRAFT_LENGTH."""
+    low_text, dash, high_text = text.strip().partition("-")
+    try:
+        low = int(low_text)
+        high = int(high_text) if dash else low
+        valid = 0 <= low <= high
+    except ValueError:
+        valid = False
+    if not valid:
+        raise click.BadParameter(f"{text!r} is not a draft length (4) or range ({example})", param_hint="--k")
+    if high > MAX_DRAFT_LENGTH:  # also bounds how many k one call lists
+        raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
+    return low, high
+
+
 def _parse_k_list(text: str) -> list[int]:
     """`4`, `2,4,8`, `1-10` or a mix (`1-3,8`) -> draft lengths in the order given, duplicates dropped."""
     ks: list[int] = []
     for item in text.split(","):
-        low_text, dash, high_text = item.strip().partition("-")
-        try:
-            low = int(low_text)
-            high = int(high_text) if dash else low
-        except ValueError:
-            raise click.BadParameter(
-                f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k"
-            ) from None
-        if low < 0 or high < low:
-            raise click.BadParameter(f"{item.strip()!r} is not a draft length (4) or range (1-10)", param_hint="--k")
-        if high > MAX_DRAFT_LENGTH:  # also bounds how many k one call lists
-            raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
+        low, high = _parse_k_range(item.strip(), "1-10")
         ks += range(low, high + 1)
     return list(dict.fromkeys(ks))
 
@@ -115,20 +116,8 @@ def _parse_k_list(text: str) -> list[int]:
 @click.command(short_help="Tokens per pass (and speedup) the i.i.d. model expects.")
 @click.option("--alpha", type=FiniteFloat(0.0, 1.0), required=True, help="Per-token acceptance probability.")
 @click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
-@click.option(
-    "--cost-ratio",
-    type=FiniteFloat(min=0.0),
-    default=None,
-    help="Draft step time / target step time: adds the speedup and the best k.",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table: Rich view; json: an object for one k, a list for several.",
-)
+@cost_ratio_option
+@output_option(("table", "json"), "table: Rich view; json: an object for one k, a list for several.")
 def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> None:
     """Tokens per target pass (and speedup) the i.i.d. model predicts: (1 - alpha^(k+1)) / (1 - alpha).
 
@@ -144,9 +133,7 @@ def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> 
     if output == "json":
         import orjson
 
-        out = binary_stdout()
-        out.write(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
-        out.flush()
+        write_stdout(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
         return
     from specaccept_cli.views.terminal import QuietPipeConsole, expect_table
 

@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import click
 
-from specaccept_cli.cli import (
-    binary_stdout,
-    comparison_options,
-    conclude_checks,
-    github_option,
-    printing_to_stdout,
-    write_file,
-)
+from specaccept_cli.cli.options import comparison_options, github_option, output_option
+from specaccept_cli.cli.output import conclude_checks, printing_to_stdout, write_file, write_stdout
 
 
 @click.command(short_help="Compare two saved summaries, as audit --baseline does.")
 @click.argument("baseline_path", metavar="BASELINE.json", type=click.Path(dir_okay=False))
 @click.argument("current_path", metavar="CURRENT.json", type=click.Path(dir_okay=False))
 @comparison_options
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json", "markdown"]),
-    default="table",
-    show_default=True,
-    help="table: Rich view; json: the comparison object; markdown: a GitHub table.",
+@output_option(
+    ("table", "json", "markdown"), "table: Rich view; json: the comparison object; markdown: a GitHub table."
 )
 @github_option
 def diff(
@@ -45,6 +34,7 @@ def diff(
     comparison = compare(baseline, current, max_drop, significance)
 
     from specaccept_cli.views import terminal as render
+    from specaccept_cli.views.markdown import markdown_report
 
     if output == "json":
         data = {
@@ -53,17 +43,13 @@ def diff(
             "current_file": current_path,
             **comparison.to_dict(),
         }
-        out = binary_stdout()
-        out.write(json_bytes(data))
-        out.flush()
+        write_stdout(json_bytes(data))
     elif output == "markdown":
-        out = binary_stdout()
-        out.write(render.markdown_report(None, None, (), comparison).encode())
-        out.flush()
+        write_stdout(markdown_report(None, None, (), comparison).encode())
     else:
         with printing_to_stdout():
             render.QuietPipeConsole().print(render.comparison_view(comparison))
-    markdown = render.markdown_report(None, None, (), comparison) if github else None
+    markdown = markdown_report(None, None, (), comparison) if github else None
     conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
 
 
@@ -92,8 +78,6 @@ def merge(summaries: tuple[str, ...], output_path: str) -> None:
     merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)
     if output_path == "-":
-        out = binary_stdout()
-        out.write(data)
-        out.flush()
+        write_stdout(data)
     else:
         write_file(output_path, data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from itertools import repeat
-from typing import IO
+from typing import Protocol
 
 import orjson
 
@@ -13,6 +13,15 @@ from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import RunColumns
 from specaccept_cli.text import json_controls_escaped, safe_text
+
+
+class ByteOutput(Protocol):
+    """Where records go: a binary file, or the CLI's checked stdout."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
+
 
 BASE_COLUMNS = ("source", "line", "k", "accepted", "emitted")
 
@@ -31,7 +40,7 @@ def _tail_values(
 class JsonlWriter:
     """One JSON object per run: source, line, k, accepted, emitted, computed columns, then each --id-field."""
 
-    def __init__(self, out: IO[bytes], id_fields: tuple[str, ...], column_names: tuple[str, ...] = ()) -> None:
+    def __init__(self, out: ByteOutput, id_fields: tuple[str, ...], column_names: tuple[str, ...] = ()) -> None:
         self.out = out
         self.id_fields = id_fields
         self.column_names = column_names
@@ -87,7 +96,7 @@ class CsvWriter:
     whole records, and no cell can start a line as a CI workflow command.
     """
 
-    def __init__(self, out: IO[bytes], id_fields: tuple[str, ...], column_names: tuple[str, ...] = ()) -> None:
+    def __init__(self, out: ByteOutput, id_fields: tuple[str, ...], column_names: tuple[str, ...] = ()) -> None:
         self.out = out
         self.id_fields = id_fields
         self.column_names = column_names

@@ -1,5 +1,6 @@
-"""Summary -> Rich renderables and text. Functions return renderables; the command prints once.
+"""Summary -> Rich renderables. Functions return renderables; the command prints once.
 
+The rows shared with markdown come from `rows.py`, numbers are formatted by `format.py`.
 Every string that came from data (source names, ids) passes through `data_text`.
 """
 
@@ -7,30 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from specaccept_cli.checks import Comparison, GateResult
-from specaccept_cli.read.sources import Source
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import CONSISTENT_Z, Estimates, estimate
-from specaccept_cli.summary.server import RULES
-from specaccept_cli.summary.state import Summary
 from specaccept_cli.text import safe_text
+from specaccept_cli.views import rows as shared
+from specaccept_cli.views.format import MISSING, interval, number
+
+if TYPE_CHECKING:
+    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.summary.state import Summary
 
 MAX_GROUP_ROWS = 50  # groups shown in the table view (all are in -o json), largest first
 BAR_WIDTH = 40
-
-ALPHA_CAPTION = (
-    "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
-    "so accepted/drafted understates it); tokens per pass = a + 1 per target pass, averaged."
-)
 
 
 class QuietPipeConsole(Console):
@@ -50,10 +47,6 @@ class QuietPipeConsole(Console):
 def data_text(value: object) -> str:
     """A value from the data, safe for Rich markup, the terminal and CI logs."""
     return escape(safe_text(value))
-
-
-def fmt_rate(value: float | None, digits: int = 4) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
 
 
 @dataclass
@@ -86,17 +79,13 @@ def runs_table(preview: RunPreview) -> RenderableType:
     return table
 
 
-def fmt_interval(interval: tuple[float, float] | None) -> str:
-    return "—" if interval is None else f"[{interval[0]:.4f}, {interval[1]:.4f}]"
-
-
 def summary_view(
     summary: Summary, numbers: Estimates, cost_ratio: float | None = None, conventions: bool = False
 ) -> RenderableType:
     """Every aggregate view of one summary, in reading order; the command prints it once."""
     parts: list[RenderableType] = [
         summary_table(summary, numbers),
-        Text(ALPHA_CAPTION, style="dim"),
+        Text(shared.ALPHA_CAPTION, style="dim"),
         iid_verdict(numbers),
     ]
     if summary.max_k:
@@ -115,35 +104,9 @@ def summary_table(summary: Summary, numbers: Estimates) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
-    for row in summary_rows(summary, numbers):
+    for row in shared.summary_rows(summary, numbers):
         table.add_row(*row)
     return table
-
-
-def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
-    """(metric, formatted value, meaning): the rows every summary view shows (Rich table, markdown)."""
-    rows = [
-        ("runs", f"{numbers.runs:,}", "target passes (drafted runs)"),
-        ("drafted tokens", f"{numbers.drafted_tokens:,}", "sum of k"),
-        ("accepted tokens", f"{numbers.accepted_tokens:,}", "sum of a"),
-        ("examined tokens", f"{numbers.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
-        ("alpha", fmt_rate(numbers.alpha), "accepted / examined: per-token acceptance"),
-        ("alpha 95% interval", fmt_interval(numbers.alpha_ci), "delta method over runs (tokens of a run correlate)"),
-        ("expected alpha", fmt_rate(numbers.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
-        ("acceptance rate", fmt_rate(numbers.acceptance_rate), "accepted / drafted (vLLM's number)"),
-        ("mean accepted", fmt_rate(numbers.mean_accepted), "a per run"),
-        ("tokens per pass", fmt_rate(numbers.tokens_per_pass), "(accepted + runs) / runs"),
-        (
-            "  predicted (i.i.d.)",
-            fmt_rate(numbers.tokens_per_pass_predicted),
-            "mean over runs of (1 - alpha^(k+1)) / (1 - alpha)",
-        ),
-    ]
-    if summary.skipped_rows or summary.skipped_sources:
-        rows.append(("skipped rows", f"{summary.skipped_rows:,}", "bad rows left out (--on-error skip)"))
-        if summary.skipped_sources:
-            rows.append(("skipped sources", f"{summary.skipped_sources:,}", "sources abandoned (unreadable)"))
-    return rows
 
 
 def skipped_table(summary: Summary) -> RenderableType:
@@ -168,241 +131,56 @@ def skipped_table(summary: Summary) -> RenderableType:
     return table
 
 
-def fmt_change(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.2%}"
-
-
-def fmt_z(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.2f}"
-
-
-def fmt_p(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3g}"
-
-
-def comparison_rule(comparison: Comparison) -> str:
-    """The rule in one sentence (our own text: used as is in markdown, so no `<`, `|` or backticks)."""
-    floor = 1 - comparison.max_drop
-    return (
-        f"z = standard errors (over runs) of current above the tolerated floor {floor:g} x baseline; "
-        f"p = one-sided p-value of 'current >= floor'; regressed when p is below {comparison.significance:g}, "
-        f"i.e. the drop exceeds --max-drop {comparison.max_drop:g} beyond noise."
-    )
-
-
-def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
-    """(metric, baseline, current, change, z, p, verdict) for every compared metric."""
-    return [
-        (
-            row.label,
-            fmt_rate(row.baseline),
-            fmt_rate(row.current),
-            fmt_change(row.change),
-            fmt_z(row.z),
-            fmt_p(row.p),
-            row.verdict,
-        )
-        for row in comparison.metrics
-    ]
-
-
-COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "verdict")
-
-
 def comparison_view(comparison: Comparison) -> RenderableType:
     table = Table(title="Baseline comparison", title_justify="left")
-    for name in COMPARISON_COLUMNS:
+    for name in shared.COMPARISON_COLUMNS:
         table.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
     styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow"}
-    for row, cells in zip(comparison.metrics, comparison_rows(comparison)):
+    for row, cells in zip(comparison.metrics, shared.comparison_rows(comparison)):
         table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
-    return Group(table, Text(comparison_rule(comparison), style="dim"))
-
-
-def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
-    return [
-        (result.option, f"{result.threshold:g}", fmt_rate(result.value), "passed" if result.passed else "failed")
-        for result in results
-    ]
-
-
-GATE_COLUMNS = ("gate", "threshold", "value", "result")
+    return Group(table, Text(shared.comparison_rule(comparison), style="dim"))
 
 
 def gates_view(results: Sequence[GateResult]) -> RenderableType:
     table = Table(title="Gates", title_justify="left")
-    for name in GATE_COLUMNS:
+    for name in shared.GATE_COLUMNS:
         table.add_column(name, justify="right" if name in ("threshold", "value") else "left")
-    for result, cells in zip(results, gate_rows(results)):
+    for result, cells in zip(results, shared.gate_rows(results)):
         table.add_row(*cells[:-1], Text(cells[-1], style="green" if result.passed else "bold red"))
     return table
-
-
-SHOWN_EXAMPLES = 10
 
 
 def audit_views(summary: Summary) -> list[RenderableType]:
     """Tables for the audits that were asked for: reported counts and sampler health."""
     views: list[RenderableType] = []
-    reported = summary.reported
-    if reported is not None:
-        table = Table(
-            title="Reported counts (a mismatch may be reproduced exactly by several faulty rules)", title_justify="left"
-        )
-        table.add_column("check")
-        table.add_column("runs", justify="right")
-        table.add_column("meaning", style="dim")
-        table.add_row("compared", f"{reported.runs:,}", "runs with a reported count")
-        verdict = "[green]0[/]" if reported.mismatches == 0 else f"[red]{reported.mismatches:,}[/]"
-        table.add_row("mismatches", verdict, "reported != recomputed")
-        for item in reported.diagnosis():
-            table.add_row(f"  {item['rule']}", f"{item['explains']:,}", f"server {RULES[item['rule']]}")
-        table.add_row("  unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count")
-        views.append(table)
-        if reported.examples:
-            examples = Table(title="First mismatching runs", title_justify="left")
-            examples.add_column("source", overflow="fold")
-            for name in ("line", "k", "reported", "recomputed"):
-                examples.add_column(name, justify="right")
-            examples.add_column("explained by", min_width=len("no-prefix-break,"))
-            for example in reported.examples[:SHOWN_EXAMPLES]:
-                examples.add_row(
-                    data_text(example.source),
-                    str(example.line),
-                    str(example.k),
-                    str(example.reported),
-                    str(example.recomputed),
-                    ", ".join(example.rules) or "[dim]unexplained[/]",
-                )
-            more = reported.mismatches - min(SHOWN_EXAMPLES, len(reported.examples))
-            note = f"… and {more:,} more (the first {len(reported.examples)} are in -o json)" if more > 0 else ""
-            views.append(Group(examples, Text(note, style="dim")) if note else examples)
-    sampler = summary.sampler
-    if sampler is not None:
-        table = Table(title="Sampler health", title_justify="left")
-        for name, justify in (("test", "left"), ("statistic", "right"), ("p-value", "right"), ("verdict", "left")):
-            table.add_column(name, justify=justify)  # type: ignore[arg-type]
-        tests = (
-            ("calibration (z)", sampler.calibration(), "accepted vs sum of min(1, p/q) at examined tokens"),
-            ("r uniformity (KS D)", sampler.r_uniformity(), "logged r against U[0, 1)"),
-        )
-        for name, result, what in tests:
-            if result.ok is None:
-                verdict = "[dim]no data[/]"
-            else:
-                verdict = "[green]ok[/]" if result.ok else f"[red]fails at {sampler.significance:g}[/]"
-            table.add_row(name, _number(result.statistic), _number(result.p_value), f"{verdict} [dim]{what}[/]")
-        views.append(table)
+    for spec in shared.audit_tables(summary):
+        table = Table(title=spec.title, title_justify="left")
+        for name in spec.columns:
+            table.add_column(
+                name,
+                justify="right" if name in spec.right else "left",
+                style="dim" if name == "meaning" else None,
+                overflow="fold" if name == "source" else "ellipsis",
+                min_width=len("no-prefix-break,") if name == "explained by" else None,
+            )
+        for row in spec.rows:
+            cells = [_marked(cell) for cell in row.cells]
+            if row.nested:
+                cells[0] = "  " + cells[0]
+            table.add_row(*cells)
+        views.append(Group(table, Text(spec.note, style="dim")) if spec.note else table)
     return views
 
 
-def _number(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
+_TONES = {"good": "green", "bad": "red", "muted": "dim"}
 
 
-# --- markdown (GitHub-flavoured) ---------------------------------------------------------
-
-# `<` and `&` could open HTML or an entity; `|` ends a cell; a backslash or backtick could undo the rest.
-_MARKDOWN_ESCAPES = str.maketrans(
-    {"|": "\\|", "<": "&lt;", "&": "&amp;", "\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "!": "\\!"}
-)
-
-
-def markdown_cell(text: str) -> str:
-    """A table cell that cannot break the table or inject HTML: control characters shown, pipes escaped."""
-    return safe_text(text).translate(_MARKDOWN_ESCAPES)
-
-
-def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()) -> str:
-    header = "| " + " | ".join(markdown_cell(name) for name in columns) + " |"
-    rule = "|" + "|".join("--:" if name in right else "---" for name in columns) + "|"
-    body = ["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in rows]
-    return "\n".join([header, rule, *body])
-
-
-def markdown_report(
-    summary: Summary | None,
-    numbers: Estimates | None = None,
-    gates: Sequence[GateResult] = (),
-    comparison: Comparison | None = None,
-) -> str:
-    """The summary, gate results and baseline comparison as GitHub-flavoured markdown (ends with a newline)."""
-    parts = []
-    if summary is not None:
-        parts += [
-            "### Acceptance",
-            markdown_table(
-                ("metric", "value", "meaning"),
-                summary_rows(summary, numbers or estimate(summary)),
-                right=("value",),
-            ),
-            ALPHA_CAPTION,
-        ]
-        if summary.errors:
-            rows = [
-                (f"{error.source}" + ("" if error.line is None else f":{error.line}"), error.message)
-                for error in summary.errors
-            ]
-            skipped = summary.skipped_rows + summary.skipped_sources
-            more = skipped - len(rows)
-            parts += [
-                "### Skipped input",
-                markdown_table(("source:line", "problem"), rows),
-                *([f"… and {more:,} more (the summary keeps the first {len(rows)})."] if more > 0 else []),
-            ]
-        parts += _markdown_audits(summary)
-    if gates:
-        parts += ["### Gates", markdown_table(GATE_COLUMNS, gate_rows(gates), right=("threshold", "value"))]
-    if comparison is not None:
-        numeric = ("baseline", "current", "change", "z", "p")
-        parts += [
-            "### Baseline comparison",
-            markdown_table(COMPARISON_COLUMNS, comparison_rows(comparison), right=numeric),
-            comparison_rule(comparison),
-        ]
-    return "\n\n".join(parts) + "\n"
-
-
-def _markdown_audits(summary: Summary) -> list[str]:
-    """The server audits as markdown, so a CI step summary shows why --max-mismatches or --check-sampler failed."""
-    parts: list[str] = []
-    reported = summary.reported
-    if reported is not None:
-        rows = [("compared", f"{reported.runs:,}", "runs with a reported count")]
-        rows += [("mismatches", f"{reported.mismatches:,}", "reported != recomputed")]
-        rows += [
-            (item["rule"], f"{item['explains']:,}", f"server {RULES[item['rule']]}") for item in reported.diagnosis()
-        ]
-        rows += [("unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count")]
-        parts += ["### Reported counts", markdown_table(("check", "runs", "meaning"), rows, right=("runs",))]
-        if reported.examples:
-            examples = [
-                (
-                    m.source,
-                    str(m.line),
-                    str(m.k),
-                    str(m.reported),
-                    str(m.recomputed),
-                    ", ".join(m.rules) or "unexplained",
-                )
-                for m in reported.examples[:SHOWN_EXAMPLES]
-            ]
-            columns = ("source", "line", "k", "reported", "recomputed", "explained by")
-            parts += [markdown_table(columns, examples, right=("line", "k", "reported", "recomputed"))]
-    sampler = summary.sampler
-    if sampler is not None:
-        rows = []
-        for name, result in (
-            ("calibration (z)", sampler.calibration()),
-            ("r uniformity (KS D)", sampler.r_uniformity()),
-        ):
-            verdict = "no data" if result.ok is None else "ok" if result.ok else f"fails at {sampler.significance:g}"
-            rows.append((name, _number(result.statistic), _number(result.p_value), verdict))
-        parts += [
-            "### Sampler health",
-            markdown_table(("test", "statistic", "p-value", "verdict"), rows, right=("statistic", "p-value")),
-        ]
-    return parts
+def _marked(cell: shared.Cell) -> str:
+    """A cell as Rich markup: plain text escaped, a Marked cell coloured by its tone."""
+    if isinstance(cell, str):
+        return data_text(cell)
+    markup = f"[{_TONES[cell.tone]}]{data_text(cell.text)}[/]"
+    return markup + (f" [dim]{data_text(cell.note)}[/]" if cell.note else "")
 
 
 def iid_verdict(summary: Estimates) -> Text:
@@ -433,8 +211,8 @@ def per_position_table(summary: Estimates) -> Table:
             f"{row.drafts:,}",
             f"{row.reached:,}",
             f"{row.accepted:,}",
-            fmt_rate(row.rate),
-            fmt_rate(row.unconditional_rate),
+            number(row.rate),
+            number(row.unconditional_rate),
         )
     table.caption = (
         "rate = accepted / reached (conditional, EAGLE's); unconditional = accepted / drafts (vLLM's). "
@@ -456,7 +234,7 @@ def histogram_chart(summary: Estimates) -> Table:
     for accepted, count in histogram.items():
         cells = round(BAR_WIDTH * count / largest) if largest else 0
         bar = "█" * cells if cells or not count else "▏"
-        table.add_row(accepted, f"{count:,}", fmt_rate(count / runs if runs else None, 3), bar)
+        table.add_row(accepted, f"{count:,}", number(count / runs if runs else None, ".3f"), bar)
     return table
 
 
@@ -465,7 +243,7 @@ def cost_table(summary: Estimates, cost_ratio: float) -> RenderableType:
     alpha = summary.alpha
     speedup = summary.speedup(cost_ratio)
     head = Text(
-        f"Cost ratio c = {cost_ratio:g}: observed speedup sum(a + 1) / sum(k c + 1) = {fmt_rate(speedup)}",
+        f"Cost ratio c = {cost_ratio:g}: observed speedup sum(a + 1) / sum(k c + 1) = {number(speedup)}",
     )
     if alpha is None:
         return head
@@ -493,10 +271,10 @@ def conventions_table(summary: Estimates) -> RenderableType:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("definition", style="dim")
-    table.add_row("specaccept", "alpha", fmt_rate(summary.alpha), "accepted / examined")
+    table.add_row("specaccept", "alpha", number(summary.alpha), "accepted / examined")
     for engine, metrics in conventions.items():
         for metric, value in metrics.items():
-            shown = ", ".join(fmt_rate(v, 3) for v in value) if isinstance(value, list) else fmt_rate(value)
+            shown = ", ".join(number(v, ".3f") for v in value) if isinstance(value, list) else number(value)
             table.add_row(engine, metric, shown, DEFINITIONS.get((engine, metric), ""))
     return Group(table, Text(WHY_THEY_DIFFER, style="dim"))
 
@@ -517,16 +295,16 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
         row = [
             data_text(key),
             f"{group.runs:,}",
-            fmt_rate(group.alpha),
-            fmt_interval(group.alpha_ci),
-            fmt_rate(group.acceptance_rate),
-            fmt_rate(group.tokens_per_pass),
-            fmt_rate(group.tokens_per_pass_predicted),
+            number(group.alpha),
+            interval(group.alpha_ci),
+            number(group.acceptance_rate),
+            number(group.tokens_per_pass),
+            number(group.tokens_per_pass_predicted),
         ]
         if cost_ratio is not None:
-            row.append(fmt_rate(group.speedup(cost_ratio)))
+            row.append(number(group.speedup(cost_ratio)))
         check = group.iid_check
-        row.append("—" if check is None else "fits" if check.consistent else "[red]misfit[/]")
+        row.append(MISSING if check is None else "fits" if check.consistent else "[red]misfit[/]")
         table.add_row(*row)
     table.caption = f"i.i.d.? fits when |observed - predicted tokens per pass| <= {CONSISTENT_Z:g} standard errors."
     table.caption_justify = "left"
@@ -581,41 +359,3 @@ def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], ac
             f"{accepted} accepted, {accepted + 1} emitted (the target resamples token {stop + 1})."
         )
     return Group(table, Text(why))
-
-
-class RichProgress:
-    """Progress on stderr: bytes read of the total for files, runs counted for stdin."""
-
-    def __init__(self, console: Console, sources: list[Source]) -> None:
-        sizes = [source.size for source in sources]
-        self.total_bytes = sum(s for s in sizes if s is not None) if all(s is not None for s in sizes) else None
-        self.done_before = 0  # bytes of the sources already finished
-        self.current_size = 0
-        self.runs = 0
-        self.progress = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.fields[runs]:,} runs"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        self.task = self.progress.add_task("reading", total=self.total_bytes, runs=0)
-
-    def __enter__(self) -> RichProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def start_source(self, source: Source) -> None:
-        self.done_before += self.current_size
-        self.current_size = source.size or 0
-        self.progress.update(self.task, description=f"reading {data_text(source.name)}")
-
-    def advance(self, runs: int, position: int | None) -> None:
-        self.runs += runs
-        completed = None if position is None else self.done_before + position
-        self.progress.update(self.task, completed=completed, runs=self.runs)

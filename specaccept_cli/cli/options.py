@@ -1,0 +1,116 @@
+"""Options more than one command takes, each defined once, and their checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+FIELD_HELP = {
+    "p": "target model's probabilities of the drafted tokens (e.g. spec.target_p)",
+    "q": "draft model's probabilities of the drafted tokens (e.g. spec.draft_q)",
+    "r": "uniform draws of the accept test (e.g. spec.uniform)",
+}
+
+
+def check_field_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A dotted field path (or a tuple of them, for a repeatable option): no empty part."""
+    if value is None:
+        return value
+    values = value if isinstance(value, tuple) else (value,)
+    for item in values:
+        if item is None:  # an optional path that was not given
+            continue
+        if not item or any(part == "" for part in item.split(".")):
+            raise click.BadParameter(f"{item!r} is not a dotted field path like 'spec.target_p'")
+    return value
+
+
+def field_option(name: str) -> Callable[[FC], FC]:
+    return click.option(
+        f"--{name}-field",
+        default=name,
+        show_default=True,
+        callback=check_field_path,
+        help=f"Dotted path of the list of the {FIELD_HELP[name]}.",
+    )
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in a range; unlike click.FloatRange, nan and inf are refused (nan compares false to any bound)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def output_option(choices: tuple[str, ...], help_text: str) -> Callable[[FC], FC]:
+    """`-o/--output`: the form of what goes to stdout, table by default."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(choices),
+        default="table",
+        show_default=True,
+        help=help_text,
+    )
+
+
+def cost_ratio_option(command: FC) -> FC:
+    return click.option(
+        "--cost-ratio",
+        type=FiniteFloat(min=0.0),
+        default=None,
+        help="Draft step time / target step time: adds the speedup and the best k.",
+    )(command)
+
+
+def gate_options(command: FC) -> FC:
+    gates = [
+        ("--min-alpha", FiniteFloat(0.0, 1.0), "Exit 1 unless alpha (accepted / examined) is at least X."),
+        ("--min-tokens-per-pass", FiniteFloat(min=1.0), "Exit 1 unless tokens per pass is at least X."),
+        ("--min-acceptance-rate", FiniteFloat(0.0, 1.0), "Exit 1 unless accepted / drafted is at least X."),
+    ]
+    for name, kind, help_text in reversed(gates):
+        command = click.option(name, type=kind, metavar="X", default=None, help=help_text)(command)
+    return command
+
+
+def comparison_options(command: FC) -> FC:
+    from specaccept_cli.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
+
+    options = [
+        click.option(
+            "--max-drop",
+            type=FiniteFloat(0.0, 1.0, max_open=True),
+            default=DEFAULT_MAX_DROP,
+            show_default=True,
+            metavar="FRACTION",
+            help="Relative drop from the baseline tolerated before a metric can regress.",
+        ),
+        click.option(
+            "--significance",
+            type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
+            default=DEFAULT_SIGNIFICANCE,
+            show_default=True,
+            metavar="P",
+            help="A drop beyond --max-drop regresses only when its one-sided p-value is below P.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def github_option(command: FC) -> FC:
+    return click.option(
+        "--github",
+        is_flag=True,
+        help="GitHub Actions: append the markdown report to $GITHUB_STEP_SUMMARY; an ::error:: line per failed check.",
+    )(command)

@@ -1,0 +1,168 @@
+"""Where the commands' output goes: stdout, files written atomically, the GitHub step summary.
+
+A failed write (full disk, EIO) becomes an OutputError here, so the group reports it like any
+other domain error; EPIPE stays BrokenPipeError, which the group turns into a quiet exit.
+Only the standard library and click at import: `specaccept check` uses this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, TYPE_CHECKING
+
+import click
+
+from specaccept_cli.errors import ChecksFailed, OutputError, SpecacceptError
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+    from specaccept_cli.checks import Comparison, GateResult
+
+
+class CheckedOutput:
+    """A binary output where a failed write (full disk, EIO) is an OutputError; EPIPE stays BrokenPipeError."""
+
+    def __init__(self, raw: IO[bytes], name: str = "output") -> None:
+        self.raw = raw
+        self.name = name
+
+    def _failed(self, exc: OSError) -> OutputError:
+        return OutputError(f"cannot write {self.name}: {exc.strerror or exc}")
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.raw.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.raw.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+
+def binary_stdout() -> CheckedOutput:
+    """stdout for writers that stream (per-run records, simulated logs); the caller flushes at the end."""
+    if sys.stdout is None:
+        raise OutputError("cannot write output: stdout is closed")
+    return CheckedOutput(sys.stdout.buffer)
+
+
+def write_stdout(data: bytes) -> None:
+    """The whole output of a command, written and flushed (so a failure is reported by the command)."""
+    out = binary_stdout()
+    out.write(data)
+    out.flush()
+
+
+@contextlib.contextmanager
+def printing_to_stdout() -> Iterator[None]:
+    """Around Rich or click printing to stdout: a failed write is an OutputError, like the byte writers'."""
+    binary_stdout()  # a closed stdout is an error before Rich finds out
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"cannot write output: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def atomic_file(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `path` only when the block ends without an exception."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".specaccept-", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; the result should look like any new file
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            yield raw
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def write_atomically(path: str, write: Callable[[SupportsWrite[bytes]], object]) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    import gzip
+
+    with atomic_file(path) as raw:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+                write(packed)
+        else:
+            write(raw)
+
+
+def write_file(path: str, data: bytes) -> None:
+    """`data` to `path` atomically; a path that cannot be written is an input error (exit 2), not a traceback."""
+    try:
+        write_atomically(path, lambda handle: handle.write(data))
+    except OSError as exc:
+        raise SpecacceptError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def describe_inputs(paths: list[str], shown: int = 3) -> str:
+    names = ["stdin" if path == "-" else path for path in paths]
+    more = len(names) - shown
+    listed = ", ".join(names[:shown])
+    return f"input {listed}" + (f" and {more} more" if more > 0 else "")
+
+
+def conclude_checks(
+    gates: Sequence[GateResult],
+    comparison: Comparison | None,
+    github_markdown: str | None,
+    gate_context: str,
+    regression_context: str,
+    audits: list[str] | None = None,
+) -> None:
+    """After the output: one stderr line per failed check, the GitHub report when asked for, exit 1 on failure.
+
+    The contexts (which inputs, which baseline) go into the GitHub annotations only, which are
+    read away from the log; the stderr lines sit right under the command that produced them.
+    """
+    failed_gates = [result.message() for result in gates if not result.passed]
+    regressions = (
+        []
+        if comparison is None
+        else [row.message(comparison.max_drop, comparison.significance) for row in comparison.failures]
+    )
+    if github_markdown is not None:
+        annotations = [("specaccept gate", f"{message} ({gate_context})") for message in failed_gates]
+        annotations += [("specaccept regression", f"{message} ({regression_context})") for message in regressions]
+        annotations += [("specaccept audit", f"{message} ({gate_context})") for message in audits or []]
+        report_to_github(github_markdown, annotations)
+    failures = [f"gate failed: {message}" for message in failed_gates] + regressions + list(audits or [])
+    if failures:
+        raise ChecksFailed(failures)
+
+
+def report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
+    """Append `markdown` to the job's step summary (when the runner set $GITHUB_STEP_SUMMARY) and print
+    one `::error::` workflow command per failed check, on stderr so stdout stays the command's output.
+    """
+    from specaccept_cli.text import workflow_command
+
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as handle:
+                handle.write(markdown + "\n")
+        except OSError as exc:
+            raise SpecacceptError(f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}") from None
+    for title, message in annotations:
+        click.echo(workflow_command("error", message, title=title), err=True)

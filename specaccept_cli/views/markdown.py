@@ -1,0 +1,92 @@
+"""The summary, gates and baseline comparison as GitHub-flavoured markdown (`-o markdown`, `--github`).
+
+No rich here: markdown goes to a file or a CI step summary, and renders the same rows as the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.text import safe_text
+from specaccept_cli.views import rows as shared
+
+if TYPE_CHECKING:
+    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.state import Summary
+
+# `<` and `&` could open HTML or an entity; `|` ends a cell; a backslash or backtick could undo the rest.
+_MARKDOWN_ESCAPES = str.maketrans(
+    {"|": "\\|", "<": "&lt;", "&": "&amp;", "\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "!": "\\!"}
+)
+
+
+def markdown_cell(text: str) -> str:
+    """A table cell that cannot break the table or inject HTML: control characters shown, pipes escaped."""
+    return safe_text(text).translate(_MARKDOWN_ESCAPES)
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()) -> str:
+    header = "| " + " | ".join(markdown_cell(name) for name in columns) + " |"
+    rule = "|" + "|".join("--:" if name in right else "---" for name in columns) + "|"
+    body = ["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in rows]
+    return "\n".join([header, rule, *body])
+
+
+def markdown_report(
+    summary: Summary | None,
+    numbers: Estimates | None = None,
+    gates: Sequence[GateResult] = (),
+    comparison: Comparison | None = None,
+) -> str:
+    """The summary, gate results and baseline comparison as GitHub-flavoured markdown (ends with a newline)."""
+    parts = []
+    if summary is not None:
+        parts += [
+            "### Acceptance",
+            markdown_table(
+                ("metric", "value", "meaning"),
+                shared.summary_rows(summary, numbers or estimate(summary)),
+                right=("value",),
+            ),
+            shared.ALPHA_CAPTION,
+        ]
+        if summary.errors:
+            rows = [
+                (f"{error.source}" + ("" if error.line is None else f":{error.line}"), error.message)
+                for error in summary.errors
+            ]
+            skipped = summary.skipped_rows + summary.skipped_sources
+            more = skipped - len(rows)
+            parts += [
+                "### Skipped input",
+                markdown_table(("source:line", "problem"), rows),
+                *([f"… and {more:,} more (the summary keeps the first {len(rows)})."] if more > 0 else []),
+            ]
+        parts += _markdown_audits(summary)
+    if gates:
+        parts += [
+            "### Gates",
+            markdown_table(shared.GATE_COLUMNS, shared.gate_rows(gates), right=("threshold", "value")),
+        ]
+    if comparison is not None:
+        numeric = ("baseline", "current", "change", "z", "p")
+        parts += [
+            "### Baseline comparison",
+            markdown_table(shared.COMPARISON_COLUMNS, shared.comparison_rows(comparison), right=numeric),
+            shared.comparison_rule(comparison),
+        ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _markdown_audits(summary: Summary) -> list[str]:
+    """The server audits as markdown, so a CI step summary shows why --max-mismatches or --check-sampler failed."""
+    parts: list[str] = []
+    for table in shared.audit_tables(summary):
+        if table.heading is not None:
+            parts.append(f"### {table.heading}")
+        rows = [[cell if isinstance(cell, str) else cell.text for cell in row.cells] for row in table.rows]
+        parts.append(markdown_table(table.columns, rows, right=table.right))
+    return parts

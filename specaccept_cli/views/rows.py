@@ -1,0 +1,206 @@
+"""The rows every view shows, as plain strings: the Rich tables and the markdown report render the same rows.
+
+No rich here (markdown is written without it). A cell a terminal would colour is a `Marked`
+cell: its tone says how, and markdown shows its text alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+from specaccept_cli.summary.server import RULES
+from specaccept_cli.views.format import interval, number
+
+if TYPE_CHECKING:
+    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.server import ReportedTally, SamplerTally
+    from specaccept_cli.summary.state import Summary
+
+ALPHA_CAPTION = (
+    "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
+    "so accepted/drafted understates it); tokens per pass = a + 1 per target pass, averaged."
+)
+SHOWN_EXAMPLES = 10  # mismatching runs listed (the summary keeps more, for -o json)
+
+
+def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
+    """(metric, formatted value, meaning): the rows every summary view shows (Rich table, markdown)."""
+    rows = [
+        ("runs", f"{numbers.runs:,}", "target passes (drafted runs)"),
+        ("drafted tokens", f"{numbers.drafted_tokens:,}", "sum of k"),
+        ("accepted tokens", f"{numbers.accepted_tokens:,}", "sum of a"),
+        ("examined tokens", f"{numbers.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
+        ("alpha", number(numbers.alpha), "accepted / examined: per-token acceptance"),
+        ("alpha 95% interval", interval(numbers.alpha_ci), "delta method over runs (tokens of a run correlate)"),
+        ("expected alpha", number(numbers.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
+        ("acceptance rate", number(numbers.acceptance_rate), "accepted / drafted (vLLM's number)"),
+        ("mean accepted", number(numbers.mean_accepted), "a per run"),
+        ("tokens per pass", number(numbers.tokens_per_pass), "(accepted + runs) / runs"),
+        (
+            "  predicted (i.i.d.)",
+            number(numbers.tokens_per_pass_predicted),
+            "mean over runs of (1 - alpha^(k+1)) / (1 - alpha)",
+        ),
+    ]
+    if summary.skipped_rows or summary.skipped_sources:
+        rows.append(("skipped rows", f"{summary.skipped_rows:,}", "bad rows left out (--on-error skip)"))
+        if summary.skipped_sources:
+            rows.append(("skipped sources", f"{summary.skipped_sources:,}", "sources abandoned (unreadable)"))
+    return rows
+
+
+GATE_COLUMNS = ("gate", "threshold", "value", "result")
+
+
+def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
+    return [
+        (result.option, f"{result.threshold:g}", number(result.value), "passed" if result.passed else "failed")
+        for result in results
+    ]
+
+
+COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "verdict")
+
+
+def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
+    """(metric, baseline, current, change, z, p, verdict) for every compared metric."""
+    return [
+        (
+            row.label,
+            number(row.baseline),
+            number(row.current),
+            number(row.change, "+.2%"),
+            number(row.z, "+.2f"),
+            number(row.p, ".3g"),
+            row.verdict,
+        )
+        for row in comparison.metrics
+    ]
+
+
+def comparison_rule(comparison: Comparison) -> str:
+    """The rule in one sentence (our own text: used as is in markdown, so no `<`, `|` or backticks)."""
+    floor = 1 - comparison.max_drop
+    return (
+        f"z = standard errors (over runs) of current above the tolerated floor {floor:g} x baseline; "
+        f"p = one-sided p-value of 'current >= floor'; regressed when p is below {comparison.significance:g}, "
+        f"i.e. the drop exceeds --max-drop {comparison.max_drop:g} beyond noise."
+    )
+
+
+# --- the server audits -------------------------------------------------------------------
+
+
+class Marked(NamedTuple):
+    """A cell a terminal colours by its tone, with an optional dim `note` after it; markdown shows `text` alone."""
+
+    text: str
+    tone: Literal["good", "bad", "muted"]
+    note: str = ""
+
+
+Cell = str | Marked
+
+
+class AuditRow(NamedTuple):
+    cells: tuple[Cell, ...]
+    nested: bool = False  # a breakdown of the row above: a terminal indents it
+
+
+@dataclass(frozen=True)
+class AuditTable:
+    """One audit table: `title` heads it in a terminal, `heading` (when set) in markdown; `note` follows it
+    in a terminal only; numbers in the `right` columns are right-aligned in both."""
+
+    title: str
+    heading: str | None
+    columns: tuple[str, ...]
+    right: tuple[str, ...]
+    rows: list[AuditRow]
+    note: str = ""
+
+
+def audit_tables(summary: Summary) -> list[AuditTable]:
+    """Tables for the audits that were asked for: reported counts (and the first mismatches), sampler health."""
+    tables: list[AuditTable] = []
+    if summary.reported is not None:
+        tables += _reported_tables(summary.reported)
+    if summary.sampler is not None:
+        tables.append(_sampler_table(summary.sampler))
+    return tables
+
+
+def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
+    tone: Literal["good", "bad"] = "good" if reported.mismatches == 0 else "bad"
+    rows = [
+        AuditRow(("compared", f"{reported.runs:,}", "runs with a reported count")),
+        AuditRow(("mismatches", Marked(f"{reported.mismatches:,}", tone), "reported != recomputed")),
+    ]
+    rows += [
+        AuditRow((item["rule"], f"{item['explains']:,}", f"server {RULES[item['rule']]}"), nested=True)
+        for item in reported.diagnosis()
+    ]
+    rows.append(
+        AuditRow(("unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count"), True)
+    )
+    tables = [
+        AuditTable(
+            title="Reported counts (a mismatch may be reproduced exactly by several faulty rules)",
+            heading="Reported counts",
+            columns=("check", "runs", "meaning"),
+            right=("runs",),
+            rows=rows,
+        )
+    ]
+    if reported.examples:
+        examples = [
+            AuditRow(
+                (
+                    example.source,
+                    str(example.line),
+                    str(example.k),
+                    str(example.reported),
+                    str(example.recomputed),
+                    ", ".join(example.rules) or Marked("unexplained", "muted"),
+                )
+            )
+            for example in reported.examples[:SHOWN_EXAMPLES]
+        ]
+        more = reported.mismatches - min(SHOWN_EXAMPLES, len(reported.examples))
+        tables.append(
+            AuditTable(
+                title="First mismatching runs",
+                heading=None,
+                columns=("source", "line", "k", "reported", "recomputed", "explained by"),
+                right=("line", "k", "reported", "recomputed"),
+                rows=examples,
+                note=f"… and {more:,} more (the first {len(reported.examples)} are in -o json)" if more > 0 else "",
+            )
+        )
+    return tables
+
+
+def _sampler_table(sampler: SamplerTally) -> AuditTable:
+    rows = []
+    tests = (
+        ("calibration (z)", sampler.calibration(), "accepted vs sum of min(1, p/q) at examined tokens"),
+        ("r uniformity (KS D)", sampler.r_uniformity(), "logged r against U[0, 1)"),
+    )
+    for name, result, what in tests:
+        if result.ok is None:
+            verdict = Marked("no data", "muted", what)
+        elif result.ok:
+            verdict = Marked("ok", "good", what)
+        else:
+            verdict = Marked(f"fails at {sampler.significance:g}", "bad", what)
+        rows.append(AuditRow((name, number(result.statistic, ".4g"), number(result.p_value, ".4g"), verdict)))
+    return AuditTable(
+        title="Sampler health",
+        heading="Sampler health",
+        columns=("test", "statistic", "p-value", "verdict"),
+        right=("statistic", "p-value"),
+        rows=rows,
+    )
