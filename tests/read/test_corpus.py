@@ -1,8 +1,7 @@
 """The corpus of bad inputs (tests/corpus, made by make_corpus.py): one file per class of problem.
 
 For each: `--on-error fail` exits 2 with one line `FILE:LINE: what`, naming the right line;
-`--on-error skip` reads everything else, and runs + skipped_rows equals the non-blank lines.
-"""
+`--on-error skip` reads everything else, and runs + skipped_rows equals the non-blank lines."""
 
 from __future__ import annotations
 
@@ -11,9 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import invoke
-
-CORPUS = Path(__file__).parent / "corpus"
+from tests.helpers import (
+    CORPUS,
+    invoke,
+)
 
 # file, line named (None: the source as a whole), words the message holds
 ROW_CLASSES = [
@@ -32,12 +32,14 @@ ROW_CLASSES = [
     ("nan_value.parquet", 2, ["p[1] = nan is not a finite number"]),
 ]
 
+
 SOURCE_CLASSES = [
     # file, words, runs read before the failure
     ("truncated.jsonl.gz", ["compressed stream is truncated or corrupt after 126 lines"], 126),
     ("not_parquet.parquet", ["is not a Parquet file", "magic bytes"], 0),
     ("missing_column.parquet", ["missing column 'r' (columns: p, q, u)"], 0),
 ]
+
 
 OPTIONS = ["--max-line-bytes", "300", "-o", "json"]
 
