@@ -27,6 +27,10 @@ from specaccept_cli.simulate import simulate
 from specaccept_cli.summary.evaluate import Plan
 from specaccept_cli.summary.files import json_bytes, summary_object
 from specaccept_cli.summary.state import Summary
+from specaccept_cli.views.terminal import markdown_cell as markdown_cell  # re-exported, like the CLI: one place
+
+# Source lines for `python -c` scripts that call the CLI's entry point in a fresh interpreter.
+IMPORT_MAIN = "from specaccept_cli.cli import main\n"
 
 TESTS = Path(__file__).parent
 CORPUS = TESTS / "corpus"  # bad inputs, one file per class of problem (see tests/corpus/make_corpus.py)

@@ -19,7 +19,9 @@ from specaccept_cli.summary.files import summary_from_object
 from tests.helpers import (
     FIRST_EXAMPLE,
     MODEL_ROWS,
+    all_commands,
     invoke,
+    markdown_cell,
     run_process,
     write_jsonl,
 )
@@ -144,9 +146,7 @@ def test_progress_bar_only_on_a_terminal_and_not_with_quiet(tmp_path: Path) -> N
 
 
 def test_cli_default_line_limit_is_the_readers() -> None:
-    from specaccept_cli.cli.audit import audit
-
-    (option,) = [param for param in audit.params if param.name == "max_line_bytes"]
+    (option,) = [param for param in all_commands()["audit"].params if param.name == "max_line_bytes"]
     assert option.default == DEFAULT_MAX_LINE_BYTES
 
 
@@ -252,8 +252,6 @@ def test_markdown_cells_cannot_make_links_or_images(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "x.jsonl", [{"p": [0.5], "q": [0.0], "r": [0.1], "m": 1}, FIRST_EXAMPLE])
     result = invoke("audit", str(path), "-o", "markdown", "--on-error", "skip")
     assert "q\\[0\\]" in result.stdout
-    from specaccept_cli.views.terminal import markdown_cell
-
     assert markdown_cell("![i](https://x)[l](https://y)") == "\\!\\[i\\](https://x)\\[l\\](https://y)"
 
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.helpers import (
+    IMPORT_MAIN,
     invoke,
 )
 
@@ -63,8 +64,8 @@ def test_check_invalid_input_exits_2(args: list[str], message: str) -> None:
 def test_check_imports_neither_numpy_nor_pyarrow_nor_rich() -> None:
     code = (
         "import sys\n"
-        "from specaccept_cli.cli import main\n"
-        "sys.argv = ['specaccept', 'check', '--p', '0.9,0.2,0.8', '--q', '0.5,0.8,0.4', '--r', '0.1,0.5,0.2']\n"
+        + IMPORT_MAIN
+        + "sys.argv = ['specaccept', 'check', '--p', '0.9,0.2,0.8', '--q', '0.5,0.8,0.4', '--r', '0.1,0.5,0.2']\n"
         "try:\n"
         "    main()\n"
         "except SystemExit:\n"

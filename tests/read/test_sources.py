@@ -21,6 +21,7 @@ import zstandard
 from tests.helpers import (
     FIRST_EXAMPLE,
     GOOD,
+    IMPORT_MAIN,
     ROWS,
     expected_accepted,
     invoke,
@@ -108,9 +109,7 @@ def test_zstd_without_the_extra_names_it(tmp_path: Path) -> None:
         "def fake(name, *a, **k):\n"
         "    if name == 'zstandard': raise ImportError(name)\n"
         "    return real(name, *a, **k)\n"
-        "builtins.__import__ = fake\n"
-        "from specaccept_cli.cli import main\n"
-        f"sys.argv = ['specaccept', 'audit', {str(path)!r}]\n"
+        "builtins.__import__ = fake\n" + IMPORT_MAIN + f"sys.argv = ['specaccept', 'audit', {str(path)!r}]\n"
         "main()\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
