@@ -24,18 +24,21 @@ demo: $(STAMP)
 	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
 	$(BIN)/specaccept audit examples/server-reported.jsonl.gz --reported-field reported --check-sampler --max-rows 0
 
+# Hypothesis profile "fast" (tests/conftest.py); `make fuzz` runs the same properties "deep".
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/ruff format --check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/mypy
 
-# Fuzz the JSONL reader (tests/fuzz_reader.py): FUZZ_EXAMPLES inputs through hypothesis.
+# Fuzz the JSONL reader (tests/fuzz_reader.py): FUZZ_EXAMPLES inputs through hypothesis;
+# then every property test of the pure parts with the "deep" hypothesis profile.
 FUZZ_EXAMPLES ?= 20000
 fuzz: $(STAMP)
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m tests.fuzz_reader
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q tests/rule tests/read tests/summary tests/pipeline tests/test_checks.py tests/test_text.py
 
 examples: $(STAMP)
 	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 7 -o examples/serving-logs.jsonl.gz

@@ -1,69 +1,25 @@
-"""Shared helpers: real files, real compressed streams, a real subprocess for pipes."""
+"""Fixtures only (helpers live in tests/helpers.py), and the hypothesis profiles.
+
+`fast` (the default, `make test`): enough examples to catch a regression in seconds.
+`deep` (`make fuzz`, or `HYPOTHESIS_PROFILE=deep pytest`): many more, for a long search.
+Property tests set no `max_examples` of their own, so the profile decides.
+"""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import click
-import orjson
 import pytest
-from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, settings
 
-from specaccept_cli.cli import cli
+from tests.helpers import HAND_ROWS, write_jsonl
 
-
-def spec_accept(p: Sequence[float], q: Sequence[float], r: Sequence[float]) -> int:
-    """The reference routine of the rule, verbatim: the oracle every path must agree with."""
-    accepted = 0
-    for i in range(len(p)):
-        threshold = min(1.0, p[i] / q[i])  # accept probability for this token
-        if r[i] <= threshold:
-            accepted += 1  # keep it
-        else:
-            break  # first rejection stops the run
-    return accepted
-
-
-FIRST_EXAMPLE = {"p": [0.9, 0.2, 0.8], "q": [0.5, 0.8, 0.4], "r": [0.1, 0.5, 0.2]}
-
-
-def jsonl_bytes(rows: Iterable[object]) -> bytes:
-    return b"".join(orjson.dumps(row) + b"\n" for row in rows)
-
-
-def write_jsonl(path: Path, rows: Iterable[object]) -> Path:
-    path.write_bytes(jsonl_bytes(rows))
-    return path
-
-
-def all_commands() -> dict[str, click.Command]:
-    """Every command of the group, the lazily loaded ones included."""
-    context = click.Context(cli)
-    return {name: command for name in cli.list_commands(context) if (command := cli.get_command(context, name))}
-
-
-def invoke(*args: str, input: bytes | str | None = None) -> Result:
-    """Run the CLI in-process (stdout and stderr kept apart)."""
-    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
-
-
-def run_process(
-    *args: str, input: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[bytes]:
-    """Run `python -m specaccept_cli` as a real subprocess, no terminal."""
-    full_env = {**os.environ, "COLUMNS": "120", "TERM": "dumb", "NO_COLOR": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "specaccept_cli", *args],
-        input=input,
-        capture_output=True,
-        env=full_env,
-        timeout=timeout,
-        check=False,
-    )
+settings.register_profile("fast", max_examples=100, deadline=None)
+settings.register_profile(
+    "deep", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 
 @pytest.fixture(autouse=True)
@@ -73,3 +29,9 @@ def _pinned_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "dumb")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.delenv("FORCE_COLOR", raising=False)
+
+
+@pytest.fixture
+def hand_log(tmp_path: Path) -> Path:
+    """HAND_ROWS as a JSONL file: alpha 3/4, tokens per pass 2, acceptance rate 3/5."""
+    return write_jsonl(tmp_path / "hand.jsonl", HAND_ROWS)

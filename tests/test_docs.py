@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 import pytest
 
-from tests.conftest import all_commands
+from tests.helpers import (
+    all_commands,
+)
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 

@@ -2,7 +2,7 @@
 
 One small file per class of problem. Every JSONL file holds good rows at lines 1, 2
 and 4 and the bad one at line 3, so each test can name the line; Parquet files hold
-the bad value at row 2 of 3. The expectations live in tests/test_corpus.py.
+the bad value at row 2 of 3. The expectations live in tests/read/test_corpus.py.
 Output is deterministic (gzip without a timestamp), so the committed files only
 change when this script does.
 """

@@ -5,7 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.conftest import invoke
+from tests.helpers import (
+    invoke,
+)
 
 
 def test_the_seed_worked_number() -> None:

@@ -1,14 +1,12 @@
 """The parallel JSONL reader gives exactly what the serial one gives: runs, lines, errors and their order.
 
 Small `block_bytes` make small files span many blocks (and byte ranges), so every boundary case is met
-without large inputs; a few real subprocesses check the CLI end to end (regular file, gzip on stdin).
-"""
+without large inputs; a few real subprocesses check the CLI end to end (regular file, gzip on stdin)."""
 
 from __future__ import annotations
 
 import gzip
 import os
-import random
 from pathlib import Path
 
 import orjson
@@ -22,38 +20,13 @@ from specaccept_cli.read.sources import Reading, Source
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.state import Summary
-from tests.conftest import run_process, spec_accept
+from tests.helpers import (
+    mixed_lines,
+    run_process,
+    spec_accept,
+)
 
 FIELDS = FieldSpec(extras=("id",))
-BAD_LINES = [
-    b'{"p": [0.5], "q": [0.0], "r": [0.1]}',  # q = 0
-    b'{"p": [0.5, 0.2], "q": [0.5], "r": [0.1]}',  # lengths differ
-    b'{"p": [0.5], "q": [0.5], "r": ["0.1"]}',  # a string
-    b"not json",
-    b"[1, 2]",
-    b'{"q": [0.5], "r": [0.1]}',  # missing p
-]
-
-
-def mixed_lines(n: int, seed: int, bad_every: int = 5) -> list[bytes]:
-    """Valid rows with bad rows, blank lines and whitespace-only lines mixed in."""
-    rng = random.Random(seed)
-    lines = []
-    for i in range(n):
-        if i % bad_every == bad_every - 1:
-            lines.append(rng.choice(BAD_LINES))
-        elif i % 23 == 11:
-            lines.append(rng.choice([b"", b"   ", b"\t"]))
-        else:
-            k = rng.randint(0, 8)
-            row = {
-                "id": f"r{i}",
-                "p": [rng.random() for _ in range(k)],
-                "q": [rng.uniform(0.01, 1.0) for _ in range(k)],
-                "r": [rng.random() for _ in range(k)],
-            }
-            lines.append(orjson.dumps(row))
-    return lines
 
 
 def collect(source: Source, jobs: int, block_bytes: int, keep_runs: bool = True, **kwargs: object) -> tuple:
@@ -200,9 +173,6 @@ def test_parquet_takes_the_serial_path(tmp_path: Path) -> None:
     )
     runs, summary, errors = collect(file_source(out), jobs=2, block_bytes=64)
     assert len(runs) == summary.runs == 500 and errors == []
-
-
-# --- end to end, real processes, inputs of many default-sized blocks ---------------------------
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,9 @@ import pytest
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.vectorized import accept_prefix_batch
 from specaccept_cli.summary.server import RULES, ReportedTally, SamplerTally, faulty_counts, parse_reported
-from tests.conftest import spec_accept
+from tests.helpers import (
+    spec_accept,
+)
 from tests.specdec import FAULTS, model_pair, speculative_runs
 
 

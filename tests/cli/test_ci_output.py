@@ -7,14 +7,16 @@ from pathlib import Path
 
 import orjson
 import pytest
-from click.testing import CliRunner, Result
 
-from specaccept_cli.cli import cli
-from specaccept_cli.text import workflow_command, workflow_data, workflow_property
-from tests.conftest import FIRST_EXAMPLE, invoke, run_process, write_jsonl
-from tests.test_gates import HAND_ROWS
-
-GOLDEN = Path(__file__).parent / "golden"
+from tests.helpers import (
+    FIRST_EXAMPLE,
+    GOLDEN,
+    HAND_ROWS,
+    invoke,
+    invoke_env,
+    run_process,
+    write_jsonl,
+)
 
 # A baseline worked by hand, four runs: (k=2, a=2), (k=2, a=2), (k=3, a=1), (k=1, a=0)
 # -> alpha = 5 / (2 + 2 + 2 + 1) = 5/7, tokens per pass = 9/4.
@@ -82,17 +84,6 @@ def test_diff_markdown_golden(logs: tuple[str, str]) -> None:
     check_golden("diff.md", result.stdout)
 
 
-# --- GitHub workflow commands ----------------------------------------------------------------
-
-
-def test_workflow_escaping_follows_githubs_rules() -> None:
-    assert workflow_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
-    assert workflow_data("%0A") == "%250A"  # an encoded newline in the data stays text
-    assert workflow_property("a: b, c%") == "a%3A b%2C c%25"
-    assert workflow_data("\x1b[31mred") == "\\x1b[31mred"
-    assert workflow_command("error", "x::y", title="t:1,2") == "::error title=t%3A1%2C2::x::y"
-
-
 def test_github_step_summary_and_annotations(logs: tuple[str, str], tmp_path: Path) -> None:
     baseline, current = logs
     step_summary = tmp_path / "step-summary.md"
@@ -158,10 +149,6 @@ def test_diff_github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "::error title=specaccept regression::alpha regressed: " in result.stderr
     assert "(baseline good.json; current bad.json)" in result.stderr
     assert step_summary.read_text().startswith("### Baseline comparison\n")
-
-
-def invoke_env(env: dict[str, str], *args: str) -> Result:
-    return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_github_in_a_real_process_keeps_stdout_json(logs: tuple[str, str], tmp_path: Path) -> None:

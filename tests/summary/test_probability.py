@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specaccept_cli.summary.probability import kolmogorov_sf, ks_p_value, normal_sf, normal_two_sided
+from specaccept_cli.summary.probability import kolmogorov_sf, ks_p_value, normal_cdf, normal_sf, normal_two_sided
 
 
 @pytest.mark.parametrize(
@@ -54,3 +54,19 @@ def test_ks_p_value_edges() -> None:
     assert ks_p_value(0.0, 100) == 1.0
     assert ks_p_value(0.5, 0) == 1.0
     assert ks_p_value(0.2, 1000) < 1e-20
+
+
+@pytest.mark.parametrize(
+    ("z", "expected"),
+    [
+        (0.0, 0.5),
+        (-1.959963984540054, 0.025),
+        (-2.3263478740408408, 0.01),
+        (1.6448536269514722, 0.95),
+        (-3.0, 0.0013498980316301),  # tables: 1.3499e-3
+        (-10.0, 7.619853024160527e-24),
+        (-20.0, 2.753624118606233e-89),  # erfc keeps the far tail; 1 - erf would give 0
+    ],
+)
+def test_normal_cdf_known_values(z: float, expected: float) -> None:
+    assert normal_cdf(z) == pytest.approx(expected, rel=1e-9)

@@ -1,14 +1,16 @@
-"""The rule: the rule's worked examples and edge cases, and vectorized == scalar == the reference routine."""
+"""The vectorized rule against the scalar rule and the reference routine: worked examples, edge cases, properties."""
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from specaccept_cli.rule.scalar import accept_prefix
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE, accept_prefix_batch
-from tests.conftest import spec_accept
+from tests.helpers import (
+    spec_accept,
+)
 
 SEED_CASES = [
     (([0.9, 0.2, 0.8], [0.5, 0.8, 0.4], [0.1, 0.5, 0.2]), 1),  # token 2 rejected; token 3 would pass
@@ -56,6 +58,8 @@ def test_empty_batch() -> None:
 
 
 probability = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
 positive = st.floats(min_value=5e-324, max_value=1.0, allow_nan=False)
 
 
@@ -74,7 +78,6 @@ def runs_strategy(draw: st.DrawFn) -> list[tuple[list[float], list[float], list[
     return runs
 
 
-@settings(max_examples=400, deadline=None)
 @given(runs_strategy())
 def test_vectorized_equals_scalar_equals_seed(runs: list[tuple[list[float], list[float], list[float]]]) -> None:
     outcome = accept_prefix_batch(*batch_of(runs))
@@ -85,7 +88,6 @@ def test_vectorized_equals_scalar_equals_seed(runs: list[tuple[list[float], list
     assert outcome.passing_tokens == passing
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_float32_inputs_agree_after_widening(data: st.DataObject) -> None:
     """Parquet float32 columns are widened to float64 before the rule, exactly as Python does."""

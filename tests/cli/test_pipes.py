@@ -1,0 +1,96 @@
+"""Real pipes and signals: `| head`, SIGINT, /dev/full, a closed stdout; exit status and one stderr line."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.helpers import (
+    CORPUS,
+    invoke,
+    shell,
+)
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About 9 MB of JSONL: more than a pipe buffer and more than one 4 MiB block."""
+    path = tmp_path_factory.mktemp("big") / "big.jsonl"
+    result = invoke("simulate", "--runs", "20000", "--alpha", "0.8", "--k", "8", "--seed", "1", "-o", str(path))
+    assert result.exit_code == 0
+    return path
+
+
+@pytest.mark.parametrize(
+    ("options", "first"),
+    [
+        ("-o jsonl", b'{"source":'),
+        ("-o csv", b"source,line,k,accepted,emitted"),
+        ("--max-rows 5000", b"Runs"),
+        ("-o markdown --group-by id", b"### Acceptance"),
+    ],
+)
+def test_head_ends_the_pipeline_quietly(big_log: Path, options: str, first: bytes) -> None:
+    result = shell(f'"$SPECACCEPT" -m specaccept_cli audit {big_log} {options} | head -1; echo "status $?"')
+    # `sh -c 'a | head'` reports head's status; so ask for ours through PIPESTATUS-free means:
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(first)
+    assert len(lines) == 2
+    assert result.stderr == b""
+    ours = shell(f'("$SPECACCEPT" -m specaccept_cli audit {big_log} {options}; echo "ours $?" >&2) | head -1')
+    assert ours.stderr == b"ours 0\n"
+
+
+def test_sigint_mid_stream_exits_130_with_one_line(big_log: Path) -> None:
+    data = big_log.read_bytes()[: 5 << 20]  # one whole 4 MiB block, then the reader waits for more
+    data = data[: data.rfind(b"\n") + 1]
+    command = [sys.executable, "-m", "specaccept_cli", "audit", "-", "-o", "jsonl"]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with subprocess.Popen(command, **pipes) as process:  # type: ignore[call-overload]
+        stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+
+        def feed() -> None:
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except BrokenPipeError:
+                pass
+
+        writer = threading.Thread(target=feed)
+        writer.start()
+        try:
+            first = stdout.readline()  # results are streaming: the command is mid-input
+            assert first.startswith(b'{"source":"<stdin>","line":1,')
+            process.send_signal(signal.SIGINT)
+            rest = stdout.read()  # drain, so a flush on the way out cannot block
+            status = process.wait(timeout=60)
+        finally:
+            process.kill()
+            writer.join()
+        assert status == 130
+        assert stderr.read() == b"specaccept: interrupted\n"
+    # Records before the interruption are whole lines; only the very last may be cut.
+    *whole, _last = (first + rest).split(b"\n")
+    assert all(orjson.loads(line)["source"] == "<stdin>" for line in whole)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv", "markdown"])
+def test_full_disk_is_an_error_not_a_crash(big_log: Path, output: str) -> None:
+    result = shell(f'"$SPECACCEPT" -m specaccept_cli audit {big_log} -o {output} > /dev/full')
+    assert result.returncode == 2
+    assert result.stderr == b"specaccept: cannot write output: No space left on device\n"
+
+
+@pytest.mark.parametrize("output", ["table", "json", "jsonl", "csv", "markdown"])
+def test_closed_stdout_is_an_error_not_a_crash(output: str) -> None:
+    seed = CORPUS / "q_zero.jsonl"
+    result = shell(f'"$SPECACCEPT" -m specaccept_cli audit {seed} -o {output} --on-error skip >&-')
+    assert result.returncode == 2
+    assert result.stderr == b"specaccept: cannot write output: stdout is closed\n"

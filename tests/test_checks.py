@@ -1,0 +1,92 @@
+"""Gates and baseline comparison as pure functions: the drop test by hand, simulated systems, false alarms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specaccept_cli.checks import check_gates, compare, drop_test
+from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.state import Summary
+from tests.helpers import (
+    simulated,
+)
+
+
+def test_check_gates_is_pure_and_ordered() -> None:
+    counts = np.zeros((4, 4), dtype=np.int64)
+    counts[3, 1] = 1  # one run: k=3, a=1 -> alpha 1/2, tokens per pass 2, acceptance rate 1/3
+    results = check_gates(estimate(Summary(counts=counts)), {"min_acceptance_rate": 0.3, "min_alpha": 0.6})
+    assert [(r.option, r.value, r.passed) for r in results] == [
+        ("--min-alpha", 0.5, False),
+        ("--min-acceptance-rate", 1 / 3, True),
+    ]
+    assert check_gates(estimate(Summary(counts=counts)), {"min_alpha": None}) == []
+
+
+def test_drop_test_by_hand() -> None:
+    # max_drop 0: z = (0.9 - 1.0) / sqrt(0.03^2 + 0.04^2) = -0.1 / 0.05 = -2
+    z, p = drop_test(1.0, 0.03, 0.9, 0.04, max_drop=0.0)
+    assert z == pytest.approx(-2.0)
+    assert p == pytest.approx(0.022750131948179, rel=1e-9)
+    # max_drop 0.05: floor 0.95; z = (0.9 - 0.95) / sqrt(0.04^2 + 0.95^2 * 0.03^2) = -0.05 / 0.0491146618 = -1.018026
+    z, p = drop_test(1.0, 0.03, 0.9, 0.04, max_drop=0.05)
+    assert z == pytest.approx(-1.018026, rel=1e-6)
+    assert p == pytest.approx(0.154329, rel=1e-4)
+    # No variance: certainty either way, z undefined.
+    assert drop_test(1.0, 0.0, 0.97, 0.0, max_drop=0.02) == (None, 0.0)
+    assert drop_test(1.0, 0.0, 0.99, 0.0, max_drop=0.02) == (None, 1.0)
+
+
+def test_a_drop_within_max_drop_never_regresses() -> None:
+    # 1% down with tiny standard errors: significant, but inside the 2% tolerance.
+    z, p = drop_test(1.0, 1e-6, 0.99, 1e-6, max_drop=0.02)
+    assert z is not None and z > 0 and p > 0.5
+
+
+def test_comparison_of_tiny_summaries_is_untestable_and_fails() -> None:
+    one_run = np.zeros((3, 3), dtype=np.int64)
+    one_run[2, 1] = 1
+    comparison = compare(estimate(simulated(100, 0.7, 1)), estimate(Summary(counts=one_run)))
+    assert [row.verdict for row in comparison.metrics] == ["untestable", "untestable"]
+    assert len(comparison.failures) == 2
+    assert "at least 2 runs" in comparison.failures[0].message(0.02, 0.01)
+
+
+@pytest.mark.slow
+def test_false_alarm_rate_stays_near_the_significance() -> None:
+    """Pairs of small logs of the same system, max-drop 0 so only the test decides.
+
+    Over 2,000 pairs the count of p-values under a level is Binomial(2000, level); the
+    bounds below are about 3.5 standard deviations either side of the mean.
+    """
+    pairs = 2000
+    p_values: dict[str, list[float]] = {"alpha": [], "tokens_per_pass": []}
+    for pair in range(pairs):
+        baseline = simulated(300, 0.7, seed=10_000 + pair, k=(1, 6))
+        current = simulated(300, 0.7, seed=20_000 + pair, k=(1, 6))
+        for row in compare(estimate(baseline), estimate(current), max_drop=0.0, significance=0.05).metrics:
+            assert row.p is not None
+            p_values[row.metric].append(row.p)
+    for values in p_values.values():
+        below = np.asarray(values)
+        assert 5 <= int((below < 0.01).sum()) <= 36  # mean 20, sd 4.4
+        assert 66 <= int((below < 0.05).sum()) <= 134  # mean 100, sd 9.7
+        assert 153 <= int((below < 0.1).sum()) <= 247  # mean 200, sd 13.4
+
+
+@pytest.mark.slow
+def test_a_true_drop_of_exactly_max_drop_alarms_at_the_significance() -> None:
+    """The boundary of H0: current alpha is exactly (1 - max_drop) x baseline alpha.
+
+    The test is built so that this worst case for false alarms alarms at the nominal
+    rate: Binomial(2000, 0.05) here, bounds about 3.5 standard deviations wide.
+    """
+    alarms = 0
+    for pair in range(2000):
+        baseline = simulated(300, 0.7, seed=30_000 + pair, k=(1, 6))
+        current = simulated(300, 0.7 * 0.95, seed=40_000 + pair, k=(1, 6))
+        alpha = compare(estimate(baseline), estimate(current), max_drop=0.05, significance=0.05).metrics[0]
+        assert alpha.metric == "alpha"
+        alarms += alpha.verdict == "regressed"
+    assert 66 <= alarms <= 134  # mean 100, sd 9.7

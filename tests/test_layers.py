@@ -1,0 +1,202 @@
+"""The folder tree is the architecture: no import cycle, and each stage imports only the stages before it.
+
+An AST walk over `specaccept_cli/` (no import is executed), so an import inside a function or
+under `if TYPE_CHECKING:` counts as much as one at the top of a module: a cycle hidden in a
+function still breaks the moment that function runs, and a layer crossed lazily is still crossed.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "specaccept_cli"
+ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+CORE = ("read", "rule", "summary", "pipeline", "checks", "errors", "text", "simulate")
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # dotted module name
+    imported: str  # dotted module name (the most specific module the statement names)
+    where: str  # path:line, for the failure message
+    typing_only: bool = False  # under `if TYPE_CHECKING:`: never executed
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.importer} imports {self.imported}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+
+
+def _resolve(importer: str, is_package: bool, level: int, module: str | None) -> str:
+    """The absolute name of `from .module import ...` seen from `importer`."""
+    if level == 0:
+        return module or ""
+    base = importer.split(".") if is_package else importer.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, module] if module else base)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(name: str, path: Path) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _is_type_checking(node.test)
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+    for node in ast.walk(tree):  # every statement, module level, function level or TYPE_CHECKING
+        where = f"{path.relative_to(ROOT.parent)}:{getattr(node, 'lineno', 0)}"
+        hint = id(node) in typing_only
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(name, alias.name, where, hint)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(name, is_package, node.level, node.module)
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                yield Import(name, submodule if submodule in MODULES else target, where, hint)
+
+
+IMPORTS = [item for name, path in MODULES.items() for item in imports_of(name, path)]
+
+
+def stage(module: str) -> str | None:
+    """`read`, `rule`, `cli`, `errors`, ... for a module of the package; None for anything else."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    return parts[1] if len(parts) > 1 else PACKAGE
+
+
+def top_level(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_the_walk_sees_the_whole_package() -> None:
+    """Guard the guard: a walk that finds nothing would pass everything below."""
+    assert {"rule", "read", "summary", "pipeline", "views", "cli"} <= {stage(name) for name in MODULES}
+    assert any(stage(item.imported) == "rule" for item in IMPORTS if stage(item.importer) == "read")
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (an iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(edges):
+        if state.get(start):
+            continue
+        path = [start]
+        stack = [iter(sorted(edges.get(start, ())))]
+        state[start] = 1
+        while stack:
+            following = next(stack[-1], None)
+            if following is None:
+                state[path.pop()] = 2
+                stack.pop()
+                continue
+            if state.get(following) == 1:
+                return [*path[path.index(following) :], following]
+            if not state.get(following):
+                state[following] = 1
+                path.append(following)
+                stack.append(iter(sorted(edges.get(following, ()))))
+    return None
+
+
+def test_find_cycle_finds_one_and_only_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def assert_no_cycle(imports: list[Import]) -> None:
+    edges: dict[str, set[str]] = {}
+    sites: dict[tuple[str, str], str] = {}
+    for item in imports:
+        if item.imported in MODULES and item.imported != item.importer:
+            edges.setdefault(item.importer, set()).add(item.imported)
+            sites.setdefault((item.importer, item.imported), item.where)
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        steps = "\n".join(f"  {sites[a, b]}: {a} imports {b}" for a, b in pairwise(cycle))
+        pytest.fail(f"import cycle {' -> '.join(cycle)}:\n{steps}")
+
+
+def test_no_import_cycle() -> None:
+    """Imports that run (module level or inside a function) never form a cycle."""
+    assert_no_cycle([item for item in IMPORTS if not item.typing_only])
+
+
+def test_no_import_cycle_even_in_type_hints() -> None:
+    assert_no_cycle(IMPORTS)
+
+
+STDLIB = sys.stdlib_module_names | {"__future__"}
+
+
+def _allowed_by_rule(item: Import) -> bool:
+    """`rule` is the seed's arithmetic: errors, the standard library and numpy, nothing else."""
+    if stage(item.imported) in ("rule", "errors"):
+        return True
+    return stage(item.imported) is None and top_level(item.imported) in STDLIB | {"numpy"}
+
+
+LAYERS = [
+    # (importing stage(s), what it must not import, why)
+    (("read",), ("summary", "pipeline", "checks", "views", "cli"), "read produces batches; it knows no summary"),
+    (("summary",), ("read", "pipeline", "checks", "views", "cli"), "summary is state from outcomes, not from files"),
+    (CORE, ("views", "cli"), "the core is a library: no view, no command"),
+    (("views",), ("cli",), "views render; the commands call them, never the other way"),
+]
+
+EXTERNAL = [(CORE, ("click", "rich"), "the core never imports click or rich (`import specaccept_cli` stays light)")]
+
+
+def layer_violations(imports: list[Import]) -> list[str]:
+    found = []
+    for item in imports:
+        source = stage(item.importer)
+        target = stage(item.imported)
+        if source == "rule" and not _allowed_by_rule(item):
+            found.append(f"{item} (rule imports only errors, the standard library and numpy)")
+        for importers, forbidden, why in LAYERS:
+            if source in importers and target in forbidden:
+                found.append(f"{item} ({why})")
+        for importers, libraries, why in EXTERNAL:
+            if source in importers and target is None and top_level(item.imported) in libraries:
+                found.append(f"{item} ({why})")
+    return sorted(set(found))
+
+
+def test_a_crossing_is_named_with_its_place() -> None:
+    crossing = Import("specaccept_cli.read.jsonl", "rich.console", "specaccept_cli/read/jsonl.py:3")
+    assert layer_violations([crossing]) == [
+        "specaccept_cli/read/jsonl.py:3: specaccept_cli.read.jsonl imports rich.console "
+        "(the core never imports click or rich (`import specaccept_cli` stays light))"
+    ]
+    upward = Import("specaccept_cli.rule.batch", "specaccept_cli.summary.state", "specaccept_cli/rule/batch.py:9")
+    assert len(layer_violations([upward])) == 1
+
+
+def test_each_stage_imports_only_the_stages_it_may() -> None:
+    violations = layer_violations(IMPORTS)
+    assert not violations, "imports across the layers:\n  " + "\n  ".join(violations)
