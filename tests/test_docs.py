@@ -63,3 +63,16 @@ def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
     assert result.returncode == 0, result.stderr.decode()
     assert b"draft-1b" in result.stdout
+
+
+def test_the_module_table_matches_the_tree() -> None:
+    """Every module named in the README's module table exists, and every module of the package is named."""
+    table = README[README.index("| module | holds |") :].split("\n\n", 1)[0]
+    named: set[str] = set()
+    for cell in (line.split("|")[1] for line in table.splitlines()[2:]):
+        named.update(re.findall(r"`([\w/]+\.py)`", cell))
+    package = Path(__file__).resolve().parent.parent / "specaccept_cli"
+    actual = {str(path.relative_to(package)) for path in package.rglob("*.py")}
+    assert named - actual == set(), "the README names modules that do not exist"
+    unnamed = {path for path in actual - named if not path.endswith(("/__init__.py", "__main__.py"))}
+    assert unnamed == set(), "modules missing from the README's module table"
