@@ -850,14 +850,8 @@ class EngineLogParse:
             )
         except _Inconsistent as exc:
             return self._error(number, text, f"inconsistent vLLM line: {exc}")
-        return EngineInterval(
-            engine="vllm",
-            fmt=fmt,
-            source=self.source,
-            line=number,
-            timestamp=timestamp,
-            labels=labels,
-            printed=printed,
+        return _interval(
+            ("vllm", fmt, self.source, number, timestamp, labels, printed),
             draft_tokens=draft_tokens,
             accepted=accepted,
             **rec.fields(),
@@ -903,14 +897,16 @@ class EngineLogParse:
         ]
         if rate is not None:
             notes.append("'accept rate' is kept as printed: its denominator differs between SGLang versions")
-        return EngineInterval(
-            engine="sglang",
-            fmt="sglang-log-rate" if rate is not None else "sglang-log",
-            source=self.source,
-            line=number,
-            timestamp=timestamp,
-            labels=labels,
-            printed=printed,
+        return _interval(
+            (
+                "sglang",
+                "sglang-log-rate" if rate is not None else "sglang-log",
+                self.source,
+                number,
+                timestamp,
+                labels,
+                printed,
+            ),
             k=self.k,
             tokens_per_pass_bounds=(tpp_low, tpp_high),
             alpha_bounds=_alpha_bounds_from_mean(m_low, m_high, self.k),
@@ -966,14 +962,8 @@ class EngineLogParse:
             )
         except _Inconsistent as exc:
             return self._error(number, text, f"inconsistent llama.cpp line: {exc}")
-        return EngineInterval(
-            engine="llama.cpp",
-            fmt=fmt,
-            source=self.source,
-            line=number,
-            timestamp=None,
-            labels=labels,
-            printed=printed,
+        return _interval(
+            ("llama.cpp", fmt, self.source, number, None, labels, printed),
             draft_tokens=draft_tokens,
             accepted=accepted,
             **rec.fields(),
@@ -1002,18 +992,22 @@ class EngineLogParse:
         except _Inconsistent as exc:
             return self._error(number, text, f"inconsistent llama.cpp statistics: {exc}")
         rec.notes.append("a running total for this drafter since the server started, not an interval")
-        return EngineInterval(
-            engine="llama.cpp",
-            fmt="llamacpp-stats",
-            source=self.source,
-            line=number,
-            timestamp=None,
-            labels={"drafter": impl},
-            printed=printed,
+        return _interval(
+            ("llama.cpp", "llamacpp-stats", self.source, number, None, {"drafter": impl}, printed),
             draft_tokens=gen_tokens,
             accepted=acc_tokens,
             **rec.fields(),
         )
+
+
+def _interval(
+    head: tuple[str, str, str, int, str | None, dict[str, str], dict[str, str]], **counts: Any
+) -> EngineInterval:
+    """An interval from (engine, fmt, source, line, timestamp, labels, printed) and what its line recovers."""
+    engine, fmt, source, line, timestamp, labels, printed = head
+    return EngineInterval(
+        engine=engine, fmt=fmt, source=source, line=line, timestamp=timestamp, labels=labels, printed=printed, **counts
+    )
 
 
 def _alpha_bounds_from_mean(m_low: float, m_high: float, k: int | None) -> tuple[float, float] | None:
@@ -1325,14 +1319,8 @@ def prometheus_intervals(
         if before is None:
             rec.notes.append("one scrape: counts since the counters started")
         out.append(
-            EngineInterval(
-                engine="vllm",
-                fmt="vllm-prometheus",
-                source=source,
-                line=after.line,
-                timestamp=after.timestamp,
-                labels=dict(series.labels),
-                printed=printed,
+            _interval(
+                ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
                 draft_tokens=draft_tokens,
                 accepted=accepted,
                 **rec.fields(),
@@ -1370,14 +1358,8 @@ def _sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval
         if tpp < 1:
             # 0 before any decode batch was logged
             out.append(
-                EngineInterval(
-                    engine="sglang",
-                    fmt="sglang-prometheus",
-                    source=source,
-                    line=scrape.line,
-                    timestamp=scrape.timestamp,
-                    labels=dict(labels),
-                    printed=printed,
+                _interval(
+                    ("sglang", "sglang-prometheus", source, scrape.line, scrape.timestamp, dict(labels), printed),
                     k=k,
                     notes=("no speculative decode logged yet (accept length below 1)",),
                 )
@@ -1385,14 +1367,8 @@ def _sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval
             continue
         m = tpp - 1
         out.append(
-            EngineInterval(
-                engine="sglang",
-                fmt="sglang-prometheus",
-                source=source,
-                line=scrape.line,
-                timestamp=scrape.timestamp,
-                labels=dict(labels),
-                printed=printed,
+            _interval(
+                ("sglang", "sglang-prometheus", source, scrape.line, scrape.timestamp, dict(labels), printed),
                 k=k,
                 tokens_per_pass=tpp,
                 tokens_per_pass_bounds=(tpp, tpp),
