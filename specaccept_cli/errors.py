@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_KEPT_ERRORS = 20  # the first input problems a summary keeps, in input order; the rest are only counted
 
@@ -57,9 +56,12 @@ class ChecksFailed(SpecacceptError):
 OnError = Callable[[InputError], None]
 
 
-@dataclass(frozen=True)
-class SkippedRow:
-    """One input problem kept in a summary: where (`line` is None for a whole source) and what."""
+class SkippedRow(NamedTuple):
+    """One input problem kept in a summary: where (`line` is None for a whole source) and what.
+
+    A NamedTuple, not a dataclass: this module loads for every command, `check` included, and
+    `dataclasses` alone costs it about a tenth of its start-up.
+    """
 
     source: str
     line: int | None
