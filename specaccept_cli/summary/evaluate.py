@@ -17,7 +17,7 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
-from specaccept_cli.summary.state import Summary, group_key
+from specaccept_cli.summary.state import Summary, add_groups, group_key
 
 # Per-run columns computed beside the rule (e.g. "reported", "mismatch"), for per-run records.
 RunColumns = dict[str, npt.NDArray[np.generic]]
@@ -56,10 +56,7 @@ class Evaluated:
         """Two blocks folded into one (only when per-run results are not kept)."""
         groups = self.groups
         if other.groups is not None:
-            groups = dict(groups or {})
-            for key, group in other.groups.items():
-                known = groups.get(key)
-                groups[key] = group if known is None else known + group
+            groups = add_groups(dict(groups or {}), other.groups)
         return Evaluated(self.summary + other.summary, self.runs + other.runs, groups)
 
 
@@ -107,9 +104,8 @@ def add_up(results: Iterable[Evaluated], sink: RunSink | None = None, group_by: 
         if sink is not None:
             assert result.batch is not None and result.outcome is not None, "per-run results were not kept"
             sink(result.batch, result.outcome, result.columns)
-        for key, group in (result.groups or {}).items():
-            known = groups.get(key)
-            groups[key] = group if known is None else known + group
+        if result.groups:
+            add_groups(groups, result.groups)
         summary = summary + result.summary
     if group_by is None:
         return summary

@@ -10,6 +10,7 @@ it once, elsewhere (`summary.estimates`); the machine format lives in `summary.f
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -194,10 +195,15 @@ def _merge_groups(left: Summary, right: Summary) -> tuple[str | None, dict[str, 
         return grouped.group_by, dict(grouped.groups or {})
     if left.group_by != right.group_by:
         raise ValueError(f"cannot add summaries grouped by different fields ({left.group_by!r}, {right.group_by!r})")
-    merged = dict(left.groups)
-    for key, group in right.groups.items():
-        merged[key] = merged[key] + group if key in merged else group
-    return left.group_by, merged
+    return left.group_by, add_groups(dict(left.groups), right.groups)
+
+
+def add_groups(into: dict[str, Summary], groups: Mapping[str, Summary]) -> dict[str, Summary]:
+    """Add `groups` key by key into `into` (changed in place, and returned): only the keys `groups` has are touched."""
+    for key, group in groups.items():
+        known = into.get(key)
+        into[key] = group if known is None else known + group
+    return into
 
 
 def group_key(value: object) -> str:
