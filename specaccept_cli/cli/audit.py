@@ -400,11 +400,14 @@ def _show(
     from specaccept_cli.summary.files import json_bytes, summary_object
     from specaccept_cli.views import terminal as render
 
-    # The machine format only when it is written: with many groups it is most of the work.
-    if options.summary_out is not None:
-        write_file(options.summary_out, json_bytes(summary_object(summary, options.cost_ratio)))
-    if options.output == "json":
-        data = summary_object(summary, options.cost_ratio)
+    # The machine format only when it is written (with many groups it is most of the work), and once.
+    machine = None
+    if options.summary_out is not None or options.output == "json":
+        machine = summary_object(summary, options.cost_ratio, numbers)
+    if options.summary_out is not None and machine is not None:
+        write_file(options.summary_out, json_bytes(machine))
+    if options.output == "json" and machine is not None:
+        data = dict(machine)
         if gates:
             data["gates"] = [result.to_dict() for result in gates]
         if comparison is not None:

@@ -20,7 +20,7 @@ import orjson
 from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
-from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.text import json_controls_escaped
@@ -29,13 +29,16 @@ SCHEMA = "specaccept.summary/1"
 GROUPS_KEY = "groups"
 
 
-def summary_object(summary: Summary, cost_ratio: float | None = None) -> dict[str, Any]:
+def summary_object(
+    summary: Summary, cost_ratio: float | None = None, numbers: Estimates | None = None
+) -> dict[str, Any]:
     """The machine format: derived keys, then `groups` when grouped, then `state` (always last).
 
     `cost_ratio` is a question, not data: it adds `cost_ratio`, `speedup` and `optimal_k`
-    (to every group too) and is not part of the state.
+    (to every group too) and is not part of the state. `numbers` are the summary's estimates
+    when the caller has them already.
     """
-    numbers = estimate(summary)
+    numbers = numbers or estimate(summary)
     nonzero = np.argwhere(summary.counts)
     joint = [[int(k), int(a), int(summary.counts[k, a])] for k, a in nonzero]
     interval = numbers.alpha_ci
