@@ -10,21 +10,27 @@ relative drop d (`--max-drop`), it tests
 
     H0: true c >= (1 - d) * true b      (the metric dropped by at most d)
 
-with z = (c - (1 - d) b) / sqrt(se_c^2 + (1 - d)^2 se_b^2) and p = P(Z <= z).
-The metric regresses when p < significance. Rejecting H0 needs the estimated drop
-to exceed d *and* that excess to be unlikely under noise alone; when the true drop
-is exactly d, false alarms happen at the rate `significance`, and less often for
-smaller drops. With d = 0 it is the plain test z = (c - b) / sqrt(se_b^2 + se_c^2).
+with z = (c - (1 - d) b) / sqrt(se_c^2 + (1 - d)^2 se_b^2) and p = P(T <= z), T a
+Student t with the smaller side's degrees of freedom (units - 1: clusters with
+--cluster-field, else runs). Rejecting H0 needs the estimated drop to exceed d *and*
+that excess to be unlikely under noise alone; when the true drop is exactly d, false
+alarms happen at the rate `significance`, and less often for smaller drops. With
+d = 0 it is the plain test z = (c - b) / sqrt(se_b^2 + se_c^2).
+
+Two metrics make one exit status, so the family is controlled: Holm's step-down
+adjusts the two p-values (the smaller doubled, the larger at least that), and a
+metric regresses when its adjusted p is below significance. `--significance 0.01`
+then bounds the chance that a same-system comparison fails the gate by 1%.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from specaccept_cli.summary.probability import normal_cdf
+from specaccept_cli.summary.probability import student_t_cdf
 
 if TYPE_CHECKING:  # at run time checks need only attributes: `check` builds its options without numpy
     from specaccept_cli.summary.estimates import Estimates
@@ -45,6 +51,9 @@ COMPARED_METRICS: tuple[tuple[str, str, str], ...] = (
 
 DEFAULT_MAX_DROP = 0.02
 DEFAULT_SIGNIFICANCE = 0.01
+MIN_UNITS = 2  # independent units (clusters, or runs) a side needs for a standard error
+K_MIX_DISTANCE = 0.1  # total variation between the draft-length mixes above which a comparison warns
+REQUEST_FIELDS = ("request_id", "req_id", "rid")  # obvious cluster fields, suggested when present
 
 
 def option_name(key: str) -> str:
@@ -109,6 +118,7 @@ class MetricComparison:
     verdict: str
     baseline_runs: int = 0
     current_runs: int = 0
+    p_adjusted: float | None = None  # Holm-adjusted over the compared metrics: the verdict's p
 
     @property
     def failed(self) -> bool:
@@ -117,13 +127,13 @@ class MetricComparison:
     def message(self, max_drop: float, significance: float) -> str:
         if self.verdict == "untestable":
             return (
-                f"{self.label} cannot be compared with the baseline: each side needs a value and at least 2 runs "
-                f"(baseline {_fmt(self.baseline)} from {self.baseline_runs} runs, "
+                f"{self.label} untestable (not a regression, not a pass): each side needs a value and at least "
+                f"{MIN_UNITS} independent units (baseline {_fmt(self.baseline)} from {self.baseline_runs} runs, "
                 f"current {_fmt(self.current)} from {self.current_runs} runs)"
             )
         change = "" if self.change is None else f" ({self.change:+.2%})"
         z = "" if self.z is None else f"z = {self.z:.2f}, "
-        test = f"{z}p = {self.p:.3g}"
+        test = f"{z}p = {self.p:.3g}, Holm-adjusted {_fmt(self.p_adjusted)}"
         if self.verdict == "regressed":
             return (
                 f"{self.label} regressed: {_fmt(self.baseline)} -> {_fmt(self.current)}{change}, a drop of more than "
@@ -143,6 +153,7 @@ class MetricComparison:
             "z",
             "p",
             "verdict",
+            "p_adjusted",
         )
 
 
@@ -160,28 +171,39 @@ class Comparison:
     max_drop: float
     significance: float
     metrics: list[MetricComparison]
+    warnings: tuple[str, ...] = ()  # what the test cannot vouch for (clustering, a different k mix)
+    method: str = ""  # the units the standard errors are over
 
     @property
     def failures(self) -> list[MetricComparison]:
         return [metric for metric in self.metrics if metric.failed]
 
+    @property
+    def untestable(self) -> bool:
+        return any(metric.verdict == "untestable" for metric in self.metrics)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "max_drop": self.max_drop,
             "significance": self.significance,
-            "test": "one-sided z over runs: H0 current >= (1 - max_drop) * baseline; regressed when p < significance",
+            "test": "one-sided t over independent units (clusters, or runs): H0 current >= (1 - max_drop) * "
+            "baseline; regressed when the Holm-adjusted p < significance",
             "metrics": [metric.to_dict() for metric in self.metrics],
-            "regressed": bool(self.failures),
+            "regressed": any(metric.verdict == "regressed" for metric in self.metrics),
+            "untestable": self.untestable,
+            "method": self.method,
+            "warnings": list(self.warnings),
         }
 
 
 def drop_test(
-    baseline: float, baseline_se: float, current: float, current_se: float, max_drop: float
+    baseline: float, baseline_se: float, current: float, current_se: float, max_drop: float, df: float = math.inf
 ) -> tuple[float | None, float]:
-    """(z, p) of the one-sided test of H0: current >= (1 - max_drop) * baseline.
+    """(z, p) of the one-sided test of H0: current >= (1 - max_drop) * baseline, t with `df` degrees of freedom.
 
     With no variance on either side the answer is certain: p = 0 when the current
-    value is below the tolerated floor, else 1 (z is then undefined: None).
+    value is below the tolerated floor, else 1 (z is then undefined: None). Estimates
+    never give a zero standard error for testing (see `Estimates.testing_standard_error`).
     """
     keep = 1.0 - max_drop
     difference = current - keep * baseline
@@ -189,7 +211,18 @@ def drop_test(
     if spread == 0.0:
         return None, 0.0 if difference < 0 else 1.0
     z = difference / spread
-    return z, normal_cdf(z)
+    return z, student_t_cdf(z, df)
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: family-wise error control for several tests."""
+    order = sorted(range(len(p_values)), key=lambda index: p_values[index])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 def compare(
@@ -204,20 +237,68 @@ def compare(
     if not 0.0 < significance < 1.0:
         raise ValueError(f"significance must be in (0, 1), not {significance}")
     rows = []
-    for metric, label, se_name in COMPARED_METRICS:
+    df_b, df_c = baseline.degrees_of_freedom, current.degrees_of_freedom
+    df = math.inf if df_b is None or df_c is None else float(min(df_b, df_c))
+    runs = (baseline.runs, current.runs)
+    for metric, label, _ in COMPARED_METRICS:
         b, c = getattr(baseline, metric), getattr(current, metric)
-        se_b, se_c = getattr(baseline, se_name), getattr(current, se_name)
+        se_b, se_c = baseline.testing_standard_error(metric), current.testing_standard_error(metric)
         change = (c - b) / b if b is not None and c is not None and b != 0 else None
-        if b is None or c is None or se_b is None or se_c is None:
-            runs = (baseline.runs, current.runs)
+        if b is None or c is None or se_b is None or se_c is None or min(df_b or 0, df_c or 0) < MIN_UNITS - 1:
             rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, None, None, "untestable", *runs))
             continue
-        z, p = drop_test(b, se_b, c, se_c, max_drop)
-        verdict = "regressed" if p < significance else "ok"
-        rows.append(
-            MetricComparison(metric, label, b, c, se_b, se_c, change, z, p, verdict, baseline.runs, current.runs)
+        z, p = drop_test(b, se_b, c, se_c, max_drop, df)
+        rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, z, p, "ok", *runs))
+    tested = [index for index, row in enumerate(rows) if row.p is not None]
+    adjusted = holm([rows[index].p or 0.0 for index in tested])
+    for index, p_adjusted in zip(tested, adjusted):
+        verdict = "regressed" if p_adjusted < significance else "ok"
+        rows[index] = replace(rows[index], p_adjusted=p_adjusted, verdict=verdict)
+    return Comparison(
+        max_drop, significance, rows, comparison_warnings(baseline, current), _method(baseline, current)
+    )
+
+
+def _method(baseline: Estimates, current: Estimates) -> str:
+    """The units of the standard errors, in our own words (no field names: the text goes into markdown as is)."""
+    if baseline.cluster_field is not None and current.cluster_field is not None:
+        return f"cluster-robust over clusters ({baseline.clusters or 0:,} baseline, {current.clusters or 0:,} current)"
+    return "over runs (no --cluster-field): conditional on these prompts"
+
+
+def comparison_warnings(baseline: Estimates, current: Estimates) -> tuple[str, ...]:
+    """What a comparison cannot vouch for: runs of one request counted as independent, a different k mix."""
+    warnings = []
+    if baseline.cluster_field is None or current.cluster_field is None:
+        side = "neither side" if baseline.cluster_field is None and current.cluster_field is None else "one side only"
+        warnings.append(
+            f"standard errors are over runs ({side} has --cluster-field): right for a replayed prompt set, too small "
+            "for fresh traffic, where runs of one request share its difficulty; summarise both logs with "
+            "--cluster-field (e.g. the request id) or compare on the same prompts"
         )
-    return Comparison(max_drop, significance, rows)
+    elif baseline.cluster_field != current.cluster_field:
+        warnings.append(
+            f"baseline clustered by {baseline.cluster_field}, current by {current.cluster_field}: "
+            "make sure both name the same unit"
+        )
+    distance = k_mix_distance(baseline.runs_by_k, current.runs_by_k)
+    if distance is not None and distance > K_MIX_DISTANCE:
+        warnings.append(
+            f"the draft lengths differ (total variation {distance:.2f} between the k mixes): alpha and tokens per "
+            "pass move with the mix of k, so compare logs drafted at the same k mix"
+        )
+    return tuple(warnings)
+
+
+def k_mix_distance(baseline: tuple[int, ...], current: tuple[int, ...]) -> float | None:
+    """Total variation distance between two draft-length distributions (None when a side has no runs)."""
+    total_b, total_c = sum(baseline), sum(current)
+    if not total_b or not total_c:
+        return None
+    size = max(len(baseline), len(current))
+    padded_b = list(baseline) + [0] * (size - len(baseline))
+    padded_c = list(current) + [0] * (size - len(current))
+    return 0.5 * sum(abs(b / total_b - c / total_c) for b, c in zip(padded_b, padded_c))
 
 
 # --- server audits ------------------------------------------------------------------------

@@ -77,6 +77,14 @@ if TYPE_CHECKING:
     callback=check_field_path,
     help="Also summarise each value of this field (dotted path) apart.",
 )
+@click.option(
+    "--cluster-field",
+    "cluster_field",
+    default=None,
+    callback=check_field_path,
+    help="Runs sharing this field's value (dotted path, e.g. request_id) are one cluster: intervals and tests "
+    "become cluster-robust.",
+)
 @cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
 @click.option(
@@ -199,6 +207,7 @@ class AuditOptions:
     r_field: str
     id_fields: tuple[str, ...]
     group_by: str | None
+    cluster_field: str | None
     cost_ratio: float | None
     show_conventions: bool
     max_rows: int
@@ -260,6 +269,8 @@ def run_audit(options: AuditOptions) -> None:
         if baseline_summary is None
         else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
+    if comparison is not None and options.cluster_field is None:
+        comparison = _suggest_cluster_field(comparison, sources, options)
     _show(options, summary, numbers, gates, comparison, preview, stderr)
 
     from specaccept_cli.checks import audit_failures
@@ -313,7 +324,8 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     for name in options.id_fields:
         if name in own_columns:
             raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
-    extras = (*options.id_fields, *(name for name in (options.group_by, reported_field) if name is not None))
+    named = (options.group_by, reported_field, options.cluster_field)
+    extras = (*options.id_fields, *(name for name in named if name is not None))
     fields = FieldSpec(
         p=options.p_field,
         q=options.q_field,
@@ -330,6 +342,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         reported_field=reported_field,
         check_sampler=options.check_sampler,
         sampler_significance=options.sampler_significance,
+        cluster_field=None if per_run_only else options.cluster_field,
     )
     return fields, plan
 
@@ -435,6 +448,21 @@ def _show(
                 console.print(render.comparison_view(comparison))
     if summary.skipped_rows or summary.skipped_sources:
         stderr.print(render.skipped_table(summary))
+
+
+def _suggest_cluster_field(comparison: Comparison, sources: list[Source], options: AuditOptions) -> Comparison:
+    """Name the input's obvious request field, when it has one, in the comparison's warnings."""
+    from dataclasses import replace
+
+    from specaccept_cli.checks import REQUEST_FIELDS
+    from specaccept_cli.read.sources import first_row_fields
+
+    names = first_row_fields(sources[0], options.input_format) if sources else []
+    found = next((name for name in REQUEST_FIELDS if name in names), None)
+    if found is None:
+        return comparison
+    hint = f"the input has a '{found}' field: --cluster-field {found} makes the comparison cluster-robust"
+    return replace(comparison, warnings=(*comparison.warnings, hint))
 
 
 def _too_many_errors(summary: Summary, max_errors: int) -> str:

@@ -136,6 +136,8 @@ def conclude_checks(
     read away from the log; the stderr lines sit right under the command that produced them.
     """
     failed_gates = [result.message() for result in gates if not result.passed]
+    for warning in () if comparison is None else comparison.warnings:
+        click.echo(f"specaccept: warning: {warning}", err=True)
     regressions = (
         []
         if comparison is None

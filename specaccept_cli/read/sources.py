@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
+import orjson
+
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import read_jsonl
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
@@ -318,3 +320,32 @@ def read_all(
     """Every valid run of every input, in order (the read stage alone; `summarise` runs the whole pipeline)."""
     for source in expand_inputs(inputs):
         yield from read_source(source, reading, on_error, progress)
+
+
+def first_row_fields(source: Source, requested: Format = "auto", limit: int = 1 << 20) -> list[str]:
+    """Top-level field names of a file's first row (Parquet: its columns), to suggest options; [] when unknown.
+
+    Only for files (stdin cannot be read twice), and never an error: a source that cannot be
+    probed has no suggestions, and the audit itself reports what is wrong with it.
+    """
+    if source.path is None:
+        return []
+    try:
+        with open_source(source, requested) as opened:
+            if opened.format == "parquet":
+                import pyarrow.parquet as pq
+
+                return list(pq.read_schema(source.path).names)
+            stream = opened.jsonl_stream()
+            read = 0
+            while read < limit:
+                line = stream.readline(limit)
+                read += len(line)
+                if not line:
+                    return []
+                if line.strip():
+                    row = orjson.loads(line)
+                    return [str(key) for key in row] if isinstance(row, dict) else []
+    except (OSError, ValueError, InputError, EOFError):
+        return []
+    return []

@@ -28,28 +28,43 @@ class BatchOutcome:
     passing_tokens: int  # tokens that pass their own test, also after a rejection
     threshold_sum_fixed: int  # sum of min(1, p/q) over drafted tokens, times THRESHOLD_SCALE
     sampled_tokens: int  # tokens with a logged (p, q, r); 0 for greedy logs
+    # sum of min(1, p/q) over examined tokens only (a + 1 per run, or k when all kept), times THRESHOLD_SCALE:
+    # the r-free counterpart of alpha (tokens after a rejection are never tested and have another mean).
+    examined_threshold_sum_fixed: int = 0
     # The two token sums run by run, when asked for (`per_run`): to split an outcome by group, or to
     # count passes after a rejection per run. Two passes over the tokens that most audits do not need.
     passing_per_run: IntArray | None = None
     threshold_fixed_per_run: IntArray | None = None
+    examined_threshold_fixed_per_run: IntArray | None = None
 
     def without_thresholds(self) -> BatchOutcome:
         """The outcome of greedy runs: nothing p/q- or r-based was logged, so no threshold sums."""
-        per_run = self.threshold_fixed_per_run
+        per_run, examined_per_run = self.threshold_fixed_per_run, self.examined_threshold_fixed_per_run
         return replace(
             self,
             threshold_sum_fixed=0,
             sampled_tokens=0,
+            examined_threshold_sum_fixed=0,
             threshold_fixed_per_run=None if per_run is None else np.zeros_like(per_run),
+            examined_threshold_fixed_per_run=None if examined_per_run is None else np.zeros_like(examined_per_run),
         )
 
 
-def run_sums(offsets: IntArray, values: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_]) -> IntArray:
-    """Sum of integer `values` over each run's tokens (exact integer prefix sums; empty runs give 0)."""
+def run_sums(
+    offsets: IntArray, values: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_], lengths: IntArray | None = None
+) -> IntArray:
+    """Sum of integer `values` over each run's tokens, or its first `lengths` tokens (exact integer prefix sums)."""
     prefix = np.zeros(values.shape[0] + 1, dtype=np.int64)
     np.cumsum(values, dtype=np.int64, out=prefix[1:])
-    sums: IntArray = prefix[offsets[1:]] - prefix[offsets[:-1]]
+    ends = offsets[1:] if lengths is None else offsets[:-1] + lengths
+    sums: IntArray = prefix[ends] - prefix[offsets[:-1]]
     return sums
+
+
+def examined_lengths(k: IntArray, accepted: IntArray) -> IntArray:
+    """Tokens each run actually tested: a + 1 when it stopped at a rejection, else k."""
+    examined: IntArray = np.minimum(accepted + 1, k)
+    return examined
 
 
 def accept_prefix_batch(
@@ -68,16 +83,23 @@ def accept_prefix_batch(
         np.multiply(thresholds, THRESHOLD_SCALE, out=thresholds)
         np.rint(thresholds, out=thresholds)
     fixed = thresholds.astype(np.int64)
+    k = np.diff(offsets).astype(np.int64)
+    accepted = prefix_lengths(offsets, passed)
+    examined_fixed = run_sums(offsets, fixed, examined_lengths(k, accepted))
     outcome = BatchOutcome(
-        k=np.diff(offsets).astype(np.int64),
-        accepted=prefix_lengths(offsets, passed),
+        k=k,
+        accepted=accepted,
         passing_tokens=int(np.count_nonzero(passed)),
         threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
         sampled_tokens=int(p.shape[0]),
+        examined_threshold_sum_fixed=int(examined_fixed.sum(dtype=np.int64)),
     )
     if per_run:
         outcome = replace(
-            outcome, passing_per_run=run_sums(offsets, passed), threshold_fixed_per_run=run_sums(offsets, fixed)
+            outcome,
+            passing_per_run=run_sums(offsets, passed),
+            threshold_fixed_per_run=run_sums(offsets, fixed),
+            examined_threshold_fixed_per_run=examined_fixed,
         )
     return outcome
 

@@ -8,18 +8,25 @@ is recomputed on every read.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
 from specaccept_cli.summary import formulas
+from specaccept_cli.summary.clusters import Units
 from specaccept_cli.summary.conventions import engine_conventions
+from specaccept_cli.summary.probability import f_sf, student_t_cdf, student_t_quantile
 from specaccept_cli.summary.state import Summary
 
 Z_95 = 1.959963984540054  # two-sided 95% normal quantile
-CONSISTENT_Z = 3.0  # |observed - predicted| / standard error above this: the i.i.d. model does not explain the logs
+LEVEL = 0.95  # every interval's coverage
+IID_SIGNIFICANCE = 0.01  # the i.i.d. check's two tests together (Holm): below this, the model does not fit
+MIN_POSITION_UNITS = 10  # units (runs or clusters) reaching a position before it enters the equal-rates test
+RUNS_METHOD = "over runs, conditional on these prompts: runs of one request counted as independent"
 
 
 @dataclass(frozen=True)
@@ -37,16 +44,39 @@ class PositionRate:
     accepted: int
     rate: float | None
     unconditional_rate: float | None
+    rate_ci: tuple[float, float] | None = None
+    unconditional_rate_ci: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class EqualRates:
+    """Wald test that every tested position has one conditional rate (cluster-robust; F with (q, G - q) df)."""
+
+    statistic: float  # F
+    df: tuple[int, int]
+    p_value: float
+    positions: int  # positions in the test (reached by at least MIN_POSITION_UNITS units)
 
 
 @dataclass(frozen=True)
 class IidCheck:
-    """Observed minus predicted tokens per pass, in standard errors of the observed mean (over runs)."""
+    """Is one alpha, token after token, consistent with these logs? Two tests, Holm-combined.
+
+    `difference` = observed - predicted tokens per pass; `standard_error` is its delta-method
+    standard error, which accounts for alpha being fitted on the same runs (over clusters when
+    given); `z` = difference / standard_error and `p_value` its two-sided p (Student t, G - 1 df).
+    `equal_rates` tests the per-position conditional rates against one another. `combined_p_value`
+    is the smaller Holm-adjusted p; `consistent` when it is at least IID_SIGNIFICANCE.
+    """
 
     difference: float
     standard_error: float
     z: float | None  # None when the standard error is 0 and the difference is not
     consistent: bool
+    p_value: float | None = None
+    equal_rates: EqualRates | None = None
+    combined_p_value: float | None = None
+    verdict: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +101,26 @@ class Estimates:
     per_position: tuple[PositionRate, ...]
     accepted_histogram: dict[str, int]  # runs by accepted length, "0" .. str(max_k), zeros included
     conventions: dict[str, dict[str, Any]]  # what each engine would report on these runs
+    # How intervals and tests treat dependence: over clusters of `cluster_field`, or over runs.
+    interval_method: str = RUNS_METHOD
+    cluster_field: str | None = None
+    clusters: int | None = None  # G, the independent units when a cluster field was given
+    degrees_of_freedom: int | None = None  # G - 1 (clusters) or runs - 1: Student t's
+    tokens_per_pass_ci: tuple[float, float] | None = None
+    expected_alpha_drafted: float | None = None  # mean of min(1, p/q) over every drafted token
+    runs_by_k: tuple[int, ...] = ()  # runs by draft length, 0 .. max_k
+
+    def testing_standard_error(self, metric: str) -> float | None:
+        """The standard error a comparison uses: the estimate's, but never below what its interval implies.
+
+        Where the delta method degenerates (every token kept, or none) its standard error is 0;
+        the score-type interval is not, and a baseline test must not treat a few runs as certainty.
+        """
+        error = getattr(self, f"{metric}_standard_error")
+        interval = getattr(self, f"{metric}_ci")
+        if error is None or interval is None or self.degrees_of_freedom is None:
+            return None
+        return max(error, (interval[1] - interval[0]) / (2 * _critical(self.degrees_of_freedom)))
 
     def speedup(self, cost_ratio: float) -> float | None:
         """Observed walltime improvement: sum(a + 1) / sum(k c + 1) over runs."""
@@ -84,17 +134,26 @@ class Estimates:
 
 
 def estimate(summary: Summary) -> Estimates:
-    """Every estimate of `summary`, computed once."""
+    """Every estimate of `summary`, computed once.
+
+    Variances sum over independent units: the clusters of `--cluster-field` when given, else
+    the runs. Either way a variance is the sandwich G/(G-1) sum_g psi_g^2 of each unit's
+    linearised contribution psi_g, and intervals use Student t with G - 1 degrees of freedom.
+    """
     runs = summary.runs
     drafted, accepted, examined = summary.drafted_tokens, summary.accepted_tokens, summary.examined_tokens
     alpha = accepted / examined if examined else None
-    sum_aa, sum_ee, sum_ae = summary.run_moments()
-    alpha_error = _alpha_standard_error(runs, examined, alpha, sum_aa, sum_ee, sum_ae)
     tokens_per_pass = (accepted + runs) / runs if runs else None
-    tokens_error = _mean_standard_error(runs, accepted, sum_aa)
     predicted = _tokens_per_pass_predicted(summary, alpha)
-    positions = _per_position(summary)
+    tally = summary.clusters
+    units = Units.of_runs(summary.counts, summary.max_k) if tally is None else Units.of_clusters(tally.sums, summary.max_k)
+    unit_count = units.count
+    df = unit_count - 1 if unit_count >= 2 else None
+    alpha_error = _ratio_error(units, units.accepted, units.examined, alpha)
+    tokens_error = _ratio_error(units, units.accepted + units.runs, units.runs, tokens_per_pass)
+    positions = _per_position(summary, units, df)
     sampled = summary.sampled_tokens
+    examined_sum = summary.examined_threshold_sum_fixed
     return Estimates(
         runs=runs,
         drafted_tokens=drafted,
@@ -103,16 +162,16 @@ def estimate(summary: Summary) -> Estimates:
         emitted_tokens=accepted + runs,
         alpha=alpha,
         alpha_standard_error=alpha_error,
-        alpha_ci=None
-        if alpha is None or alpha_error is None
-        else (max(0.0, alpha - Z_95 * alpha_error), min(1.0, alpha + Z_95 * alpha_error)),
-        expected_alpha=summary.threshold_sum_fixed / THRESHOLD_SCALE / sampled if sampled else None,
+        alpha_ci=_proportion_interval(alpha, alpha_error, examined, unit_count, df),
+        expected_alpha=examined_sum / THRESHOLD_SCALE / examined
+        if sampled and examined and examined_sum is not None
+        else None,
         acceptance_rate=accepted / drafted if drafted else None,
         mean_accepted=accepted / runs if runs else None,
         tokens_per_pass=tokens_per_pass,
         tokens_per_pass_standard_error=tokens_error,
         tokens_per_pass_predicted=predicted,
-        iid_check=_iid_check(tokens_per_pass, predicted, tokens_error),
+        iid_check=_iid_check(units, alpha, tokens_per_pass, predicted, df),
         per_position=positions,
         accepted_histogram=_accepted_histogram(summary),
         conventions=engine_conventions(
@@ -123,35 +182,91 @@ def estimate(summary: Summary) -> Estimates:
             [row.accepted for row in positions],
             [row.rate for row in positions],
         ),
+        interval_method=RUNS_METHOD
+        if tally is None
+        else f"cluster-robust over {unit_count:,} clusters of {tally.field} (sandwich variance, Student t)",
+        cluster_field=None if tally is None else tally.field,
+        clusters=None if tally is None else unit_count,
+        degrees_of_freedom=df,
+        tokens_per_pass_ci=_tokens_per_pass_interval(summary, tokens_per_pass, tokens_error, unit_count, df),
+        expected_alpha_drafted=summary.threshold_sum_fixed / THRESHOLD_SCALE / sampled if sampled else None,
+        runs_by_k=tuple(int(n) for n in summary.runs_by_k[: summary.max_k + 1].tolist()),
     )
 
 
-# --- uncertainty: variances over runs, not tokens ---------------------------------------
-# Tokens of one run share a context, so they are not independent draws; the run is
-# the independent unit. Both standard errors below treat runs as i.i.d. samples.
+# --- uncertainty: sandwich variances over independent units ----------------------------------
+# Tokens of one run share a context, and runs of one request share a prompt: neither are
+# independent draws. The unit is the cluster (with --cluster-field) or else the run.
 
 
-def _alpha_standard_error(
-    runs: int, examined: int, alpha: float | None, sum_aa: float, sum_ee: float, sum_ae: float
+@functools.lru_cache(maxsize=256)
+def _critical(df: int) -> float:
+    """Two-sided 95% Student t quantile with `df` degrees of freedom."""
+    return student_t_quantile(0.5 + LEVEL / 2, df)
+
+
+def _sandwich(units: Units, influence: npt.NDArray[np.float64]) -> float | None:
+    """G/(G-1) sum_g w_g psi_g^2 (for a matrix of influences, the covariance matrix); None below two units."""
+    count = units.count
+    if count < 2:
+        return None
+    return float(count / (count - 1) * np.sum(units.weight * influence * influence))
+
+
+def _ratio_error(
+    units: Units, numerator: npt.NDArray[np.float64], denominator: npt.NDArray[np.float64], ratio: float | None
 ) -> float | None:
-    """Delta-method (ratio estimator) standard error of alpha = sum(a) / sum(e), over runs.
+    """Delta-method (linearised) standard error of ratio = sum(numerator) / sum(denominator) over units."""
+    total = float(np.sum(units.weight * denominator))
+    if ratio is None or total == 0.0:
+        return None
+    variance = _sandwich(units, (numerator - ratio * denominator) / total)
+    return None if variance is None else float(np.sqrt(max(0.0, variance)))
 
-    Var(alpha) ~= n / (n - 1) * sum_j (a_j - alpha e_j)^2 / (sum_j e_j)^2.
-    None with fewer than two runs or nothing examined.
+
+def _proportion_interval(
+    rate: float | None, error: float | None, tokens: int, units: int, df: int | None
+) -> tuple[float, float] | None:
+    """95% interval of a rate in [0, 1]: Wilson's score interval at the effective sample size.
+
+    n_eff = rate (1 - rate) / variance (the sandwich variance, so clustering widens it), at most
+    the tokens behind the rate; where the delta method degenerates (rate 0 or 1, no spread) n_eff
+    is the number of units instead. The score interval stays inside [0, 1] and never has zero
+    width; with Student t's quantile it is the t interval wherever the delta method is sound.
     """
-    if runs < 2 or alpha is None:
+    if rate is None or error is None or df is None or tokens == 0 or units < 2:
         return None
-    residual = max(0.0, sum_aa - 2 * alpha * sum_ae + alpha * alpha * sum_ee)
-    return float(np.sqrt(runs / (runs - 1) * residual) / examined)
+    spread = rate * (1.0 - rate)
+    n_eff = min(float(tokens), spread / (error * error)) if spread > 0.0 and error > 0.0 else float(units)
+    crit = _critical(df)
+    c2 = crit * crit / n_eff
+    centre = (rate + c2 / 2) / (1 + c2)
+    half = crit / (1 + c2) * float(np.sqrt(spread / n_eff + c2 / (4 * n_eff)))
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _mean_standard_error(runs: int, accepted: int, sum_aa: float) -> float | None:
-    """Standard error of the mean of (a + 1) over runs (sample variance / n)."""
-    if runs < 2:
+def _tokens_per_pass_interval(
+    summary: Summary, tokens_per_pass: float | None, error: float | None, units: int, df: int | None
+) -> tuple[float, float] | None:
+    """Student t interval for tokens per pass, inside [1, 1 + longest draft].
+
+    When every unit emitted alike (no spread: all kept, or none) it is the score interval of the
+    acceptance rate (accepted / drafted, at one trial per unit) scaled by the mean draft length.
+    """
+    if tokens_per_pass is None or error is None or df is None:
         return None
-    mean = accepted / runs
-    variance = max(0.0, (sum_aa - runs * mean * mean) / (runs - 1))
-    return float(np.sqrt(variance / runs))
+    top = 1.0 + summary.max_k
+    if error > 0.0:
+        half = _critical(df) * error
+        return max(1.0, tokens_per_pass - half), min(top, tokens_per_pass + half)
+    drafted = summary.drafted_tokens
+    if not drafted:
+        return None
+    rate = summary.accepted_tokens / drafted
+    bounds = _proportion_interval(rate, 0.0, drafted, units, df)
+    assert bounds is not None
+    mean_k = drafted / summary.runs
+    return 1.0 + mean_k * bounds[0], 1.0 + mean_k * bounds[1]
 
 
 def _tokens_per_pass_predicted(summary: Summary, alpha: float | None) -> float | None:
@@ -168,30 +283,95 @@ def _tokens_per_pass_predicted(summary: Summary, alpha: float | None) -> float |
     return total / runs
 
 
-def _iid_check(observed: float | None, predicted: float | None, error: float | None) -> IidCheck | None:
-    """Does the i.i.d. model explain the logs? Compares observed and predicted tokens per pass.
+def _iid_check(
+    units: Units, alpha: float | None, observed: float | None, predicted: float | None, df: int | None
+) -> IidCheck | None:
+    """Does one alpha, token after token, explain the logs? Observed vs predicted tokens per pass, and equal rates.
 
-    The prediction is fitted on the same runs, so this error is if anything too large and the
-    test errs towards "consistent"; |z| > 3 is a clear misfit (e.g. acceptance that falls
-    with the position in the draft, or a sampler bug).
+    The prediction uses alpha fitted on the same runs, so the difference D = observed - predicted
+    is linearised in both: a unit's influence is (A_g + n_g - F_g - D n_g) / N - m' (A_g - alpha E_g) / E,
+    with F_g = n_g + sum_j alpha^j drafts_gj its predicted tokens and m' the prediction's slope in
+    alpha. Ignoring the fit (the plain standard error of observed tokens per pass) overstates the
+    error 3-8 fold and the check then almost never fires.
     """
-    if observed is None or predicted is None or error is None:
+    if observed is None or predicted is None or alpha is None or df is None:
         return None
+    runs_total = float(np.sum(units.weight * units.runs))
+    examined_total = float(np.sum(units.weight * units.examined))
+    positions = np.arange(1, units.drafts.shape[1] + 1)
+    powers = alpha**positions
+    slope_terms = positions * alpha ** (positions - 1)
+    drafts_total = units.weight @ units.drafts
+    slope = float(slope_terms @ drafts_total) / runs_total
+    predicted_by_unit = units.runs + units.drafts @ powers
     difference = observed - predicted
+    influence = (units.accepted + units.runs - predicted_by_unit - difference * units.runs) / runs_total - slope * (
+        units.accepted - alpha * units.examined
+    ) / examined_total
+    variance = _sandwich(units, influence)
+    error = float(np.sqrt(max(0.0, variance or 0.0)))
     if error == 0.0:
-        z = 0.0 if abs(difference) < 1e-9 else float("inf") if difference > 0 else float("-inf")
+        z = None
+        p_value = 1.0 if abs(difference) < 1e-9 else 0.0
     else:
         z = difference / error
+        p_value = 2.0 * student_t_cdf(-abs(z), df)
+    equal = _equal_rates(units)
+    p_values = [p_value] if equal is None else [p_value, equal.p_value]
+    combined = min(1.0, len(p_values) * min(p_values))  # Holm's first step: the family's smallest adjusted p
+    consistent = combined >= IID_SIGNIFICANCE
+    verdict = (
+        f"no evidence against the i.i.d. model (p = {combined:.3g})"
+        if consistent
+        else f"the i.i.d. model does not fit (p = {combined:.3g})"
+    )
     return IidCheck(
         difference=difference,
         standard_error=error,
-        z=z if np.isfinite(z) else None,
-        consistent=bool(abs(z) <= CONSISTENT_Z),
+        z=z,
+        consistent=consistent,
+        p_value=p_value,
+        equal_rates=equal,
+        combined_p_value=combined,
+        verdict=verdict,
     )
 
 
-def _per_position(summary: Summary) -> tuple[PositionRate, ...]:
-    """One row per 1-based draft position j = 1 .. max_k (see `PositionRate`)."""
+def _equal_rates(units: Units) -> EqualRates | None:
+    """Cluster-robust Wald test that the conditional rates of the well-reached positions are equal.
+
+    theta_j = kept_j / reached_j with influences (kept_gj - theta_j reached_gj) / reached_j; the
+    contrasts theta_j - theta_1 and their sandwich covariance give W, and W (G - q) / (q (G - 1))
+    is referred to F(q, G - q): the small-G correction of a Hotelling test.
+    """
+    reaching = units.weight @ (units.reached > 0)
+    reached, kept = units.weight @ units.reached, units.weight @ units.kept
+    rates = np.divide(kept, reached, out=np.zeros_like(kept), where=reached > 0)
+    tested = np.flatnonzero((reaching >= MIN_POSITION_UNITS) & (rates > 0) & (rates < 1))
+    count = units.count
+    if tested.shape[0] < 2:
+        return None
+    theta = rates[tested]
+    influence = (units.kept[:, tested] - theta * units.reached[:, tested]) / reached[tested]
+    covariance = count / (count - 1) * (influence * units.weight[:, None]).T @ influence
+    contrasts = np.eye(tested.shape[0])[1:] - np.eye(tested.shape[0])[0]
+    difference = contrasts @ theta
+    spread = contrasts @ covariance @ contrasts.T
+    rank = int(np.linalg.matrix_rank(spread))
+    if rank == 0 or count <= rank:
+        return None
+    wald = float(difference @ np.linalg.pinv(spread) @ difference)
+    statistic = wald * (count - rank) / (rank * (count - 1))
+    return EqualRates(
+        statistic=statistic,
+        df=(rank, count - rank),
+        p_value=f_sf(statistic, rank, count - rank),
+        positions=int(tested.shape[0]),
+    )
+
+
+def _per_position(summary: Summary, units: Units, df: int | None) -> tuple[PositionRate, ...]:
+    """One row per 1-based draft position j = 1 .. max_k (see `PositionRate`), with sandwich intervals."""
     counts = summary.counts
     # at_least_k[j] = runs with k >= j; at_least_a[j] = runs with a >= j;
     # at_least_both[j] = runs with k >= j and a >= j - 1 (a = k when all kept, so a >= j - 1 and k >= j
@@ -199,19 +379,30 @@ def _per_position(summary: Summary) -> tuple[PositionRate, ...]:
     at_least_k = np.cumsum(counts.sum(axis=1)[::-1])[::-1]
     at_least_a = np.cumsum(counts.sum(axis=0)[::-1])[::-1]
     all_kept = np.diagonal(counts)
+    reaching, drafting = units.weight @ (units.reached > 0), units.weight @ (units.drafts > 0)
     rows = []
     for position in range(1, summary.max_k + 1):
         drafts = int(at_least_k[position])
         reached = int(at_least_a[position - 1] - all_kept[position - 1])
         accepted = int(at_least_a[position])
+        rate = accepted / reached if reached else None
+        unconditional = accepted / drafts if drafts else None
+        column = position - 1
+        kept_by_unit = units.kept[:, column]
+        rate_error = _ratio_error(units, kept_by_unit, units.reached[:, column], rate)
+        unconditional_error = _ratio_error(units, kept_by_unit, units.drafts[:, column], unconditional)
         rows.append(
             PositionRate(
                 position=position,
                 drafts=drafts,
                 reached=reached,
                 accepted=accepted,
-                rate=accepted / reached if reached else None,
-                unconditional_rate=accepted / drafts if drafts else None,
+                rate=rate,
+                unconditional_rate=unconditional,
+                rate_ci=_proportion_interval(rate, rate_error, reached, int(reaching[column]), df),
+                unconditional_rate_ci=_proportion_interval(
+                    unconditional, unconditional_error, drafts, int(drafting[column]), df
+                ),
             )
         )
     return tuple(rows)

@@ -7,7 +7,8 @@ split); it is a pure function, so it runs in a worker process as well as in this
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy.typing as npt
 from specaccept_cli.errors import InputError
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
+from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Summary, add_groups, group_key
 
@@ -32,6 +34,7 @@ class Plan:
     reported_field: str | None = None  # compare the server's reported counts with the rule's
     check_sampler: bool = False  # calibration and r-uniformity tests
     sampler_significance: float = 0.001
+    cluster_field: str | None = None  # runs sharing this field's value form one cluster (a request)
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,20 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     if reported is not None:
         reported_tally, check = ReportedTally.of_batch(batch, outcome, reported)
         columns = {"reported": check.reported, "mismatch": check.mismatch}
+    cluster_keys = None if plan.cluster_field is None else cluster_hashes(batch.extras[plan.cluster_field])
     part = replace(
         Summary.of_outcome(outcome),
         reported=reported_tally,
         sampler=SamplerTally.of_batch(batch, outcome, plan.sampler_significance) if plan.check_sampler else None,
+        clusters=None
+        if plan.cluster_field is None or cluster_keys is None
+        else ClusterTally.of_runs(plan.cluster_field, cluster_keys, outcome.k, outcome.accepted),
     )
-    groups = None if plan.group_by is None else split_by_group(outcome, batch.extras[plan.group_by])
+    groups = (
+        None
+        if plan.group_by is None
+        else split_by_group(outcome, batch.extras[plan.group_by], plan.cluster_field, cluster_keys)
+    )
     if not keep_runs:
         return Evaluated(part, len(batch), groups), errors
     return Evaluated(part, len(batch), groups, batch, outcome, columns), errors
@@ -112,12 +123,18 @@ def add_up(results: Iterable[Evaluated], sink: RunSink | None = None, group_by: 
     return replace(summary, group_by=group_by, groups=groups)
 
 
-def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Summary]:
+def split_by_group(
+    outcome: BatchOutcome,
+    values: list[object],
+    cluster_field: str | None = None,
+    cluster_keys: KeyArray | None = None,
+) -> dict[str, Summary]:
     """One summary per group key of a batch's runs, in order of first appearance.
 
     Keys are coded in one pass (a dict lookup per run); the joint counts of every group
     then come from one count of the (code, k, a) cells that occur, and the token sums from
-    exact integer scatter-adds: no pass over the runs per group.
+    exact integer scatter-adds: no pass over the runs per group. With clusters, each group
+    gets the tally of its own runs (runs sorted by group once, then sliced).
     """
     codes_of: dict[str, int] = {}
     codes = np.fromiter(
@@ -135,10 +152,16 @@ def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Sum
     np.add.at(passing, codes, outcome.passing_per_run)
     thresholds = np.zeros(n_groups, dtype=np.int64)
     np.add.at(thresholds, codes, outcome.threshold_fixed_per_run)
+    assert outcome.examined_threshold_fixed_per_run is not None, "evaluate per run"
+    examined_thresholds = np.zeros(n_groups, dtype=np.int64)
+    np.add.at(examined_thresholds, codes, outcome.examined_threshold_fixed_per_run)
     sampled = np.zeros(n_groups, dtype=np.int64)
     if outcome.sampled_tokens:  # a batch is sampled or greedy as a whole
         np.add.at(sampled, codes, outcome.k)
     passing_list, threshold_list, sampled_list = passing.tolist(), thresholds.tolist(), sampled.tolist()
+    examined_list = examined_thresholds.tolist()
+    by_group = np.argsort(codes, kind="stable")
+    run_bounds = np.searchsorted(codes[by_group], np.arange(n_groups + 1))
     groups = {}
     for key, code in codes_of.items():
         start, end = int(bounds[code]), int(bounds[code + 1])
@@ -146,10 +169,38 @@ def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Sum
         side = int(ks.max()) + 1
         counts = np.zeros((side, side), dtype=np.int64)
         counts[ks, accepted] = cell_runs[start:end]
+        clusters = None
+        if cluster_field is not None and cluster_keys is not None:
+            runs = by_group[run_bounds[code] : run_bounds[code + 1]]
+            clusters = ClusterTally.of_runs(cluster_field, cluster_keys[runs], outcome.k[runs], outcome.accepted[runs])
         groups[key] = Summary(
             counts=counts,
             passing_tokens=passing_list[code],
             threshold_sum_fixed=threshold_list[code],
             sampled_tokens=sampled_list[code],
+            examined_threshold_sum_fixed=examined_list[code],
+            clusters=clusters,
         )
     return groups
+
+
+def cluster_hash(value: object) -> int:
+    """The 64-bit key of a cluster field's value: BLAKE2b of its group key (`group_key`), little-endian."""
+    text = group_key(value).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def cluster_hashes(values: Sequence[object]) -> KeyArray:
+    """Keys of a batch's runs; each distinct value is hashed once (by type too: True == 1, but not as keys)."""
+    seen: dict[tuple[type, object], int] = {}
+    out = np.empty(len(values), dtype=np.uint64)
+    for index, value in enumerate(values):
+        try:
+            key = seen.get((type(value), value))
+        except TypeError:  # unhashable (a list or an object): hash its text each time
+            out[index] = cluster_hash(value)
+            continue
+        if key is None:
+            key = seen[type(value), value] = cluster_hash(value)
+        out[index] = key
+    return out

@@ -20,6 +20,7 @@ import orjson
 from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
+from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
@@ -56,13 +57,20 @@ def summary_object(
         "mean_accepted": numbers.mean_accepted,
         "tokens_per_pass": numbers.tokens_per_pass,
         "tokens_per_pass_predicted": numbers.tokens_per_pass_predicted,
-        "iid_check": None if check is None else asdict(check),
-        "per_position": [asdict(row) for row in numbers.per_position],
+        "iid_check": None if check is None else _plain(asdict(check)),
+        "per_position": [_plain(asdict(row)) for row in numbers.per_position],
         "accepted_histogram": numbers.accepted_histogram,
         "conventions": numbers.conventions,
         "skipped_rows": summary.skipped_rows,
         "skipped_sources": summary.skipped_sources,
         "errors": [error.to_dict() for error in summary.errors],
+        "alpha_ci_method": numbers.interval_method,
+        "cluster_field": numbers.cluster_field,
+        "clusters": numbers.clusters,
+        "degrees_of_freedom": numbers.degrees_of_freedom,
+        "tokens_per_pass_ci": None if numbers.tokens_per_pass_ci is None else list(numbers.tokens_per_pass_ci),
+        "expected_alpha_drafted": numbers.expected_alpha_drafted,
+        "draft_length_histogram": {str(k): runs for k, runs in enumerate(numbers.runs_by_k)},
     }
     if cost_ratio is not None:
         data["cost_ratio"] = cost_ratio
@@ -77,6 +85,10 @@ def summary_object(
         "skipped_rows": summary.skipped_rows,
         "skipped_sources": summary.skipped_sources,
     }
+    if summary.examined_threshold_sum_fixed is not None:
+        state["examined_threshold_sum_fixed"] = summary.examined_threshold_sum_fixed
+    if summary.clusters is not None:
+        state["clusters"] = summary.clusters.to_dict()
     if summary.reported is not None:
         data |= summary.reported.summary_keys()
         state["reported"] = summary.reported.to_dict()
@@ -88,6 +100,14 @@ def summary_object(
         data["groups"] = {key: summary_object(group, cost_ratio) for key, group in summary.groups.items()}
     data["state"] = state
     return data
+
+
+def _plain(data: dict[str, Any]) -> dict[str, Any]:
+    """Tuples (intervals, degrees of freedom) as lists, as JSON gives them back: a merged object equals a read one."""
+    return {
+        key: list(value) if isinstance(value, tuple) else _plain(value) if isinstance(value, dict) else value
+        for key, value in data.items()
+    }
 
 
 def summary_from_object(data: dict[str, Any]) -> Summary:
@@ -134,6 +154,12 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
                 raise ValueError("a group holds groups of its own")
         elif group_by is not None:
             raise ValueError("'group_by' without 'groups'")
+        examined_sum = state.get("examined_threshold_sum_fixed")  # None: a file from before this sum
+        if examined_sum is not None and type(examined_sum) is not int:
+            raise ValueError("examined_threshold_sum_fixed is not a whole number")
+        clusters = ClusterTally.from_dict(state["clusters"]) if "clusters" in state else None
+        if clusters is not None:
+            _check_clusters(clusters, counts)
         return Summary(
             counts=counts,
             passing_tokens=int(state["passing_tokens"]),
@@ -146,9 +172,24 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             skipped_rows=skipped_rows,
             skipped_sources=skipped_sources,
             errors=errors,
+            examined_threshold_sum_fixed=examined_sum,
+            clusters=clusters,
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
+
+
+def _check_clusters(clusters: ClusterTally, counts: np.ndarray[Any, np.dtype[np.int64]]) -> None:
+    """The per-cluster sums must add up to the joint histogram's runs, accepted and examined tokens."""
+    whole = Summary(counts=counts)
+    sums = clusters.sums
+    if (
+        int(sums.runs.sum()) != whole.runs
+        or int(sums.kept.sum(dtype=np.int64)) != whole.accepted_tokens
+        or int(sums.reached.sum(dtype=np.int64)) != whole.examined_tokens
+        or int(sums.drafts.sum(dtype=np.int64)) != whole.drafted_tokens
+    ):
+        raise ValueError("clusters do not add up to the joint counts (runs, drafted, accepted, examined)")
 
 
 def json_bytes(data: object) -> bytes:
@@ -222,6 +263,7 @@ def _check_range(summary: Summary, source: str) -> None:
         or not 0 <= summary.passing_tokens <= INT64_MAX
         or not 0 <= summary.threshold_sum_fixed <= INT64_MAX
         or not 0 <= summary.sampled_tokens <= INT64_MAX
+        or not 0 <= (summary.examined_threshold_sum_fixed or 0) <= INT64_MAX
     ):
         raise InputError(source, None, "counters out of range (negative, or too large for 64-bit sums)")
 
@@ -245,6 +287,7 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
                 ("groups", f"'{GROUPS_KEY}'"),
                 ("reported", "reported counts"),
                 ("sampler", "sampler tally"),
+                ("clusters", "cluster tally (--cluster-field)"),
             ):
                 if (getattr(summary, part) is None) != (getattr(total, part) is None):
                     has, lacks = (

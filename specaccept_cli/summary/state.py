@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +22,12 @@ from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 
+if TYPE_CHECKING:  # clusters.py imports group_key from here
+    from specaccept_cli.summary.clusters import ClusterTally
+
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally)
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, "ClusterTally")
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -34,6 +37,11 @@ def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
     if right is None:
         return left
     return left + right
+
+
+def _add_unknown(left: int | None, right: int | None) -> int | None:
+    """A sum that an old summary file does not hold: unknown in any total it is part of."""
+    return None if left is None or right is None else left + right
 
 
 def _optional_dict(tally: ReportedTally | None) -> dict[str, Any] | None:
@@ -83,6 +91,10 @@ class Summary:
     skipped_rows: int = 0
     skipped_sources: int = 0  # sources abandoned whole or part-way (unreadable, corrupt stream)
     errors: tuple[SkippedRow, ...] = ()
+    # Sum of min(1, p/q) over examined tokens only, x THRESHOLD_SCALE (None: read from a file that lacks it).
+    examined_threshold_sum_fixed: int | None = 0
+    # With --cluster-field: per-cluster sums for cluster-robust intervals (`summary.clusters`).
+    clusters: ClusterTally | None = None
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -93,6 +105,7 @@ class Summary:
             passing_tokens=outcome.passing_tokens,
             threshold_sum_fixed=outcome.threshold_sum_fixed,
             sampled_tokens=outcome.sampled_tokens,
+            examined_threshold_sum_fixed=outcome.examined_threshold_sum_fixed,
         )
 
     def __add__(self, other: Summary) -> Summary:
@@ -110,6 +123,8 @@ class Summary:
             skipped_rows=self.skipped_rows + other.skipped_rows,
             skipped_sources=self.skipped_sources + other.skipped_sources,
             errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
+            examined_threshold_sum_fixed=_add_unknown(self.examined_threshold_sum_fixed, other.examined_threshold_sum_fixed),
+            clusters=_add_clusters(self, other),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -128,6 +143,8 @@ class Summary:
             and self.skipped_rows == other.skipped_rows
             and self.skipped_sources == other.skipped_sources
             and self.errors == other.errors
+            and self.examined_threshold_sum_fixed == other.examined_threshold_sum_fixed
+            and self.clusters == other.clusters
         )
 
     # --- counters -------------------------------------------------------------------
@@ -181,6 +198,13 @@ class Summary:
             float((examined * examined * counts).sum()),
             float((a * examined * counts).sum()),
         )
+
+
+def _add_clusters(left: Summary, right: Summary) -> ClusterTally | None:
+    """Cluster tallies add key by key; a side with runs but no tally would leave them out of the clusters."""
+    if (left.clusters is None) != (right.clusters is None) and (left.runs if left.clusters is None else right.runs):
+        raise ValueError("cannot add a summary without clusters to one with clusters")
+    return _add_optional(left.clusters, right.clusters)
 
 
 def _merge_groups(left: Summary, right: Summary) -> tuple[str | None, dict[str, Summary] | None]:

@@ -72,11 +72,12 @@ def markdown_report(
             markdown_table(shared.GATE_COLUMNS, shared.gate_rows(gates), right=("threshold", "value")),
         ]
     if comparison is not None:
-        numeric = ("baseline", "current", "change", "z", "p")
+        numeric = ("baseline", "current", "change", "z", "p", "Holm p")
         parts += [
             "### Baseline comparison",
             markdown_table(shared.COMPARISON_COLUMNS, shared.comparison_rows(comparison), right=numeric),
             shared.comparison_rule(comparison),
+            *(f"**Warning:** {markdown_cell(warning)}" for warning in comparison.warnings),
         ]
     return "\n\n".join(parts) + "\n"
 

@@ -34,11 +34,21 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
         ("accepted tokens", f"{numbers.accepted_tokens:,}", "sum of a"),
         ("examined tokens", f"{numbers.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
         ("alpha", number(numbers.alpha), "accepted / examined: per-token acceptance"),
-        ("alpha 95% interval", interval(numbers.alpha_ci), "delta method over runs (tokens of a run correlate)"),
-        ("expected alpha", number(numbers.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
+        ("alpha 95% interval", interval(numbers.alpha_ci), interval_meaning(numbers)),
+        (
+            "expected alpha",
+            number(numbers.expected_alpha),
+            "mean of min(1, p/q) over examined tokens: alpha's r-free twin (equal for a lawful sampler)",
+        ),
+        (
+            "  over drafted",
+            number(numbers.expected_alpha_drafted),
+            "the same over every drafted token: equals alpha only when acceptance ignores the position",
+        ),
         ("acceptance rate", number(numbers.acceptance_rate), "accepted / drafted (vLLM's number)"),
         ("mean accepted", number(numbers.mean_accepted), "a per run"),
         ("tokens per pass", number(numbers.tokens_per_pass), "(accepted + runs) / runs"),
+        ("  95% interval", interval(numbers.tokens_per_pass_ci), "Student t over the same units as alpha's"),
         (
             "  predicted (i.i.d.)",
             number(numbers.tokens_per_pass_predicted),
@@ -52,6 +62,20 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
     return rows
 
 
+def interval_meaning(numbers: Estimates) -> str:
+    """What the intervals are over: clusters (cluster-robust) or runs (conditional on these prompts)."""
+    if numbers.cluster_field is not None:
+        return f"cluster-robust over {numbers.clusters or 0:,} clusters of {numbers.cluster_field} (t, sandwich)"
+    return "over runs, conditional on these prompts (--cluster-field for fresh traffic)"
+
+
+IID_CAPTION = (
+    "Two tests, Holm-combined: observed vs predicted tokens per pass (the prediction's own fit accounted for) and "
+    "equal conditional rates across positions. Heterogeneous prompts can mask a decay: easy prompts reach the "
+    "later positions, so per-position rates look flatter than any one prompt's."
+)
+
+
 GATE_COLUMNS = ("gate", "threshold", "value", "result")
 
 
@@ -62,11 +86,11 @@ def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
     ]
 
 
-COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "verdict")
+COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "Holm p", "verdict")
 
 
 def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
-    """(metric, baseline, current, change, z, p, verdict) for every compared metric."""
+    """(metric, baseline, current, change, z, p, Holm-adjusted p, verdict) for every compared metric."""
     return [
         (
             row.label,
@@ -75,6 +99,7 @@ def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
             number(row.change, "+.2%"),
             number(row.z, "+.2f"),
             number(row.p, ".3g"),
+            number(row.p_adjusted, ".3g"),
             row.verdict,
         )
         for row in comparison.metrics
@@ -85,9 +110,11 @@ def comparison_rule(comparison: Comparison) -> str:
     """The rule in one sentence (our own text: used as is in markdown, so no `<`, `|` or backticks)."""
     floor = 1 - comparison.max_drop
     return (
-        f"z = standard errors (over runs) of current above the tolerated floor {floor:g} x baseline; "
-        f"p = one-sided p-value of 'current >= floor'; regressed when p is below {comparison.significance:g}, "
-        f"i.e. the drop exceeds --max-drop {comparison.max_drop:g} beyond noise."
+        f"z = standard errors of current above the tolerated floor {floor:g} x baseline, {comparison.method}; "
+        f"p = one-sided p-value of 'current >= floor' (Student t); Holm p adjusts it for testing two metrics; "
+        f"regressed when Holm p is below {comparison.significance:g}, i.e. the drop exceeds "
+        f"--max-drop {comparison.max_drop:g} beyond noise; untestable (exit 1, not a regression) when a side has "
+        "too few runs or clusters."
     )
 
 

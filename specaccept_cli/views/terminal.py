@@ -17,7 +17,7 @@ from rich.text import Text
 
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
-from specaccept_cli.summary.estimates import CONSISTENT_Z, Estimates, estimate
+from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.text import safe_text
 from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
@@ -105,7 +105,7 @@ def summary_table(summary: Summary, numbers: Estimates) -> Table:
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
     for row in shared.summary_rows(summary, numbers):
-        table.add_row(*row)
+        table.add_row(*(data_text(cell) for cell in row))  # a cluster field's name comes from the data
     return table
 
 
@@ -138,7 +138,8 @@ def comparison_view(comparison: Comparison) -> RenderableType:
     styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow"}
     for row, cells in zip(comparison.metrics, shared.comparison_rows(comparison)):
         table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
-    return Group(table, Text(shared.comparison_rule(comparison), style="dim"))
+    notes = [Text(f"warning: {safe_text(warning)}", style="yellow") for warning in comparison.warnings]
+    return Group(table, Text(shared.comparison_rule(comparison), style="dim"), *notes)
 
 
 def gates_view(results: Sequence[GateResult]) -> RenderableType:
@@ -192,18 +193,21 @@ def iid_verdict(summary: Estimates) -> Text:
     z = check.z
     z_text = "inf" if z is None else f"{z:+.1f}"
     detail = f"observed - predicted = {check.difference:+.4f} tokens per pass, z = {z_text}"
+    equal = check.equal_rates
+    if equal is not None:
+        detail += f"; equal rates across {equal.positions} positions: p = {equal.p_value:.3g}"
     if check.consistent:
-        return Text(f"i.i.d. model explains the logs: {detail} (|z| <= {CONSISTENT_Z:g}).", style="green")
+        return Text(f"i.i.d. check: {check.verdict}: {detail}.", style="green")
     return Text(
-        f"i.i.d. model does NOT explain the logs: {detail} (|z| > {CONSISTENT_Z:g}); acceptance depends on "
-        "the position or the context (see the per-position rates).",
+        f"i.i.d. check: {check.verdict}: {detail}; acceptance depends on the position or the context "
+        "(see the per-position rates).",
         style="bold red",
     )
 
 
 def per_position_table(summary: Estimates) -> Table:
     table = Table(title="Per position", title_justify="left", caption_justify="left")
-    for name in ("position", "drafts", "reached", "accepted", "rate", "unconditional"):
+    for name in ("position", "drafts", "reached", "accepted", "rate", "95% interval", "unconditional", "95% interval"):
         table.add_column(name, justify="right")
     for row in summary.per_position:
         table.add_row(
@@ -212,11 +216,14 @@ def per_position_table(summary: Estimates) -> Table:
             f"{row.reached:,}",
             f"{row.accepted:,}",
             number(row.rate),
+            interval(row.rate_ci),
             number(row.unconditional_rate),
+            interval(row.unconditional_rate_ci),
         )
     table.caption = (
         "rate = accepted / reached (conditional, EAGLE's); unconditional = accepted / drafts (vLLM's). "
-        "Under the i.i.d. model every rate is alpha."
+        f"Under the i.i.d. model every rate is alpha. Intervals {data_text(shared.interval_meaning(summary))}. "
+        + shared.IID_CAPTION
     )
     return table
 
@@ -306,7 +313,7 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
         check = group.iid_check
         row.append(MISSING if check is None else "fits" if check.consistent else "[red]misfit[/]")
         table.add_row(*row)
-    table.caption = f"i.i.d.? fits when |observed - predicted tokens per pass| <= {CONSISTENT_Z:g} standard errors."
+    table.caption = "i.i.d.? fits when neither i.i.d. test (tokens per pass, equal rates) rejects at 0.01 (Holm)."
     table.caption_justify = "left"
     more = len(ordered) - MAX_GROUP_ROWS
     if more > 0:

@@ -159,7 +159,7 @@ def test_table_view_shows_every_statistic(tmp_path: Path) -> None:
         "alpha 95% interval",
         "expected alpha",
         "predicted (i.i.d.)",
-        "i.i.d. model explains the logs",
+        "no evidence against the i.i.d. model",
         "Per position",
         "Accepted length",
         "█",
@@ -189,7 +189,9 @@ def test_group_by_json_field_by_hand(tmp_path: Path) -> None:
     assert (b["runs"], b["accepted_tokens"], b["examined_tokens"]) == (1, 2, 2)
     assert a["alpha"] == pytest.approx(1 / 3)
     assert a["conventions"]["vllm_v0"]["acceptance_rate"] == 2 / 4  # group a's own passing tokens
-    assert a["expected_alpha"] == pytest.approx((2.25 + 0.2) / 4, abs=1e-9)
+    # over examined tokens: run 1 tested [1, 0.25], run 3 tested [0.2]; over drafted: run 1's third token too
+    assert a["expected_alpha"] == pytest.approx((1.25 + 0.2) / 3, abs=1e-9)
+    assert a["expected_alpha_drafted"] == pytest.approx((2.25 + 0.2) / 4, abs=1e-9)
     assert summary["runs"] == 3  # the whole is still there
     rebuilt = summary_from_object(summary)
     assert rebuilt.groups == {"a": summary_from_object(a), "b": summary_from_object(b)}

@@ -85,16 +85,24 @@ def hand(tmp_path: Path) -> dict[str, object]:
 def test_alpha_and_its_interval_by_hand(hand: dict[str, object]) -> None:
     # a = [1, 2, 0], e = [2, 2, 1], alpha = 3/5.
     # residuals a - alpha e = [-0.2, 0.8, -0.6]; sum of squares 1.04;
-    # var = n/(n-1) * 1.04 / 5^2 = 1.5 * 1.04 / 25 = 0.0624; se = 0.249800
+    # var = n/(n-1) * 1.04 / 5^2 = 1.5 * 1.04 / 25 = 0.0624; se = 0.249800.
+    # n_eff = 0.6 * 0.4 / 0.0624 = 3.846 (below the 5 examined tokens); t(0.975, 2 df) = 4.302653;
+    # Wilson at n_eff with that quantile: centre (p + c/2) / (1 + c), c = t^2 / n_eff.
     assert hand["alpha"] == pytest.approx(0.6)
-    se = math.sqrt(0.0624)
-    low, high = hand["alpha_ci"]  # type: ignore[misc]
-    assert low == pytest.approx(0.6 - 1.959963984540054 * se)
-    assert high == 1.0  # 0.6 + 0.4896 clamps at 1
+    assert hand["degrees_of_freedom"] == 2
+    n_eff, t = 0.24 / 0.0624, 4.302652729911275
+    c = t * t / n_eff
+    centre = (0.6 + c / 2) / (1 + c)
+    half = t / (1 + c) * math.sqrt(0.24 / n_eff + c / (4 * n_eff))
+    assert hand["alpha_ci"] == pytest.approx([centre - half, centre + half])
+    assert 0.0 < hand["alpha_ci"][0] < 0.6 < hand["alpha_ci"][1] < 1.0  # type: ignore[index]
+    assert hand["alpha_ci_method"].startswith("over runs")  # type: ignore[union-attr]
 
 
 def test_expected_alpha_by_hand(hand: dict[str, object]) -> None:
-    assert hand["expected_alpha"] == pytest.approx(4.45 / 6, abs=1e-9)
+    # examined tokens only: run 1 tested thresholds [1, 0.25], run 2 [1, 1], run 3 [0.2] -> 3.45 / 5
+    assert hand["expected_alpha"] == pytest.approx(3.45 / 5, abs=1e-9)
+    assert hand["expected_alpha_drafted"] == pytest.approx(4.45 / 6, abs=1e-9)  # run 1's untested third token too
 
 
 def test_tokens_per_pass_predicted_by_hand(hand: dict[str, object]) -> None:
@@ -104,13 +112,31 @@ def test_tokens_per_pass_predicted_by_hand(hand: dict[str, object]) -> None:
     check = hand["iid_check"]
     assert isinstance(check, dict)
     assert check["difference"] == pytest.approx(2.0 - 5.736 / 3)
-    # observed a + 1 = [2, 3, 1]: sample variance 1, standard error sqrt(1/3)
-    assert check["standard_error"] == pytest.approx(math.sqrt(1 / 3))
+    # The difference's delta-method error, run by run: influence
+    # (a + 1 - f(alpha, k) - D) / N - m' (a - alpha e) / E, m' = mean over runs of d f / d alpha.
+    runs = [(3, 1, 2), (2, 2, 2), (1, 0, 1)]  # (k, a, examined)
+    alpha, difference = 0.6, 2.0 - 5.736 / 3
+    slope = sum(sum(j * alpha ** (j - 1) for j in range(1, k + 1)) for k, _, _ in runs) / 3
+    influence = [
+        (a + 1 - sum(alpha**j for j in range(k + 1)) - difference) / 3 - slope * (a - alpha * e) / 5
+        for k, a, e in runs
+    ]
+    assert check["standard_error"] == pytest.approx(math.sqrt(3 / 2 * sum(x * x for x in influence)))
     assert check["consistent"] is True
+    assert check["verdict"].startswith("no evidence against the i.i.d. model")
 
 
 def test_per_position_by_hand(hand: dict[str, object]) -> None:
-    assert hand["per_position"] == [
+    rows = hand["per_position"]
+    assert isinstance(rows, list)
+    intervals = [(row.pop("rate_ci"), row.pop("unconditional_rate_ci")) for row in rows]
+    # position 3: no rate, and one run drafted it (too few for an interval); the rest hold their rate
+    assert intervals[2] == (None, None)
+    for row, bounds in zip(rows[:2], intervals[:2]):  # inside [0, 1], of positive width
+        for rate, interval in zip((row["rate"], row["unconditional_rate"]), bounds):
+            assert interval is not None
+                assert 0.0 <= interval[0] <= rate <= interval[1] <= 1.0 and interval[0] < interval[1]
+    assert rows == [
         # every run drafts position 1 and tests it; runs 1 and 2 keep it
         {"position": 1, "drafts": 3, "reached": 3, "accepted": 2, "rate": 2 / 3, "unconditional_rate": 2 / 3},
         # runs 1, 2 draft it and both reach it (a >= 1); only run 2 keeps it

@@ -1,0 +1,299 @@
+"""Per-cluster sums: what cluster-robust (sandwich) variances need, additive by cluster key.
+
+In a serving log runs come in requests, and a request (its prompt) is easy or hard for the
+draft model as a whole: runs of one request are not independent draws. With `--cluster-field`
+the state keeps, per cluster, the sums every estimate is a ratio of (runs, and per draft
+position j the runs that drafted, reached and kept token j; accepted and examined tokens are
+their sums over j). Squares of per-cluster sums are not additive, the sums are: so the tally
+keeps the sums by key, adds them key by key across batches, shards and `merge`, and the
+variances are taken once, at the end (`summary.estimates`).
+
+Layout, chosen for 1M clusters: a cluster key is the 64-bit BLAKE2b hash of its text (the
+statistics need only which runs share a cluster, not the name; two of a million keys collide
+with probability about 3e-8), and the sums are numpy columns, sorted by key. Per-position
+counts are int32 while they fit. Adding keeps a short tuple of sorted blocks and merges the
+last two whenever the older is at most twice the newer (a binary counter), so adding many
+small batches to a large tally costs O(log n) per cluster, not a copy of the whole tally.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from specaccept_cli.rule.batch import IntArray
+
+KeyArray = npt.NDArray[np.uint64]
+CountArray = npt.NDArray[np.int64] | npt.NDArray[np.int32]
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def _narrow(counts: npt.NDArray[np.int64]) -> CountArray:
+    """int32 while every count fits (half the memory), else int64 as it is."""
+    if counts.size == 0 or int(counts.max()) <= _INT32_MAX:
+        return counts.astype(np.int32)
+    return counts
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterBlock:
+    """Sums of clusters with distinct, sorted keys. Position j (1-based) is column j - 1."""
+
+    keys: KeyArray
+    runs: IntArray
+    drafts: CountArray  # [cluster, j-1] = runs that drafted token j (k >= j)
+    reached: CountArray  # runs that tested token j (a >= j - 1 and k >= j)
+    kept: CountArray  # runs that kept token j (a >= j)
+
+    @property
+    def positions(self) -> int:
+        return int(self.drafts.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    @classmethod
+    def empty(cls) -> ClusterBlock:
+        none = np.zeros((0, 0), dtype=np.int32)
+        return cls(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64), none, none, none)
+
+    @classmethod
+    def of_runs(cls, keys: KeyArray, k: IntArray, accepted: IntArray) -> ClusterBlock:
+        """The sums of runs (k, accepted) whose cluster keys are `keys`."""
+        unique, code = np.unique(keys, return_inverse=True)
+        clusters = unique.shape[0]
+        width = int(k.max()) + 1 if k.shape[0] else 1
+
+        def at_least(values: IntArray, where: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
+            """[cluster, v] = runs of the cluster with value >= v (or, with `where`, value == v among those)."""
+            chosen = code if where is None else code[where]
+            hist = np.bincount(chosen * width + (values if where is None else values[where]), minlength=clusters * width)
+            table = hist.reshape(clusters, width).astype(np.int64)
+            if where is not None:
+                return table
+            return np.cumsum(table[:, ::-1], axis=1)[:, ::-1]
+
+        k_at_least = at_least(k)
+        a_at_least = at_least(accepted)
+        all_kept = at_least(accepted, k == accepted)
+        positions = width - 1
+        reached = a_at_least[:, :positions] - all_kept[:, :positions]
+        return cls(
+            keys=unique.astype(np.uint64),
+            runs=k_at_least[:, 0].copy(),
+            drafts=_narrow(k_at_least[:, 1:]),
+            reached=_narrow(reached),
+            kept=_narrow(a_at_least[:, 1:]),
+        )
+
+    def padded(self, positions: int) -> ClusterBlock:
+        if positions == self.positions:
+            return self
+        extra = ((0, 0), (0, positions - self.positions))
+        return ClusterBlock(
+            self.keys,
+            self.runs,
+            np.pad(self.drafts, extra),
+            np.pad(self.reached, extra),
+            np.pad(self.kept, extra),
+        )
+
+    @classmethod
+    def combined(cls, blocks: Sequence[ClusterBlock]) -> ClusterBlock:
+        """One block of the sums of all `blocks`, key by key."""
+        blocks = [block for block in blocks if len(block)]
+        if not blocks:
+            return cls.empty()
+        if len(blocks) == 1:
+            return blocks[0]
+        positions = max(block.positions for block in blocks)
+        blocks = [block.padded(positions) for block in blocks]
+        keys = np.concatenate([block.keys for block in blocks])
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+
+        def reduce(name: str) -> npt.NDArray[np.int64]:
+            column = np.concatenate([getattr(block, name).astype(np.int64) for block in blocks])[order]
+            summed: npt.NDArray[np.int64] = np.add.reduceat(column, starts, axis=0)
+            return summed
+
+        return cls(
+            keys=keys[starts],
+            runs=reduce("runs"),
+            drafts=_narrow(reduce("drafts")),
+            reached=_narrow(reduce("reached")),
+            kept=_narrow(reduce("kept")),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return sum(array.nbytes for array in (self.keys, self.runs, self.drafts, self.reached, self.kept))
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterTally:
+    """Per-cluster sums of the runs of one summary, keyed by the value of `field`."""
+
+    field: str
+    blocks: tuple[ClusterBlock, ...] = ()
+
+    @classmethod
+    def of_runs(cls, field: str, keys: KeyArray, k: IntArray, accepted: IntArray) -> ClusterTally:
+        return cls(field, (ClusterBlock.of_runs(keys, k, accepted),))
+
+    def __add__(self, other: ClusterTally) -> ClusterTally:
+        if other.field != self.field:
+            raise ValueError(f"cannot add summaries clustered by different fields ({self.field!r}, {other.field!r})")
+        blocks = list(self.blocks + other.blocks)
+        while len(blocks) >= 2 and len(blocks[-2]) <= 2 * len(blocks[-1]):
+            newer = blocks.pop()
+            blocks[-1] = ClusterBlock.combined([blocks[-1], newer])
+        return ClusterTally(self.field, tuple(blocks))
+
+    @functools.cached_property
+    def sums(self) -> ClusterBlock:
+        """Every cluster once: the blocks combined (computed once, when estimates need it)."""
+        return ClusterBlock.combined(self.blocks)
+
+    @property
+    def clusters(self) -> int:
+        return len(self.sums)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClusterTally):
+            return NotImplemented
+        if self.field != other.field:
+            return False
+        positions = max(self.sums.positions, other.sums.positions)
+        mine, theirs = self.sums.padded(positions), other.sums.padded(positions)
+        return all(
+            np.array_equal(getattr(mine, name), getattr(theirs, name))
+            for name in ("keys", "runs", "drafts", "reached", "kept")
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Columnar: `keys` (64-bit hashes) and one list per sum, per-position sums as one list per cluster."""
+        sums = self.sums
+        return {
+            "field": self.field,
+            "keys": sums.keys.tolist(),
+            "runs": sums.runs.tolist(),
+            "drafts": sums.drafts.tolist(),
+            "reached": sums.reached.tolist(),
+            "kept": sums.kept.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterTally:
+        """Rebuild a tally from `to_dict`; ValueError when it is not one a log could have produced."""
+        field = data["field"]
+        if not isinstance(field, str) or not field:
+            raise ValueError("clusters: 'field' must be a field path")
+        raw_keys = data["keys"]
+        if not isinstance(raw_keys, list) or any(type(key) is not int or not 0 <= key < 2**64 for key in raw_keys):
+            raise ValueError("clusters: keys must be 64-bit unsigned integers")
+        keys = np.array(raw_keys, dtype=np.uint64)
+        if np.unique(keys).shape[0] != keys.shape[0]:
+            raise ValueError("clusters: a key appears twice")
+        runs = _integers(data["runs"], "runs")
+        count = keys.shape[0]
+        matrices = [_matrix(data[name], name, count) for name in ("drafts", "reached", "kept")]
+        if len({matrix.shape[1] for matrix in matrices}) > 1 or runs.shape[0] != count:
+            raise ValueError("clusters: the columns have different lengths")
+        drafts, reached, kept = matrices
+        if (
+            (runs < 0).any()
+            or (kept < 0).any()
+            or (reached < kept).any()
+            or (drafts < reached).any()
+            or (drafts.shape[1] and (drafts[:, 0] > runs).any())
+            or (np.diff(drafts, axis=1) > 0).any()
+            or (np.diff(kept, axis=1) > 0).any()
+        ):
+            raise ValueError("clusters: inconsistent per-cluster sums (kept <= reached <= drafts <= runs)")
+        order = np.argsort(keys, kind="stable")
+        block = ClusterBlock(keys[order], runs[order], _narrow(drafts[order]), _narrow(reached[order]), _narrow(kept[order]))
+        return cls(field, (block,))
+
+
+def _integers(values: object, name: str) -> npt.NDArray[np.int64]:
+    """A list of whole numbers in int64's range (keys are checked as unsigned separately)."""
+    if not isinstance(values, list) or any(type(item) is not int for item in values):
+        raise ValueError(f"clusters: {name} must be a list of whole numbers")
+    if values and (max(values) > 2**62 or min(values) < 0):
+        raise ValueError(f"clusters: {name} out of range")
+    return np.array(values, dtype=np.int64)
+
+
+def _matrix(rows: object, name: str, count: int) -> npt.NDArray[np.int64]:
+    if not isinstance(rows, list) or len(rows) != count or any(not isinstance(row, list) for row in rows):
+        raise ValueError(f"clusters: {name} must be one list per cluster")
+    width = len(rows[0]) if rows else 0
+    if any(len(row) != width for row in rows):
+        raise ValueError(f"clusters: {name} rows have different lengths")
+    flat = [item for row in rows for item in row]
+    if any(type(item) is not int for item in flat) or (flat and (max(flat) > 2**62 or min(flat) < 0)):
+        raise ValueError(f"clusters: {name} must hold whole, non-negative counts")
+    return np.array(flat, dtype=np.int64).reshape(count, width)
+
+
+@dataclass(frozen=True)
+class Units:
+    """The independent units the variances sum over, as float columns: clusters, or runs when none were given.
+
+    Runs are given as the distinct (k, a) cells of the joint histogram, each `weight` times (identical runs
+    contribute identical terms), so run-level variances cost O(k^2), not O(runs).
+    """
+
+    weight: npt.NDArray[np.float64]
+    runs: npt.NDArray[np.float64]
+    accepted: npt.NDArray[np.float64]
+    examined: npt.NDArray[np.float64]
+    drafts: npt.NDArray[np.float64]  # [unit, j - 1]
+    reached: npt.NDArray[np.float64]
+    kept: npt.NDArray[np.float64]
+
+    @property
+    def count(self) -> int:
+        return int(round(float(self.weight.sum())))
+
+    @classmethod
+    def of_runs(cls, counts: npt.NDArray[np.int64], positions: int) -> Units:
+        k, a = np.nonzero(counts)
+        position = np.arange(1, positions + 1)
+        drafts = k[:, None] >= position
+        kept = a[:, None] >= position
+        reached = (a[:, None] >= position - 1) & drafts
+        return cls(
+            weight=counts[k, a].astype(np.float64),
+            runs=np.ones(k.shape[0]),
+            accepted=a.astype(np.float64),
+            examined=np.minimum(a + 1, k).astype(np.float64),
+            drafts=drafts.astype(np.float64),
+            reached=reached.astype(np.float64),
+            kept=kept.astype(np.float64),
+        )
+
+    @classmethod
+    def of_clusters(cls, sums: ClusterBlock, positions: int) -> Units:
+        sums = sums.padded(max(positions, sums.positions))
+        drafts, reached, kept = (
+            getattr(sums, name)[:, :positions].astype(np.float64) for name in ("drafts", "reached", "kept")
+        )
+        return cls(
+            weight=np.ones(len(sums)),
+            runs=sums.runs.astype(np.float64),
+            accepted=sums.kept.sum(axis=1, dtype=np.int64).astype(np.float64),
+            examined=sums.reached.sum(axis=1, dtype=np.int64).astype(np.float64),
+            drafts=drafts,
+            reached=reached,
+            kept=kept,
+        )
