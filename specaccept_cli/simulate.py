@@ -8,12 +8,18 @@ uniform and independent of t, P(r <= t) = E[t] = alpha exactly.
 With `alpha_by_position`, token i of every run (0-based) uses alpha_by_position[i]
 (the last value for positions beyond the list): acceptance that falls along the draft,
 as real drafters show, where the conditional and unconditional per-position rates differ.
+
+With `requests`, runs come in requests of a random number of runs, each with its own
+alpha drawn from a Beta distribution (a prompt is easy or hard for the draft model as a
+whole), and optionally a draft length that grows with that alpha (an adaptive drafter):
+the clustered logs real serving produces. Rows then carry a `request_id`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+import itertools
 from itertools import pairwise
 from typing import IO, TYPE_CHECKING
 
@@ -34,6 +40,62 @@ class SimulatedChunk:
     p: FloatArray
     q: FloatArray
     r: FloatArray
+    request: IntArray | None = None  # each run's request number, with `Requests`
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Runs grouped in requests: `runs` per request drawn uniformly in [low, high]; a request's alpha
+    from Beta(`alpha_beta`) (None: every request at the log's alpha); with `k_follows_alpha`, a run's
+    draft length is k_low + floor(alpha (k_high - k_low + 1)) of its request (capped at k_high)."""
+
+    runs: tuple[int, int]
+    alpha_beta: tuple[float, float] | None = None
+    k_follows_alpha: bool = False
+
+    def mean_alpha(self, alpha: float) -> float:
+        """The expected per-request alpha (the Beta's mean, or `alpha` itself)."""
+        if self.alpha_beta is None:
+            return alpha
+        a, b = self.alpha_beta
+        return a / (a + b)
+
+
+class _RequestStream:
+    """Deals runs out to requests chunk by chunk: a request may span two chunks."""
+
+    def __init__(self, rng: np.random.Generator, requests: Requests, alpha: float) -> None:
+        self.rng, self.requests, self.alpha = rng, requests, alpha
+        self.number, self.left, self.request_alpha = -1, 0, alpha
+
+    def _draw_alpha(self, size: int) -> FloatArray:
+        if self.requests.alpha_beta is None:
+            return np.full(size, self.alpha)
+        a, b = self.requests.alpha_beta
+        return self.rng.beta(a, b, size)
+
+    def next(self, n: int) -> tuple[IntArray, FloatArray]:
+        """Request numbers and request alphas of the next `n` runs."""
+        first = min(self.left, n)
+        numbers = [np.full(first, self.number, dtype=np.int64)]
+        alphas = [np.full(first, self.request_alpha)]
+        self.left -= first
+        needed = n - first
+        low, high = self.requests.runs
+        while needed > 0:
+            count = needed // low + 1
+            sizes = self.rng.integers(low, high + 1, size=count)
+            drawn = self._draw_alpha(count)
+            for size, request_alpha in zip(sizes.tolist(), drawn.tolist()):
+                self.number += 1
+                take = min(size, needed)
+                numbers.append(np.full(take, self.number, dtype=np.int64))
+                alphas.append(np.full(take, request_alpha))
+                needed -= take
+                if needed == 0:
+                    self.left, self.request_alpha = size - take, request_alpha
+                    break
+        return np.concatenate(numbers), np.concatenate(alphas)
 
 
 def _thresholds(rng: np.random.Generator, alpha: float, size: int) -> FloatArray:
@@ -75,30 +137,47 @@ def simulate(
     k_high: int,
     seed: int | None,
     alpha_by_position: list[float] | None = None,
+    requests: Requests | None = None,
 ) -> Iterator[SimulatedChunk]:
     """Chunks of simulated runs (k uniform in k_low..k_high), `runs` in all, reproducible with `seed`.
 
-    `alpha_by_position`, when given, replaces `alpha` position by position (see the module doc).
+    `alpha_by_position`, when given, replaces `alpha` position by position; `requests` groups runs
+    into requests with their own alpha (see the module doc). Both together scale the position
+    profile by request alpha / the log's mean alpha, capped at 1.
     """
     rng = np.random.default_rng(seed)
     by_position = None if alpha_by_position is None else np.asarray(alpha_by_position, dtype=np.float64)
+    stream = None if requests is None else _RequestStream(rng, requests, alpha)
     remaining = runs
     while remaining > 0:
         n = min(CHUNK_RUNS, remaining)
         remaining -= n
-        k = rng.integers(k_low, k_high + 1, size=n)
+        request = run_alpha = None
+        if stream is not None and requests is not None:
+            request, run_alpha = stream.next(n)
+        if run_alpha is not None and requests is not None and requests.k_follows_alpha:
+            k = np.minimum(k_low + np.floor(run_alpha * (k_high - k_low + 1)).astype(np.int64), k_high)
+        else:
+            k = rng.integers(k_low, k_high + 1, size=n)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(k, out=offsets[1:])
         tokens = int(offsets[-1])
-        if by_position is None:
+        if by_position is None and run_alpha is None:
             t = _thresholds(rng, alpha, tokens)
         else:
-            position = np.arange(tokens, dtype=np.int64) - np.repeat(offsets[:-1], k)
-            t = _thresholds_by_position(rng, by_position[np.minimum(position, by_position.shape[0] - 1)])
+            token_alpha = np.full(tokens, alpha) if run_alpha is None else np.repeat(run_alpha, k)
+            if by_position is not None:
+                position = np.arange(tokens, dtype=np.int64) - np.repeat(offsets[:-1], k)
+                profile = by_position[np.minimum(position, by_position.shape[0] - 1)]
+                if run_alpha is None or requests is None:
+                    token_alpha = profile
+                else:
+                    token_alpha = np.minimum(1.0, profile * token_alpha / max(requests.mean_alpha(alpha), 1e-12))
+            t = _thresholds_by_position(rng, token_alpha)
         q = 1.0 - rng.random(tokens) * 0.95  # (0.05, 1]
         p = np.where(t >= 1.0, q + rng.random(tokens) * (1.0 - q), t * q)  # t = 1: p >= q
         r = rng.random(tokens)
-        yield SimulatedChunk(offsets=offsets, p=p, q=q, r=r)
+        yield SimulatedChunk(offsets=offsets, p=p, q=q, r=r, request=request)
 
 
 def write_jsonl(chunks: Iterator[SimulatedChunk], out: SupportsWrite[bytes]) -> int:
@@ -108,8 +187,12 @@ def write_jsonl(chunks: Iterator[SimulatedChunk], out: SupportsWrite[bytes]) -> 
         bounds = chunk.offsets.tolist()
         p, q, r = chunk.p.tolist(), chunk.q.tolist(), chunk.r.tolist()
         lines = []
-        for start, end in pairwise(bounds):
-            row = {"id": written, "p": p[start:end], "q": q[start:end], "r": r[start:end]}
+        requests = None if chunk.request is None else chunk.request.tolist()
+        for index, (start, end) in enumerate(pairwise(bounds)):
+            row: dict[str, object] = {"id": written}
+            if requests is not None:
+                row["request_id"] = f"req-{requests[index]}"
+            row |= {"p": p[start:end], "q": q[start:end], "r": r[start:end]}
             lines.append(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
             written += 1
         out.write(b"".join(lines))
@@ -121,20 +204,18 @@ def write_parquet(chunks: Iterator[SimulatedChunk], path: str | IO[bytes]) -> in
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema(
-        [
-            ("id", pa.int64()),
-            ("p", pa.list_(pa.float64())),
-            ("q", pa.list_(pa.float64())),
-            ("r", pa.list_(pa.float64())),
-        ]
-    )
+    first = next(chunks, None)
+    with_requests = first is not None and first.request is not None
+    fields = [("id", pa.int64()), *((("request_id", pa.string()),) if with_requests else ())]
+    schema = pa.schema([*fields, *((name, pa.list_(pa.float64())) for name in ("p", "q", "r"))])
     written = 0
     with pq.ParquetWriter(path, schema) as writer:
-        for chunk in chunks:
+        for chunk in () if first is None else itertools.chain([first], chunks):
             n = chunk.offsets.shape[0] - 1
             offsets = pa.array(chunk.offsets, type=pa.int32())
             columns = [pa.array(np.arange(written, written + n, dtype=np.int64))]
+            if with_requests and chunk.request is not None:
+                columns.append(pa.array([f"req-{number}" for number in chunk.request.tolist()], type=pa.string()))
             columns += [pa.ListArray.from_arrays(offsets, pa.array(values)) for values in (chunk.p, chunk.q, chunk.r)]
             writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
             written += n

@@ -50,7 +50,9 @@ def test_comparison_of_tiny_summaries_is_untestable_and_fails() -> None:
     comparison = compare(estimate(simulated(100, 0.7, 1)), estimate(Summary(counts=one_run)))
     assert [row.verdict for row in comparison.metrics] == ["untestable", "untestable"]
     assert len(comparison.failures) == 2
-    assert "at least 2 runs" in comparison.failures[0].message(0.02, 0.01)
+    message = comparison.failures[0].message(0.02, 0.01)
+    assert "untestable (not a regression, not a pass)" in message and "at least 2 independent units" in message
+    assert not comparison.to_dict()["regressed"] and comparison.to_dict()["untestable"]
 
 
 @pytest.mark.slow
@@ -90,3 +92,36 @@ def test_a_true_drop_of_exactly_max_drop_alarms_at_the_significance() -> None:
         assert alpha.metric == "alpha"
         alarms += alpha.verdict == "regressed"
     assert 66 <= alarms <= 134  # mean 100, sd 9.7
+
+
+def test_holm_adjusts_the_smaller_p_twice_and_keeps_the_order() -> None:
+    from specaccept_cli.checks import holm
+
+    assert holm([0.004, 0.03]) == pytest.approx([0.008, 0.03])
+    assert holm([0.03, 0.004]) == pytest.approx([0.03, 0.008])
+    assert holm([0.02, 0.015]) == pytest.approx([0.03, 0.03])  # step-down: never below the step before
+    assert holm([0.7, 0.9]) == [1.0, 1.0]
+    assert holm([0.7]) == [0.7]
+
+
+def test_a_baseline_where_every_token_was_kept_is_not_certainty() -> None:
+    """10 runs, all kept: the delta-method standard error is 0. The test must not call that certainty."""
+    all_kept = np.zeros((3, 3), dtype=np.int64)
+    all_kept[2, 2] = 10
+    baseline = estimate(Summary(counts=all_kept))
+    assert baseline.alpha == 1.0 and baseline.alpha_standard_error == 0.0
+    assert baseline.alpha_ci is not None and baseline.alpha_ci[0] < 0.9 and baseline.alpha_ci[1] == 1.0
+    assert (baseline.testing_standard_error("alpha") or 0.0) > 0.02
+    current = estimate(simulated(2000, 0.99, seed=5, k=(2, 2)))
+    comparison = compare(baseline, current)
+    assert [row.verdict for row in comparison.metrics] == ["ok", "ok"]
+
+
+def test_comparison_warns_about_runs_and_a_different_k_mix() -> None:
+    short = estimate(simulated(500, 0.7, seed=1, k=(1, 2)))
+    long = estimate(simulated(500, 0.7, seed=2, k=(6, 8)))
+    warnings = compare(short, long).warnings
+    assert any("--cluster-field" in warning for warning in warnings)
+    assert any("k mix" in warning for warning in warnings)
+    same_mix = compare(short, estimate(simulated(500, 0.7, seed=3, k=(1, 2)))).warnings
+    assert not any("k mix" in warning for warning in same_mix)

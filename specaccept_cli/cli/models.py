@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 import click
 
 from specaccept_cli.cli.options import FiniteFloat, cost_ratio_option, output_option
@@ -14,6 +17,34 @@ from specaccept_cli.cli.output import (
 )
 from specaccept_cli.errors import SpecacceptError
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
+
+if TYPE_CHECKING:
+    from specaccept_cli.simulate import Requests
+
+
+def _requests(runs_text: str | None, alpha_beta: str | None, k_follows_alpha: bool) -> Requests | None:
+    """`--requests`, `--request-alpha-beta` and `--k-follows-alpha`, checked together."""
+    from specaccept_cli.simulate import Requests
+
+    if runs_text is None:
+        if alpha_beta is not None or k_follows_alpha:
+            raise click.UsageError("--request-alpha-beta and --k-follows-alpha need --requests")
+        return None
+    low, high = _parse_k_range(runs_text, "50-500", "--requests", limit=10**6)
+    if low < 1:
+        raise click.BadParameter("a request holds at least one run", param_hint="--requests")
+    beta = None
+    if alpha_beta is not None:
+        try:
+            a, b = (float(item) for item in alpha_beta.split(","))
+        except ValueError:
+            a = b = -1.0
+        if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+            raise click.BadParameter(f"{alpha_beta!r} is not two positive numbers like 7,3", param_hint="--request-alpha-beta")
+        beta = (a, b)
+    if k_follows_alpha and beta is None:
+        raise click.UsageError("--k-follows-alpha needs --request-alpha-beta (alphas that differ by request)")
+    return Requests((low, high), beta, k_follows_alpha)
 
 
 @click.command(short_help="Write honest synthetic logs with a known alpha.")
@@ -29,6 +60,25 @@ from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 @click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed for a reproducible log.")
 @click.option(
+    "--requests",
+    "requests_text",
+    metavar="N|LOW-HIGH",
+    default=None,
+    help="Group runs into requests of this many runs (uniform in a range); rows get a request_id.",
+)
+@click.option(
+    "--request-alpha-beta",
+    "request_alpha_beta",
+    metavar="A,B",
+    default=None,
+    help="With --requests: each request's alpha is drawn from Beta(A, B) (easy and hard prompts).",
+)
+@click.option(
+    "--k-follows-alpha",
+    is_flag=True,
+    help="With --requests: a request's draft length grows with its alpha (an adaptive drafter).",
+)
+@click.option(
     "-o",
     "--output",
     "output_path",
@@ -42,11 +92,15 @@ def simulate(
     alpha_by_position_text: str | None,
     k_text: str,
     seed: int | None,
+    requests_text: str | None,
+    request_alpha_beta: str | None,
+    k_follows_alpha: bool,
     output_path: str,
 ) -> None:
     """Write honest synthetic logs: each token passes independently with probability ALPHA.
 
     With --alpha-by-position the probability depends on the token's position in the draft.
+    With --requests runs come in requests, each with its own alpha (--request-alpha-beta).
 
     \b
     Examples:
@@ -67,12 +121,13 @@ def simulate(
                 param_hint="--alpha-by-position",
             ) from None
     k_low, k_high = _parse_k_range(k_text, "1-8")
+    requests = _requests(requests_text, request_alpha_beta, k_follows_alpha)
     name = output_path.lower()
     if name.endswith((".bz2", ".xz", ".zst", ".zstd")):
         raise click.BadParameter(
             "simulate writes JSONL, gzip-compressed JSONL (.gz) or Parquet (.parquet)", param_hint="-o"
         )
-    chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position)
+    chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position, requests)
     if output_path == "-":
         out = binary_stdout()
         sim.write_jsonl(chunks, out)
@@ -88,8 +143,10 @@ def simulate(
         raise SpecacceptError(f"cannot write {output_path}: {exc.strerror or exc}") from None
 
 
-def _parse_k_range(text: str, example: str) -> tuple[int, int]:
-    """`4` -> (4, 4), `1-8` -> (1, 8): one draft length or an inclusive range, at most MAX_DRAFT_LENGTH."""
+def _parse_k_range(
+    text: str, example: str, param_hint: str = "--k", limit: int = MAX_DRAFT_LENGTH
+) -> tuple[int, int]:
+    """`4` -> (4, 4), `1-8` -> (1, 8): one count or an inclusive range, at most `limit` (draft lengths by default)."""
     low_text, dash, high_text = text.strip().partition("-")
     try:
         low = int(low_text)
@@ -98,9 +155,9 @@ def _parse_k_range(text: str, example: str) -> tuple[int, int]:
     except ValueError:
         valid = False
     if not valid:
-        raise click.BadParameter(f"{text!r} is not a draft length (4) or range ({example})", param_hint="--k")
-    if high > MAX_DRAFT_LENGTH:  # also bounds how many k one call lists
-        raise click.BadParameter(f"draft lengths go up to {MAX_DRAFT_LENGTH}", param_hint="--k")
+        raise click.BadParameter(f"{text!r} is not a number (4) or range ({example})", param_hint=param_hint)
+    if high > limit:  # also bounds how many k one call lists
+        raise click.BadParameter(f"{param_hint} goes up to {limit}", param_hint=param_hint)
     return low, high
 
 

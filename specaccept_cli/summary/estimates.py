@@ -242,7 +242,10 @@ def _proportion_interval(
     c2 = crit * crit / n_eff
     centre = (rate + c2 / 2) / (1 + c2)
     half = crit / (1 + c2) * float(np.sqrt(spread / n_eff + c2 / (4 * n_eff)))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At rate 0 or 1 the score interval's near end is the rate itself (rounding would miss it by an ulp).
+    low = 0.0 if rate == 0.0 else max(0.0, centre - half)
+    high = 1.0 if rate == 1.0 else min(1.0, centre + half)
+    return low, high
 
 
 def _tokens_per_pass_interval(

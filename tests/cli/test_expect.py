@@ -58,7 +58,7 @@ def test_without_cost_ratio_no_k_is_marked() -> None:
         (["--alpha", "0.8", "--k", "x"], "not a draft length"),
         (["--alpha", "0.8", "--k", "5-2"], "not a draft length"),
         (["--alpha", "0.8", "--k", "-1"], "not a draft length"),
-        (["--alpha", "0.8", "--k", "1-100000"], "draft lengths go up to"),
+        (["--alpha", "0.8", "--k", "1-100000"], "--k goes up to 1024"),
         (["--alpha", "1.2", "--k", "4"], "--alpha"),
         (["--alpha", "0.8", "--k", "4", "--cost-ratio", "-1"], "--cost-ratio"),
     ],

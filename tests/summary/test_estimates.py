@@ -135,7 +135,7 @@ def test_per_position_by_hand(hand: dict[str, object]) -> None:
     for row, bounds in zip(rows[:2], intervals[:2]):  # inside [0, 1], of positive width
         for rate, interval in zip((row["rate"], row["unconditional_rate"]), bounds):
             assert interval is not None
-                assert 0.0 <= interval[0] <= rate <= interval[1] <= 1.0 and interval[0] < interval[1]
+            assert 0.0 <= interval[0] <= rate <= interval[1] <= 1.0 and interval[0] < interval[1]
     assert rows == [
         # every run drafts position 1 and tests it; runs 1 and 2 keep it
         {"position": 1, "drafts": 3, "reached": 3, "accepted": 2, "rate": 2 / 3, "unconditional_rate": 2 / 3},
