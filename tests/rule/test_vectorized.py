@@ -86,6 +86,15 @@ def test_vectorized_equals_scalar_equals_seed(runs: list[tuple[list[float], list
     assert scalar == [spec_accept(*run) for run in runs]
     passing = sum(r[i] <= min(1.0, p[i] / q[i]) for p, q, r in runs for i in range(len(p)))
     assert outcome.passing_tokens == passing
+    # min(1, p/q) over the examined tokens only (a + 1, or k when all kept), in fixed point, run by run
+    examined = [
+        sum(round(min(1.0, p[i] / q[i]) * THRESHOLD_SCALE) for i in range(min(a + 1, len(p))))
+        for (p, q, _), a in zip(runs, scalar)
+    ]
+    assert outcome.examined_threshold_sum_fixed == sum(examined)
+    per_run = accept_prefix_batch(*batch_of(runs), per_run=True)
+    assert per_run.examined_threshold_fixed_per_run is not None
+    assert per_run.examined_threshold_fixed_per_run.tolist() == examined
 
 
 @given(st.data())

@@ -1,0 +1,215 @@
+"""The seeded study: coverage of every interval, false alarms and power of the baseline test, the i.i.d. check.
+
+`make test` runs the fast profile (tests/study/test_study.py); `make study` runs the deep one
+and writes its table into README.md between the study markers:
+
+    python -m tests.study.run [--profile deep|fast] [--write-readme]
+
+Every log is seeded: the same profile gives the same table on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specaccept_cli.checks import compare
+from specaccept_cli.summary.estimates import Estimates, estimate
+from tests.study.scenarios import SCENARIOS, Scenario
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+START, END = "<!-- study:start -->", "<!-- study:end -->"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of the coverage table: a scenario at a log size, with or without --cluster-field."""
+
+    scenario: str
+    runs: int
+    cluster: bool
+
+
+@dataclass(frozen=True)
+class Profile:
+    logs: int  # logs per case (consecutive logs pair up for the false-alarm rates)
+    cases: tuple[Case, ...]
+    power_reps: int
+    power_runs: tuple[int, ...]
+    power_cases: tuple[tuple[str, bool], ...]  # (scenario, cluster)
+
+
+@dataclass
+class Outcome:
+    """Counts over the logs of one case."""
+
+    logs: int = 0
+    units: float = 0.0
+    covered: dict[str, int] = field(default_factory=lambda: {"alpha": 0, "tokens_per_pass": 0})
+    intervals: dict[str, int] = field(default_factory=lambda: {"alpha": 0, "tokens_per_pass": 0})
+    zero_width: int = 0
+    position_covered: dict[str, int] = field(default_factory=lambda: {"rate": 0, "unconditional_rate": 0})
+    position_intervals: dict[str, int] = field(default_factory=lambda: {"rate": 0, "unconditional_rate": 0})
+    iid_rejects: int = 0
+    pairs: int = 0
+    alarms: dict[tuple[float, float], int] = field(default_factory=dict)  # (max_drop, significance) -> alarms
+
+    def rate(self, name: str) -> float:
+        return self.covered[name] / max(1, self.intervals[name])
+
+    def position_rate(self, name: str) -> float:
+        return self.position_covered[name] / max(1, self.position_intervals[name])
+
+    def alarm_rate(self, max_drop: float, significance: float) -> float:
+        return self.alarms.get((max_drop, significance), 0) / max(1, self.pairs)
+
+
+TESTS = ((0.02, 0.01), (0.02, 0.05), (0.0, 0.01), (0.0, 0.05))
+
+
+def run_case(case: Case, logs: int, seed: int = 0) -> Outcome:
+    scenario = SCENARIOS[case.scenario]
+    truth = scenario.truth()
+    outcome = Outcome()
+    previous: Estimates | None = None
+    for index in range(logs):
+        numbers = estimate(scenario.summary(case.runs, seed * 1_000_003 + index, case.cluster))
+        outcome.logs += 1
+        outcome.units += numbers.clusters if numbers.clusters is not None else numbers.runs
+        for name, value in (("alpha", truth.alpha), ("tokens_per_pass", truth.tokens_per_pass)):
+            bounds = getattr(numbers, f"{name}_ci")
+            if bounds is not None:
+                outcome.intervals[name] += 1
+                outcome.covered[name] += bounds[0] <= value <= bounds[1]
+                outcome.zero_width += bounds[0] == bounds[1]
+        for row in numbers.per_position:
+            for name in ("rate", "unconditional_rate"):
+                bounds = getattr(row, f"{name}_ci")
+                if bounds is None:
+                    continue
+                value = getattr(truth, name)[row.position - 1]
+                outcome.position_intervals[name] += 1
+                outcome.position_covered[name] += bounds[0] <= value <= bounds[1]
+                outcome.zero_width += bounds[0] == bounds[1]
+        check = numbers.iid_check
+        outcome.iid_rejects += check is not None and not check.consistent
+        if index % 2 == 1 and previous is not None:  # two fresh logs of the same system
+            outcome.pairs += 1
+            for max_drop, significance in TESTS:
+                comparison = compare(previous, numbers, max_drop, significance)
+                regressed = any(row.verdict == "regressed" for row in comparison.metrics)
+                key = (max_drop, significance)
+                outcome.alarms[key] = outcome.alarms.get(key, 0) + regressed
+        previous = numbers
+    return outcome
+
+
+def power(scenario: Scenario, runs: int, cluster: bool, drop: float, reps: int, seed: int = 7) -> float:
+    """Share of (baseline, current dropped by `drop`) pairs that regress at --significance 0.01, --max-drop 0."""
+    alarms = 0
+    for rep in range(reps):
+        baseline = estimate(scenario.summary(runs, seed * 7919 + 2 * rep, cluster))
+        current = estimate(scenario.summary(runs, seed * 7919 + 2 * rep + 1, cluster, drop=drop))
+        comparison = compare(baseline, current, 0.0, 0.01)
+        alarms += any(row.verdict == "regressed" for row in comparison.metrics)
+    return alarms / reps
+
+
+FAST = Profile(
+    logs=120,
+    cases=(
+        Case("iid", 1000, False),
+        Case("position", 1000, False),
+        Case("clustered", 8000, True),
+        Case("clustered", 8000, False),
+        Case("small_99", 50, False),
+    ),
+    power_reps=0,
+    power_runs=(),
+    power_cases=(),
+)
+
+DEEP = Profile(
+    logs=1000,
+    cases=(
+        Case("iid", 2000, False),
+        Case("position", 2000, False),
+        Case("clustered", 20000, False),
+        Case("clustered", 20000, True),
+        Case("clustered", 5000, True),
+        Case("k_tied", 20000, True),
+        Case("small_90", 50, False),
+        Case("small_99", 50, False),
+        Case("small_99", 200, False),
+    ),
+    power_reps=100,
+    power_runs=(20_000, 200_000),
+    power_cases=(("iid", False), ("clustered", True)),
+)
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def table(profile: Profile) -> str:
+    """The study as markdown: a coverage and false-alarm table, then power."""
+    lines = [
+        "| scenario | runs | units | alpha | tokens/pass | rate | uncond. | zero-width | "
+        "false alarms 0.01 / 0.05 | (--max-drop 0) | i.i.d. check rejects |",
+        "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for case in profile.cases:
+        outcome = run_case(case, profile.logs)
+        units = f"{outcome.units / outcome.logs:,.0f} clusters" if case.cluster else "runs"
+        lines.append(
+            f"| {SCENARIOS[case.scenario].name} | {case.runs:,} | {units} | {_percent(outcome.rate('alpha'))} | "
+            f"{_percent(outcome.rate('tokens_per_pass'))} | {_percent(outcome.position_rate('rate'))} | "
+            f"{_percent(outcome.position_rate('unconditional_rate'))} | {outcome.zero_width} | "
+            f"{_percent(outcome.alarm_rate(0.02, 0.01))} / {_percent(outcome.alarm_rate(0.02, 0.05))} | "
+            f"{_percent(outcome.alarm_rate(0.0, 0.01))} / {_percent(outcome.alarm_rate(0.0, 0.05))} | "
+            f"{_percent(outcome.iid_rejects / outcome.logs)} |"
+        )
+    text = "\n".join(lines)
+    if profile.power_reps:
+        power_lines = ["| scenario | units | runs | 2% drop | 5% drop |", "|---|---|--:|--:|--:|"]
+        for name, cluster in profile.power_cases:
+            scenario = SCENARIOS[name]
+            for runs in profile.power_runs:
+                rates = [power(scenario, runs, cluster, drop, profile.power_reps) for drop in (0.02, 0.05)]
+                units = "clusters" if cluster else "runs"
+                power_lines.append(
+                    f"| {scenario.name} | {units} | {runs:,} | {_percent(rates[0])} | {_percent(rates[1])} |"
+                )
+        text += (
+            f"\n\nPower (--max-drop 0, --significance 0.01, {profile.power_reps} pairs each; a drop scales "
+            "every token's acceptance):\n\n" + "\n".join(power_lines)
+        )
+    return text
+
+
+def write_readme(text: str, readme: Path = README) -> None:
+    content = readme.read_text()
+    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(content):
+        raise SystemExit(f"{readme}: no {START} ... {END} markers")
+    readme.write_text(pattern.sub(lambda _: f"{START}\n{text}\n{END}", content))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--profile", choices=("fast", "deep"), default="deep")
+    parser.add_argument("--write-readme", action="store_true")
+    args = parser.parse_args(argv)
+    text = table(DEEP if args.profile == "deep" else FAST)
+    print(text)
+    if args.write_readme:
+        write_readme(text)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

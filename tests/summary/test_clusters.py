@@ -1,0 +1,187 @@
+"""Per-cluster sums: counted by hand, additive by key across batches and files, and the sandwich by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.summary.clusters import ClusterBlock, ClusterTally
+from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.evaluate import Plan, cluster_hash, cluster_hashes, evaluate_batch
+from specaccept_cli.summary.files import json_bytes, merge_summaries, summary_from_object, summary_object
+from specaccept_cli.summary.state import Summary
+from tests.helpers import invoke, write_jsonl
+
+RUNS = [(3, 1), (2, 2), (0, 0), (4, 4), (1, 0)]  # (k, a)
+KEYS = ["b", "a", "a", "b", "c"]
+
+
+def tally_of(runs: list[tuple[int, int]], keys: list[object]) -> ClusterTally:
+    k = np.array([k for k, _ in runs], dtype=np.int64)
+    a = np.array([a for _, a in runs], dtype=np.int64)
+    return ClusterTally.of_runs("request_id", cluster_hashes(keys), k, a)
+
+
+def test_cluster_sums_by_hand() -> None:
+    sums = tally_of(RUNS, KEYS).sums
+    by_key = {int(key): index for index, key in enumerate(sums.keys.tolist())}
+    a, b, c = (by_key[cluster_hash(name)] for name in "abc")
+    assert sums.runs[[a, b, c]].tolist() == [2, 2, 1]
+    # b: (3, 1) and (4, 4). Position 1: both draft, both test, both keep; 2: both draft and test, one keeps;
+    # 3: both draft, only (4, 4) tested it; 4: only (4, 4) drafts.
+    assert sums.drafts[b].tolist() == [2, 2, 2, 1]
+    assert sums.reached[b].tolist() == [2, 2, 1, 1]
+    assert sums.kept[b].tolist() == [2, 1, 1, 1]
+    # a: (2, 2) and the empty draft (0, 0)
+    assert sums.drafts[a].tolist() == [1, 1, 0, 0] and sums.kept[a].tolist() == [1, 1, 0, 0]
+    assert sums.reached[c].tolist() == [1, 0, 0, 0] and sums.kept[c].tolist() == [0, 0, 0, 0]
+
+
+def test_keys_follow_group_keys_but_not_python_equality() -> None:
+    assert cluster_hash("3") == cluster_hash(3)  # the same group key "3"
+    assert cluster_hash(True) != cluster_hash(1)  # "true" and "1", though True == 1
+    assert cluster_hashes([1, True, [1, 2], "x"]).tolist() == [
+        cluster_hash(1),
+        cluster_hash(True),
+        cluster_hash([1, 2]),
+        cluster_hash("x"),
+    ]
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 5)), max_size=80), st.data())
+def test_tallies_of_parts_add_up_to_the_whole(rows: list[tuple[int, int, int]], data: st.DataObject) -> None:
+    runs = [(k, min(a, k)) for k, a, _ in rows]
+    keys: list[object] = [key for _, _, key in rows]
+    whole = tally_of(runs, keys)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(runs)), max_size=6)))
+    total = ClusterTally("request_id")
+    for start, end in zip([0, *cuts], [*cuts, len(runs)]):
+        total = total + tally_of(runs[start:end], keys[start:end])
+    assert total == whole
+    assert ClusterTally.from_dict(orjson.loads(orjson.dumps(total.to_dict()))) == whole
+    assert len(total.sums) == len(set(keys))
+
+
+def test_adding_many_small_tallies_keeps_few_blocks() -> None:
+    total = ClusterTally("request_id")
+    for batch in range(300):
+        total = total + tally_of([(2, 1)] * 10, [f"r{batch * 10 + i}" for i in range(10)])
+    assert len(total.blocks) <= 10  # a binary counter: about log2(300) blocks
+    assert total.clusters == 3000
+
+
+def test_tallies_of_different_fields_do_not_add() -> None:
+    with pytest.raises(ValueError, match="different fields"):
+        _ = tally_of(RUNS, KEYS) + ClusterTally("other")
+
+
+def clustered_summary(runs: list[tuple[int, int]], keys: list[object]) -> Summary:
+    counts = np.zeros((5, 5), dtype=np.int64)
+    for k, a in runs:
+        counts[k, a] += 1
+    return Summary(counts=counts, clusters=tally_of(runs, keys))
+
+
+def test_sandwich_over_clusters_by_hand() -> None:
+    summary = clustered_summary(RUNS, KEYS)
+    numbers = estimate(summary)
+    # accepted / examined per cluster: b (1 + 4) / (2 + 4), a 2 / 2, c 0 / 1 -> alpha = 7 / 9
+    alpha = 7 / 9
+    residuals = [5 - alpha * 6, 2 - alpha * 2, 0 - alpha * 1]
+    expected = math.sqrt(3 / 2 * sum(r * r for r in residuals)) / 9
+    assert numbers.alpha == pytest.approx(alpha)
+    assert numbers.alpha_standard_error == pytest.approx(expected)
+    assert numbers.clusters == 3 and numbers.degrees_of_freedom == 2 and numbers.cluster_field == "request_id"
+    # tokens per pass (accepted + runs) / runs: per cluster (5 + 2), (2 + 2), (0 + 1) over runs 2, 2, 1
+    tpp = 12 / 5
+    residuals = [7 - tpp * 2, 4 - tpp * 2, 1 - tpp * 1]
+    assert numbers.tokens_per_pass_standard_error == pytest.approx(math.sqrt(3 / 2 * sum(r * r for r in residuals)) / 5)
+    assert "cluster-robust" in numbers.interval_method
+
+
+def test_clusters_round_trip_and_merge(tmp_path: Path) -> None:
+    whole = clustered_summary(RUNS, KEYS)
+    left, right = clustered_summary(RUNS[:2], KEYS[:2]), clustered_summary(RUNS[2:], KEYS[2:])
+    assert left + right == whole
+    data = orjson.loads(json_bytes(summary_object(whole)))
+    assert summary_from_object(data) == whole
+    assert data["clusters"] == 3 and data["cluster_field"] == "request_id"
+    parts = [(name, orjson.loads(json_bytes(summary_object(part)))) for name, part in (("l", left), ("r", right))]
+    assert merge_summaries(parts) == data
+    with pytest.raises(Exception, match="cluster tally"):
+        merge_summaries([parts[0], ("plain", orjson.loads(json_bytes(summary_object(Summary(counts=whole.counts)))))])
+
+
+def test_a_tally_that_does_not_add_up_to_the_counts_is_refused() -> None:
+    data = orjson.loads(json_bytes(summary_object(clustered_summary(RUNS, KEYS))))
+    data["state"]["clusters"]["runs"][0] += 1
+    with pytest.raises(ValueError, match="clusters"):
+        summary_from_object(data)
+    data = orjson.loads(json_bytes(summary_object(clustered_summary(RUNS, KEYS))))
+    data["state"]["clusters"]["kept"][0][0] = 99
+    with pytest.raises(ValueError, match="clusters"):
+        summary_from_object(data)
+
+
+def test_groups_carry_their_own_clusters() -> None:
+    offsets = np.array([0, 2, 3, 5, 6], dtype=np.int64)
+    p = np.array([0.9, 0.2, 0.1, 0.9, 0.9, 0.5])
+    q = np.full(6, 0.5)
+    r = np.full(6, 0.4)
+    extras: dict[str, list[object]] = {"model": ["x", "y", "x", "x"], "request_id": ["r1", "r1", "r2", "r1"]}
+    batch = RunBatch("t", np.arange(1, 5), offsets, p, q, r, extras)
+    evaluated, _ = evaluate_batch(batch, Plan(group_by="model", cluster_field="request_id"), keep_runs=False)
+    assert evaluated.summary.clusters is not None and evaluated.summary.clusters.clusters == 2
+    assert evaluated.groups is not None
+    x, y = evaluated.groups["x"], evaluated.groups["y"]
+    assert x.clusters is not None and x.clusters.clusters == 2 and int(x.clusters.sums.runs.sum()) == 3
+    assert y.clusters is not None and y.clusters.clusters == 1 and int(y.clusters.sums.runs.sum()) == 1
+
+
+def test_cli_cluster_field_serial_parallel_and_parquet(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    invoke("simulate", "--runs", "3000", "--alpha", "0.7", "--k", "1-6", "--seed", "4", "--requests", "20-80",
+           "--request-alpha-beta", "7,3", "-o", str(log))
+    parquet = tmp_path / "requests.parquet"
+    invoke("simulate", "--runs", "3000", "--alpha", "0.7", "--k", "1-6", "--seed", "4", "--requests", "20-80",
+           "--request-alpha-beta", "7,3", "-o", str(parquet))
+    outputs = [
+        orjson.loads(invoke("audit", str(path), "--cluster-field", "request_id", "-o", "json", "-j", jobs).stdout)
+        for path, jobs in ((log, "1"), (log, "2"), (parquet, "1"))
+    ]
+    assert outputs[0] == outputs[1] == {**outputs[2], "errors": outputs[0]["errors"]}
+    data = outputs[0]
+    assert 40 <= data["clusters"] <= 150 and data["alpha_ci_method"].startswith("cluster-robust")
+    plain = orjson.loads(invoke("audit", str(log), "-o", "json").stdout)
+    width = data["alpha_ci"][1] - data["alpha_ci"][0]
+    assert width > 2 * (plain["alpha_ci"][1] - plain["alpha_ci"][0])  # prompts differ: the runs are not independent
+
+
+def test_cli_suggests_the_request_field_in_a_comparison(tmp_path: Path) -> None:
+    log = write_jsonl(
+        tmp_path / "log.jsonl",
+        [{"request_id": f"r{i // 3}", "p": [0.5, 0.9], "q": [0.6, 0.5], "r": [0.3, 0.8 - i / 100]} for i in range(30)],
+    )
+    baseline = tmp_path / "base.json"
+    assert invoke("audit", str(log), "-o", "json", "--summary-out", str(baseline)).exit_code == 0
+    result = invoke("audit", str(log), "--baseline", str(baseline), "--max-rows", "0")
+    assert "specaccept: warning: the input has a 'request_id' field: --cluster-field request_id" in result.stderr
+    clustered = invoke("audit", str(log), "--cluster-field", "request_id", "-o", "json", "--summary-out", str(baseline))
+    assert clustered.exit_code == 0
+    again = invoke("audit", str(log), "--cluster-field", "request_id", "--baseline", str(baseline), "--max-rows", "0")
+    assert "warning" not in again.stderr and again.exit_code == 0
+
+
+def test_block_combination_sums_equal_keys() -> None:
+    one = ClusterBlock.of_runs(np.array([5, 3], dtype=np.uint64), np.array([2, 1]), np.array([1, 1]))
+    two = ClusterBlock.of_runs(np.array([3], dtype=np.uint64), np.array([3]), np.array([0]))
+    both = ClusterBlock.combined([one, two])
+    assert both.keys.tolist() == [3, 5] and both.runs.tolist() == [2, 1]
+    assert both.drafts.tolist() == [[2, 1, 1], [1, 1, 0]]
