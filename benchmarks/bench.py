@@ -9,6 +9,10 @@ Also the two engines the benchmark compares against, each run as its own process
 
     python benchmarks/bench.py --duckdb FILE    # prints the total accepted tokens
     python benchmarks/bench.py --plain FILE     # likewise, orjson per line + the reference routine
+
+And the state `--cluster-field` keeps, alone (in this process):
+
+    python benchmarks/bench.py --clusters 1000000   # memory of the per-cluster sums of 1M requests
 """
 
 from __future__ import annotations
@@ -30,6 +34,41 @@ BIN = Path(sys.executable).parent
 SPECACCEPT = str(BIN / "specaccept")
 CHECK_ARGS = ["check", "--p", "0.9,0.2,0.8", "--q", "0.5,0.8,0.4", "--r", "0.1,0.5,0.2"]
 MB = 1 << 20
+
+
+# --- the cluster tally: memory per cluster ------------------------------------------------------
+
+
+def cluster_memory(clusters: int, runs_per_cluster: int = 5, batch_runs: int = 65_536) -> dict[str, float]:
+    """Build the tally of `clusters` requests (k uniform in 1..8) batch by batch, as an audit does.
+
+    Runs arrive in shuffled order, so every batch touches clusters seen before (the worst case for
+    adding by key). Returns the tally's bytes, bytes per cluster, the peak RSS growth and seconds.
+    """
+    import numpy as np
+
+    from specaccept_cli.summary.clusters import ClusterTally
+
+    rng = np.random.default_rng(1)
+    keys = rng.permutation(np.repeat(rng.integers(0, 2**63, size=clusters, dtype=np.uint64), runs_per_cluster))
+    k = rng.integers(1, 9, size=keys.shape[0])
+    accepted = np.minimum(rng.geometric(0.25, size=keys.shape[0]) - 1, k)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    start = time.perf_counter()
+    tally = ClusterTally("request_id")
+    for begin in range(0, keys.shape[0], batch_runs):
+        end = begin + batch_runs
+        tally = tally + ClusterTally.of_runs("request_id", keys[begin:end], k[begin:end], accepted[begin:end])
+    sums = tally.sums
+    seconds = time.perf_counter() - start
+    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert sums.keys.shape[0] == clusters and int(sums.runs.sum()) == keys.shape[0]
+    return {
+        "bytes": float(sums.nbytes),
+        "per_cluster": sums.nbytes / clusters,
+        "rss_growth": float(rss_after - rss_before),
+        "seconds": seconds,
+    }
 
 
 # --- the two engines we compare against ---------------------------------------------------------
@@ -208,7 +247,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--duckdb", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--plain", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--clusters", type=int, default=None, help="only measure the tally of N clusters")
     args = parser.parse_args()
+    if args.clusters:
+        tally = cluster_memory(args.clusters)
+        print(
+            f"{args.clusters:,} clusters: tally {tally['bytes'] / MB:.0f} MB ({tally['per_cluster']:.0f} B each), "
+            f"peak RSS growth {tally['rss_growth'] / MB:.0f} MB, built in {tally['seconds']:.1f} s"
+        )
+        return
     if args.duckdb:
         print(duckdb_total(args.duckdb))
         return
@@ -256,6 +303,8 @@ def main() -> None:
     memory = {name: run(command, sample_memory=True) for name, command in engines.items() if "--jobs" not in name}
     memory[f"specaccept JSONL, {args.small_runs:,} runs"] = run([*audit, str(small_jsonl)], sample_memory=True)
     memory[f"specaccept Parquet, {args.small_runs:,} runs"] = run([*audit, str(small_parquet)], sample_memory=True)
+    print("cluster tally of 1,000,000 requests ...", flush=True)
+    tally = cluster_memory(1_000_000)
 
     def ratio(a: dict[str, float], b: dict[str, float], measure: str = "seconds") -> str:
         return f"{a[measure] / b[measure]:.2f}x"
@@ -299,6 +348,9 @@ def main() -> None:
             f"| RSS growth {args.small_runs:,} -> {args.runs:,} runs, {kind} | {growth(kind):+.0f} MB | | <= 50 MB |"
             for kind in ("JSONL", "Parquet")
         ),
+        f"| `--cluster-field` state, 1,000,000 requests of 5 runs (k 1..8) | {tally['bytes'] / MB:.0f} MB "
+        f"({tally['per_cluster']:.0f} B per cluster; peak RSS growth {tally['rss_growth'] / MB:.0f} MB) | "
+        f"{tally['seconds']:.1f} s | <= 300 MB |",
         "",
         "Peak memory of each process tree (RSS summed over the parent and its workers; PSS counts the pages",
         "forked workers share once):",

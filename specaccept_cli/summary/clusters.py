@@ -113,18 +113,21 @@ class ClusterBlock:
             return blocks[0]
         positions = max(block.positions for block in blocks)
         blocks = [block.padded(positions) for block in blocks]
-        keys = np.concatenate([block.keys for block in blocks])
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        unique, inverse = np.unique(np.concatenate([block.keys for block in blocks]), return_inverse=True)
+        count = unique.shape[0]
 
         def reduce(name: str) -> npt.NDArray[np.int64]:
-            column = np.concatenate([getattr(block, name).astype(np.int64) for block in blocks])[order]
-            summed: npt.NDArray[np.int64] = np.add.reduceat(column, starts, axis=0)
+            """Sum one column by key: a weighted count per position (exact: float64 holds counts below 2^53)."""
+            column = np.concatenate([getattr(block, name) for block in blocks])
+            if column.ndim == 1:
+                return np.bincount(inverse, weights=column, minlength=count).astype(np.int64)
+            summed = np.empty((count, column.shape[1]), dtype=np.int64)
+            for position in range(column.shape[1]):
+                summed[:, position] = np.bincount(inverse, weights=column[:, position], minlength=count)
             return summed
 
         return cls(
-            keys=keys[starts],
+            keys=unique,
             runs=reduce("runs"),
             drafts=_narrow(reduce("drafts")),
             reached=_narrow(reduce("reached")),
@@ -228,7 +231,7 @@ def _integers(values: object, name: str) -> npt.NDArray[np.int64]:
     """A list of whole numbers in int64's range (keys are checked as unsigned separately)."""
     if not isinstance(values, list) or any(type(item) is not int for item in values):
         raise ValueError(f"clusters: {name} must be a list of whole numbers")
-    if values and (max(values) > 2**62 or min(values) < 0):
+    if values and (max(values) > 2**53 or min(values) < 0):  # sums are exact in float64 below 2^53
         raise ValueError(f"clusters: {name} out of range")
     return np.array(values, dtype=np.int64)
 
@@ -240,7 +243,7 @@ def _matrix(rows: object, name: str, count: int) -> npt.NDArray[np.int64]:
     if any(len(row) != width for row in rows):
         raise ValueError(f"clusters: {name} rows have different lengths")
     flat = [item for row in rows for item in row]
-    if any(type(item) is not int for item in flat) or (flat and (max(flat) > 2**62 or min(flat) < 0)):
+    if any(type(item) is not int for item in flat) or (flat and (max(flat) > 2**53 or min(flat) < 0)):
         raise ValueError(f"clusters: {name} must hold whole, non-negative counts")
     return np.array(flat, dtype=np.int64).reshape(count, width)
 
