@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint fuzz bench examples clean
+.PHONY: demo test lint fuzz bench study examples clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/ruff format --check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/mypy
+
+# The seeded study of every interval and test (tests/study, deep profile: a few minutes);
+# writes its table into README.md between the study markers. `make test` runs its fast profile.
+study: $(STAMP)
+	$(BIN)/python -m tests.study.run --profile deep --write-readme
 
 # Fuzz the JSONL reader (tests/fuzz_reader.py): FUZZ_EXAMPLES inputs through hypothesis;
 # then every property test of the pure parts with the "deep" hypothesis profile.

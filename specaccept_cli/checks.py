@@ -310,8 +310,13 @@ def audit_failures(
     """One line per failed audit check: too many mismatches, or a sampler test that rejects."""
     failures = []
     if reported is not None and max_mismatches is not None and reported.mismatches > max_mismatches:
-        top = reported.diagnosis()[0]
-        hint = f"; most explained by {top['rule']} ({top['explains']})" if top["explains"] else ""
+        headline = reported.headline()
+        hint = f"; {headline}" if headline else ""
+        if reported.all_near_ties():
+            hint += (
+                "; every mismatch is a near tie (r within 1/128 of min(1, p/q)): p and q logged in bf16/fp16 do "
+                "this with a lawful server"
+            )
         failures.append(f"mismatches: {reported.mismatches} > --max-mismatches {max_mismatches}{hint}")
     if sampler is not None:
         for name, result in (("calibration", sampler.calibration()), ("r uniformity", sampler.r_uniformity())):

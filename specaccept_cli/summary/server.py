@@ -39,6 +39,9 @@ RULES: dict[str, str] = {
 }
 MAX_EXAMPLES = 20
 R_HISTOGRAM_BINS = 4096
+# A deciding token whose r is within this relative distance of min(1, p/q) is a near tie: p and q
+# logged in bf16 (8 significant bits) move the ratio by up to about 2^-8, enough to flip it.
+NEAR_TIE = 2.0**-7
 
 
 def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]:
@@ -109,6 +112,11 @@ class ReportedTally:
     explains: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
     unexplained: int = 0
     examples: list[Mismatch] = field(default_factory=list)  # the first MAX_EXAMPLES, in input order
+    # Not double counted: mismatches each rule alone explains, those several rules explain, and those
+    # decided at a near tie (None: a summary saved before these were counted).
+    alone: dict[str, int] | None = field(default_factory=lambda: dict.fromkeys(RULES, 0))
+    several: int | None = 0
+    near_ties: int | None = 0
 
     @classmethod
     def of_batch(
@@ -121,11 +129,14 @@ class ReportedTally:
             alternatives = {
                 rule: counts[where] == reported[where] for rule, counts in faulty_counts(batch, outcome).items()
             }
-            explained = np.zeros(where.shape[0], dtype=bool)
+            rules_per_run = np.sum(list(alternatives.values()), axis=0)
             for rule, hits in alternatives.items():
                 tally.explains[rule] = int(hits.sum())
-                explained |= hits
-            tally.unexplained = int((~explained).sum())
+                assert tally.alone is not None
+                tally.alone[rule] = int((hits & (rules_per_run == 1)).sum())
+            tally.unexplained = int((rules_per_run == 0).sum())
+            tally.several = int((rules_per_run >= 2).sum())
+            tally.near_ties = _near_ties(batch, outcome.accepted[where], reported[where], where)
             for position, run in enumerate(where[:MAX_EXAMPLES].tolist()):
                 tally.examples.append(
                     Mismatch(
@@ -146,12 +157,42 @@ class ReportedTally:
             explains={rule: self.explains.get(rule, 0) + other.explains.get(rule, 0) for rule in RULES},
             unexplained=self.unexplained + other.unexplained,
             examples=(self.examples + other.examples)[:MAX_EXAMPLES],
+            alone=None
+            if self.alone is None or other.alone is None
+            else {rule: self.alone.get(rule, 0) + other.alone.get(rule, 0) for rule in RULES},
+            several=None if self.several is None or other.several is None else self.several + other.several,
+            near_ties=None if self.near_ties is None or other.near_ties is None else self.near_ties + other.near_ties,
         )
 
     def diagnosis(self) -> list[dict[str, Any]]:
-        """Faulty rules sorted by how many mismatching runs they explain (a run may have several)."""
+        """Faulty rules sorted by how many mismatching runs they explain (a run may have several).
+
+        `alone` counts the runs no other rule explains: the headline names the rule with the most of
+        those, so a rule that only shares runs with the real bug is not named as it.
+        """
         ranked = sorted(RULES, key=lambda rule: (-self.explains.get(rule, 0), list(RULES).index(rule)))
-        return [{"rule": rule, "explains": self.explains.get(rule, 0)} for rule in ranked]
+        return [
+            {"rule": rule, "explains": self.explains.get(rule, 0)}
+            | ({} if self.alone is None else {"alone": self.alone.get(rule, 0)})
+            for rule in ranked
+        ]
+
+    def headline(self) -> str:
+        """The main faulty rule in words, without double counting; "" when no rule explains a mismatch."""
+        ranked = self.diagnosis()
+        if not ranked[0]["explains"]:
+            return ""
+        top = max(ranked, key=lambda item: (item.get("alone", 0), item["explains"]))
+        text = f"most explained by {top['rule']} ({top['explains']} runs"
+        if "alone" in top:
+            text += f", {top['alone']} by it alone"
+        if self.several:
+            text += f"; {self.several} runs fit several rules"
+        return text + ")"
+
+    def all_near_ties(self) -> bool:
+        """Every mismatch was decided at a near tie (r within NEAR_TIE of min(1, p/q), relatively)."""
+        return bool(self.mismatches) and self.near_ties == self.mismatches
 
     def summary_keys(self) -> dict[str, Any]:
         """The keys this audit adds to the summary object."""
@@ -161,6 +202,8 @@ class ReportedTally:
             "diagnosis": self.diagnosis(),
             "unexplained": self.unexplained,
             "mismatch_examples": [example.to_dict() for example in self.examples],
+            "explained_by_several": self.several,
+            "near_tie_mismatches": self.near_ties,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,6 +213,9 @@ class ReportedTally:
             "explains": dict(self.explains),
             "unexplained": self.unexplained,
             "examples": [example.to_dict() for example in self.examples],
+            **({} if self.alone is None else {"alone": dict(self.alone)}),
+            **({} if self.several is None else {"several": self.several}),
+            **({} if self.near_ties is None else {"near_ties": self.near_ties}),
         }
 
     @classmethod
@@ -190,7 +236,27 @@ class ReportedTally:
                 )
                 for item in data["examples"]
             ],
+            alone={rule: int(data["alone"].get(rule, 0)) for rule in RULES} if "alone" in data else None,
+            several=int(data["several"]) if "several" in data else None,
+            near_ties=int(data["near_ties"]) if "near_ties" in data else None,
         )
+
+
+def _near_ties(batch: RunBatch, recomputed: IntArray, reported: IntArray, runs: IntArray) -> int:
+    """Mismatching runs whose deciding token (the first where the two counts part) had r at a near tie.
+
+    That token is the one at index min(reported, recomputed): the rule rejected it and the server
+    kept it, or the reverse. A reported count beyond the draft has no deciding token.
+    """
+    deciding = np.minimum(reported, recomputed)
+    k = batch.offsets[runs + 1] - batch.offsets[runs]
+    inside = deciding < k
+    tokens = batch.offsets[runs[inside]] + deciding[inside]
+    threshold = accept_thresholds(batch.p[tokens], batch.q[tokens])
+    r = batch.r[tokens]
+    with np.errstate(invalid="ignore"):
+        near = np.abs(r - threshold) <= NEAR_TIE * np.maximum(threshold, r)
+    return int(near.sum())
 
 
 @dataclass(frozen=True)

@@ -167,12 +167,24 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
         AuditRow(("mismatches", Marked(f"{reported.mismatches:,}", tone), "reported != recomputed")),
     ]
     rows += [
-        AuditRow((item["rule"], f"{item['explains']:,}", f"server {RULES[item['rule']]}"), nested=True)
+        AuditRow(
+            (
+                item["rule"],
+                f"{item['explains']:,}" + (f" ({item['alone']:,} alone)" if "alone" in item else ""),
+                f"server {RULES[item['rule']]}",
+            ),
+            nested=True,
+        )
         for item in reported.diagnosis()
     ]
     rows.append(
         AuditRow(("unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count"), True)
     )
+    if reported.several is not None:
+        rows.append(AuditRow(("several rules", f"{reported.several:,}", "mismatches more than one rule reproduces")))
+    if reported.near_ties is not None:
+        note = "deciding r within 1/128 of min(1, p/q): bf16/fp16 p and q flip these with a lawful server"
+        rows.append(AuditRow(("near ties", f"{reported.near_ties:,}", note)))
     tables = [
         AuditTable(
             title="Reported counts (a mismatch may be reproduced exactly by several faulty rules)",
@@ -213,7 +225,11 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
 def _sampler_table(sampler: SamplerTally) -> AuditTable:
     rows = []
     tests = (
-        ("calibration (z)", sampler.calibration(), "accepted vs sum of min(1, p/q) at examined tokens"),
+        (
+            "calibration (z)",
+            sampler.calibration(),
+            "logged r against min(1, p/q) at examined tokens (the draws, not the server's decisions)",
+        ),
         ("r uniformity (KS D)", sampler.r_uniformity(), "logged r against U[0, 1)"),
     )
     for name, result, what in tests:

@@ -95,6 +95,40 @@ def test_every_injected_bug_is_flagged_and_attributed(fault: str) -> None:
     assert reported.unexplained == 0
     assert all(fault in example.rules for example in reported.examples)
     assert len(reported.examples) == min(20, reported.mismatches)
+    assert reported.headline().startswith(f"most explained by {fault} ")  # the injected bug is named
+
+
+def test_headline_names_the_rule_that_explains_runs_alone() -> None:
+    """bonus-counted explains the most runs, but every one of them shared; no-prefix-break has runs of its own."""
+    from specaccept_cli.summary.server import RULES, ReportedTally
+
+    tally = ReportedTally(
+        runs=100,
+        mismatches=60,
+        explains={**dict.fromkeys(RULES, 0), "bonus-counted": 50, "no-prefix-break": 40},
+        alone={**dict.fromkeys(RULES, 0), "bonus-counted": 20, "no-prefix-break": 10},
+        several=30,
+    )
+    assert tally.diagnosis()[0]["rule"] == "bonus-counted"
+    assert tally.headline() == "most explained by bonus-counted (50 runs, 20 by it alone; 30 runs fit several rules)"
+    shared_only = ReportedTally(
+        runs=100,
+        mismatches=40,
+        explains={**dict.fromkeys(RULES, 0), "bonus-counted": 40, "no-prefix-break": 30},
+        alone={**dict.fromkeys(RULES, 0), "bonus-counted": 0, "no-prefix-break": 10},
+        several=30,
+    )
+    assert shared_only.headline().startswith("most explained by no-prefix-break (30 runs, 10 by it alone")
+
+
+def test_mismatches_at_near_ties_are_recognised() -> None:
+    # thresholds 0.5: r = 0.501 is rejected by the rule, a server that saw p rounded to bf16 kept it
+    near = [{"p": [0.25, 0.9], "q": [0.5, 0.5], "r": [0.501, 0.1], "reported": 1}]
+    reported, _ = tally(near)
+    assert reported.mismatches == 1 and reported.near_ties == 1 and reported.all_near_ties()
+    far = [{"p": [0.25, 0.9], "q": [0.5, 0.5], "r": [0.9, 0.1], "reported": 1}]
+    reported, _ = tally(far)
+    assert reported.mismatches == 1 and reported.near_ties == 0 and not reported.all_near_ties()
 
 
 def test_unexplained_mismatches_are_counted() -> None:
