@@ -133,7 +133,8 @@ class MetricComparison:
             )
         change = "" if self.change is None else f" ({self.change:+.2%})"
         z = "" if self.z is None else f"z = {self.z:.2f}, "
-        test = f"{z}p = {self.p:.3g}, Holm-adjusted {_fmt(self.p_adjusted)}"
+        adjusted = "" if self.p_adjusted is None else f", Holm-adjusted {self.p_adjusted:.3g}"
+        test = f"{z}p = {self.p:.3g}{adjusted}"
         if self.verdict == "regressed":
             return (
                 f"{self.label} regressed: {_fmt(self.baseline)} -> {_fmt(self.current)}{change}, a drop of more than "
@@ -254,9 +255,7 @@ def compare(
     for index, p_adjusted in zip(tested, adjusted):
         verdict = "regressed" if p_adjusted < significance else "ok"
         rows[index] = replace(rows[index], p_adjusted=p_adjusted, verdict=verdict)
-    return Comparison(
-        max_drop, significance, rows, comparison_warnings(baseline, current), _method(baseline, current)
-    )
+    return Comparison(max_drop, significance, rows, comparison_warnings(baseline, current), _method(baseline, current))
 
 
 def _method(baseline: Estimates, current: Estimates) -> str:

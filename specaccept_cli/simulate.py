@@ -17,9 +17,9 @@ the clustered logs real serving produces. Rows then carry a `request_id`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-import itertools
 from itertools import pairwise
 from typing import IO, TYPE_CHECKING
 

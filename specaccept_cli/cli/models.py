@@ -30,7 +30,7 @@ def _requests(runs_text: str | None, alpha_beta: str | None, k_follows_alpha: bo
         if alpha_beta is not None or k_follows_alpha:
             raise click.UsageError("--request-alpha-beta and --k-follows-alpha need --requests")
         return None
-    low, high = _parse_k_range(runs_text, "50-500", "--requests", limit=10**6)
+    low, high = _parse_k_range(runs_text, "50-500", "--requests", limit=10**6, what="number of runs")
     if low < 1:
         raise click.BadParameter("a request holds at least one run", param_hint="--requests")
     beta = None
@@ -40,7 +40,9 @@ def _requests(runs_text: str | None, alpha_beta: str | None, k_follows_alpha: bo
         except ValueError:
             a = b = -1.0
         if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
-            raise click.BadParameter(f"{alpha_beta!r} is not two positive numbers like 7,3", param_hint="--request-alpha-beta")
+            raise click.BadParameter(
+                f"{alpha_beta!r} is not two positive numbers like 7,3", param_hint="--request-alpha-beta"
+            )
         beta = (a, b)
     if k_follows_alpha and beta is None:
         raise click.UsageError("--k-follows-alpha needs --request-alpha-beta (alphas that differ by request)")
@@ -144,7 +146,7 @@ def simulate(
 
 
 def _parse_k_range(
-    text: str, example: str, param_hint: str = "--k", limit: int = MAX_DRAFT_LENGTH
+    text: str, example: str, param_hint: str = "--k", limit: int = MAX_DRAFT_LENGTH, what: str = "draft length"
 ) -> tuple[int, int]:
     """`4` -> (4, 4), `1-8` -> (1, 8): one count or an inclusive range, at most `limit` (draft lengths by default)."""
     low_text, dash, high_text = text.strip().partition("-")
@@ -155,7 +157,7 @@ def _parse_k_range(
     except ValueError:
         valid = False
     if not valid:
-        raise click.BadParameter(f"{text!r} is not a number (4) or range ({example})", param_hint=param_hint)
+        raise click.BadParameter(f"{text!r} is not a {what} (4) or range ({example})", param_hint=param_hint)
     if high > limit:  # also bounds how many k one call lists
         raise click.BadParameter(f"{param_hint} goes up to {limit}", param_hint=param_hint)
     return low, high

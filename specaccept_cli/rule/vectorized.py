@@ -50,12 +50,21 @@ class BatchOutcome:
         )
 
 
-def run_sums(
-    offsets: IntArray, values: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_], lengths: IntArray | None = None
-) -> IntArray:
-    """Sum of integer `values` over each run's tokens, or its first `lengths` tokens (exact integer prefix sums)."""
+def prefix_sums(values: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_]) -> IntArray:
+    """[0, v0, v0 + v1, ...]: exact integer running sums, from which any run's sum is one subtraction."""
     prefix = np.zeros(values.shape[0] + 1, dtype=np.int64)
     np.cumsum(values, dtype=np.int64, out=prefix[1:])
+    return prefix
+
+
+def run_sums(
+    offsets: IntArray,
+    values: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_],
+    lengths: IntArray | None = None,
+    prefix: IntArray | None = None,
+) -> IntArray:
+    """Sum of integer `values` over each run's tokens, or its first `lengths` tokens (exact integer prefix sums)."""
+    prefix = prefix_sums(values) if prefix is None else prefix
     ends = offsets[1:] if lengths is None else offsets[:-1] + lengths
     sums: IntArray = prefix[ends] - prefix[offsets[:-1]]
     return sums
@@ -85,12 +94,13 @@ def accept_prefix_batch(
     fixed = thresholds.astype(np.int64)
     k = np.diff(offsets).astype(np.int64)
     accepted = prefix_lengths(offsets, passed)
-    examined_fixed = run_sums(offsets, fixed, examined_lengths(k, accepted))
+    running = prefix_sums(fixed)  # one pass gives the total, the examined sums and the per-run sums
+    examined_fixed = run_sums(offsets, fixed, examined_lengths(k, accepted), running)
     outcome = BatchOutcome(
         k=k,
         accepted=accepted,
         passing_tokens=int(np.count_nonzero(passed)),
-        threshold_sum_fixed=int(fixed.sum(dtype=np.int64)),
+        threshold_sum_fixed=int(running[-1]),
         sampled_tokens=int(p.shape[0]),
         examined_threshold_sum_fixed=int(examined_fixed.sum(dtype=np.int64)),
     )
@@ -98,7 +108,7 @@ def accept_prefix_batch(
         outcome = replace(
             outcome,
             passing_per_run=run_sums(offsets, passed),
-            threshold_fixed_per_run=run_sums(offsets, fixed),
+            threshold_fixed_per_run=run_sums(offsets, fixed, prefix=running),
             examined_threshold_fixed_per_run=examined_fixed,
         )
     return outcome

@@ -72,7 +72,9 @@ class ClusterBlock:
         def at_least(values: IntArray, where: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
             """[cluster, v] = runs of the cluster with value >= v (or, with `where`, value == v among those)."""
             chosen = code if where is None else code[where]
-            hist = np.bincount(chosen * width + (values if where is None else values[where]), minlength=clusters * width)
+            hist = np.bincount(
+                chosen * width + (values if where is None else values[where]), minlength=clusters * width
+            )
             table = hist.reshape(clusters, width).astype(np.int64)
             if where is not None:
                 return table
@@ -94,14 +96,12 @@ class ClusterBlock:
     def padded(self, positions: int) -> ClusterBlock:
         if positions == self.positions:
             return self
-        extra = ((0, 0), (0, positions - self.positions))
-        return ClusterBlock(
-            self.keys,
-            self.runs,
-            np.pad(self.drafts, extra),
-            np.pad(self.reached, extra),
-            np.pad(self.kept, extra),
-        )
+        def wider(counts: CountArray) -> CountArray:
+            out = np.zeros((counts.shape[0], positions), dtype=counts.dtype)
+            out[:, : counts.shape[1]] = counts
+            return out
+
+        return ClusterBlock(self.keys, self.runs, wider(self.drafts), wider(self.reached), wider(self.kept))
 
     @classmethod
     def combined(cls, blocks: Sequence[ClusterBlock]) -> ClusterBlock:
@@ -223,7 +223,9 @@ class ClusterTally:
         ):
             raise ValueError("clusters: inconsistent per-cluster sums (kept <= reached <= drafts <= runs)")
         order = np.argsort(keys, kind="stable")
-        block = ClusterBlock(keys[order], runs[order], _narrow(drafts[order]), _narrow(reached[order]), _narrow(kept[order]))
+        block = ClusterBlock(
+            keys[order], runs[order], _narrow(drafts[order]), _narrow(reached[order]), _narrow(kept[order])
+        )
         return cls(field, (block,))
 
 
@@ -266,7 +268,7 @@ class Units:
 
     @property
     def count(self) -> int:
-        return int(round(float(self.weight.sum())))
+        return round(float(self.weight.sum()))
 
     @classmethod
     def of_runs(cls, counts: npt.NDArray[np.int64], positions: int) -> Units:

@@ -116,8 +116,8 @@ class Estimates:
         Where the delta method degenerates (every token kept, or none) its standard error is 0;
         the score-type interval is not, and a baseline test must not treat a few runs as certainty.
         """
-        error = getattr(self, f"{metric}_standard_error")
-        interval = getattr(self, f"{metric}_ci")
+        error: float | None = getattr(self, f"{metric}_standard_error")
+        interval: tuple[float, float] | None = getattr(self, f"{metric}_ci")
         if error is None or interval is None or self.degrees_of_freedom is None:
             return None
         return max(error, (interval[1] - interval[0]) / (2 * _critical(self.degrees_of_freedom)))
@@ -146,7 +146,9 @@ def estimate(summary: Summary) -> Estimates:
     tokens_per_pass = (accepted + runs) / runs if runs else None
     predicted = _tokens_per_pass_predicted(summary, alpha)
     tally = summary.clusters
-    units = Units.of_runs(summary.counts, summary.max_k) if tally is None else Units.of_clusters(tally.sums, summary.max_k)
+    units = (
+        Units.of_runs(summary.counts, summary.max_k) if tally is None else Units.of_clusters(tally.sums, summary.max_k)
+    )
     unit_count = units.count
     df = unit_count - 1 if unit_count >= 2 else None
     alpha_error = _ratio_error(units, units.accepted, units.examined, alpha)

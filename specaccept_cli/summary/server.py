@@ -23,6 +23,7 @@ from specaccept_cli.rule.vectorized import (
     THRESHOLD_SCALE,
     BatchOutcome,
     accept_thresholds,
+    examined_lengths,
     prefix_lengths,
     run_sums,
 )
@@ -295,7 +296,7 @@ class SamplerTally:
     @classmethod
     def of_batch(cls, batch: RunBatch, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
         k = outcome.k
-        examined_per_run = np.minimum(outcome.accepted + 1, k)
+        examined_per_run = examined_lengths(k, outcome.accepted)
         starts = batch.offsets[:-1]
         position = np.arange(batch.p.shape[0], dtype=np.int64) - np.repeat(starts, k)
         examined = position < np.repeat(examined_per_run, k)

@@ -123,7 +123,9 @@ class Summary:
             skipped_rows=self.skipped_rows + other.skipped_rows,
             skipped_sources=self.skipped_sources + other.skipped_sources,
             errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
-            examined_threshold_sum_fixed=_add_unknown(self.examined_threshold_sum_fixed, other.examined_threshold_sum_fixed),
+            examined_threshold_sum_fixed=_add_unknown(
+                self.examined_threshold_sum_fixed, other.examined_threshold_sum_fixed
+            ),
             clusters=_add_clusters(self, other),
         )
 

@@ -138,8 +138,7 @@ def comparison_view(comparison: Comparison) -> RenderableType:
     styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow"}
     for row, cells in zip(comparison.metrics, shared.comparison_rows(comparison)):
         table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
-    notes = [Text(f"warning: {safe_text(warning)}", style="yellow") for warning in comparison.warnings]
-    return Group(table, Text(shared.comparison_rule(comparison), style="dim"), *notes)
+    return Group(table, Text(shared.comparison_rule(comparison), style="dim"))  # warnings: stderr, once
 
 
 def gates_view(results: Sequence[GateResult]) -> RenderableType:

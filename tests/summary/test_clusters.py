@@ -146,12 +146,10 @@ def test_groups_carry_their_own_clusters() -> None:
 
 
 def test_cli_cluster_field_serial_parallel_and_parquet(tmp_path: Path) -> None:
-    log = tmp_path / "requests.jsonl"
-    invoke("simulate", "--runs", "3000", "--alpha", "0.7", "--k", "1-6", "--seed", "4", "--requests", "20-80",
-           "--request-alpha-beta", "7,3", "-o", str(log))
-    parquet = tmp_path / "requests.parquet"
-    invoke("simulate", "--runs", "3000", "--alpha", "0.7", "--k", "1-6", "--seed", "4", "--requests", "20-80",
-           "--request-alpha-beta", "7,3", "-o", str(parquet))
+    log, parquet = tmp_path / "requests.jsonl", tmp_path / "requests.parquet"
+    for path in (log, parquet):  # the same seeded log in both formats
+        args = ["--runs", "3000", "--alpha", "0.7", "--k", "1-6", "--seed", "4", "--requests", "20-80"]
+        invoke("simulate", *args, "--request-alpha-beta", "7,3", "-o", str(path))
     outputs = [
         orjson.loads(invoke("audit", str(path), "--cluster-field", "request_id", "-o", "json", "-j", jobs).stdout)
         for path, jobs in ((log, "1"), (log, "2"), (parquet, "1"))

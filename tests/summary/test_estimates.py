@@ -118,8 +118,7 @@ def test_tokens_per_pass_predicted_by_hand(hand: dict[str, object]) -> None:
     alpha, difference = 0.6, 2.0 - 5.736 / 3
     slope = sum(sum(j * alpha ** (j - 1) for j in range(1, k + 1)) for k, _, _ in runs) / 3
     influence = [
-        (a + 1 - sum(alpha**j for j in range(k + 1)) - difference) / 3 - slope * (a - alpha * e) / 5
-        for k, a, e in runs
+        (a + 1 - sum(alpha**j for j in range(k + 1)) - difference) / 3 - slope * (a - alpha * e) / 5 for k, a, e in runs
     ]
     assert check["standard_error"] == pytest.approx(math.sqrt(3 / 2 * sum(x * x for x in influence)))
     assert check["consistent"] is True

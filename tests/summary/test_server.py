@@ -99,25 +99,20 @@ def test_every_injected_bug_is_flagged_and_attributed(fault: str) -> None:
 
 
 def test_headline_names_the_rule_that_explains_runs_alone() -> None:
-    """bonus-counted explains the most runs, but every one of them shared; no-prefix-break has runs of its own."""
+    """The headline goes by the runs a rule alone explains, not by its total, which shares runs with others."""
     from specaccept_cli.summary.server import RULES, ReportedTally
 
-    tally = ReportedTally(
-        runs=100,
-        mismatches=60,
-        explains={**dict.fromkeys(RULES, 0), "bonus-counted": 50, "no-prefix-break": 40},
-        alone={**dict.fromkeys(RULES, 0), "bonus-counted": 20, "no-prefix-break": 10},
-        several=30,
-    )
-    assert tally.diagnosis()[0]["rule"] == "bonus-counted"
-    assert tally.headline() == "most explained by bonus-counted (50 runs, 20 by it alone; 30 runs fit several rules)"
-    shared_only = ReportedTally(
-        runs=100,
-        mismatches=40,
-        explains={**dict.fromkeys(RULES, 0), "bonus-counted": 40, "no-prefix-break": 30},
-        alone={**dict.fromkeys(RULES, 0), "bonus-counted": 0, "no-prefix-break": 10},
-        several=30,
-    )
+    def tally(bonus: tuple[int, int], no_break: tuple[int, int], several: int) -> ReportedTally:
+        """(explains, alone) of bonus-counted and no-prefix-break."""
+        explains = {**dict.fromkeys(RULES, 0), "bonus-counted": bonus[0], "no-prefix-break": no_break[0]}
+        alone = {**dict.fromkeys(RULES, 0), "bonus-counted": bonus[1], "no-prefix-break": no_break[1]}
+        return ReportedTally(runs=100, mismatches=60, explains=explains, alone=alone, several=several)
+
+    both = tally((50, 20), (40, 10), 30)
+    assert both.diagnosis()[0]["rule"] == "bonus-counted"
+    assert both.headline() == "most explained by bonus-counted (50 runs, 20 by it alone; 30 runs fit several rules)"
+    shared_only = tally((40, 0), (30, 10), 30)  # every bonus-counted run is also a no-prefix-break run
+    assert shared_only.diagnosis()[0]["rule"] == "bonus-counted"
     assert shared_only.headline().startswith("most explained by no-prefix-break (30 runs, 10 by it alone")
 
 
