@@ -96,6 +96,7 @@ class ClusterBlock:
     def padded(self, positions: int) -> ClusterBlock:
         if positions == self.positions:
             return self
+
         def wider(counts: CountArray) -> CountArray:
             out = np.zeros((counts.shape[0], positions), dtype=counts.dtype)
             out[:, : counts.shape[1]] = counts

@@ -226,6 +226,17 @@ def _ratio_error(
     return None if variance is None else float(np.sqrt(max(0.0, variance)))
 
 
+CONTINUITY = 0.5  # half Yates' correction: the rate is shifted by 0.5 / (2 n) towards each bound
+
+
+def _score_bound(rate: float, n: float, crit: float, sign: int) -> float:
+    """One end of Wilson's score interval: the pi with (pi - rate)^2 = crit^2 pi (1 - pi) / n on side `sign`."""
+    c2 = crit * crit / n
+    centre = (rate + c2 / 2) / (1 + c2)
+    half = crit / (1 + c2) * float(np.sqrt(max(0.0, rate * (1 - rate) / n + c2 / (4 * n))))
+    return centre + sign * half
+
+
 def _proportion_interval(
     rate: float | None, error: float | None, tokens: int, units: int, df: int | None
 ) -> tuple[float, float] | None:
@@ -234,44 +245,37 @@ def _proportion_interval(
     n_eff = rate (1 - rate) / variance (the sandwich variance, so clustering widens it), at most
     the tokens behind the rate; where the delta method degenerates (rate 0 or 1, no spread) n_eff
     is the number of units instead. The score interval stays inside [0, 1] and never has zero
-    width; with Student t's quantile it is the t interval wherever the delta method is sound.
+    width; with Student t's quantile it is the t interval wherever the delta method is sound. Each
+    end is taken at the rate moved CONTINUITY / (2 n_eff) outwards: with a handful of rejections
+    (alpha 0.99, 50 runs) the plain score interval covers 91-93%, Yates' full correction 98%.
     """
     if rate is None or error is None or df is None or tokens == 0 or units < 2:
         return None
     spread = rate * (1.0 - rate)
-    n_eff = min(float(tokens), spread / (error * error)) if spread > 0.0 and error > 0.0 else float(units)
+    n = min(float(tokens), spread / (error * error)) if spread > 0.0 and error > 0.0 else float(units)
     crit = _critical(df)
-    c2 = crit * crit / n_eff
-    centre = (rate + c2 / 2) / (1 + c2)
-    half = crit / (1 + c2) * float(np.sqrt(spread / n_eff + c2 / (4 * n_eff)))
-    # At rate 0 or 1 the score interval's near end is the rate itself (rounding would miss it by an ulp).
-    low = 0.0 if rate == 0.0 else max(0.0, centre - half)
-    high = 1.0 if rate == 1.0 else min(1.0, centre + half)
-    return low, high
+    shift = CONTINUITY / (2 * n)
+    # At rate 0 or 1 the interval's near end is the rate itself.
+    low = 0.0 if rate == 0.0 else _score_bound(max(0.0, rate - shift), n, crit, -1)
+    high = 1.0 if rate == 1.0 else _score_bound(min(1.0, rate + shift), n, crit, +1)
+    return max(0.0, low), min(1.0, high)
 
 
 def _tokens_per_pass_interval(
     summary: Summary, tokens_per_pass: float | None, error: float | None, units: int, df: int | None
 ) -> tuple[float, float] | None:
-    """Student t interval for tokens per pass, inside [1, 1 + longest draft].
+    """95% interval for tokens per pass, inside [1, 1 + longest draft].
 
-    When every unit emitted alike (no spread: all kept, or none) it is the score interval of the
-    acceptance rate (accepted / drafted, at one trial per unit) scaled by the mean draft length.
+    Tokens per pass is 1 + k_max v with v = mean accepted / k_max in [0, 1]: the interval is v's
+    score interval (like alpha's, at v's own effective sample size, one trial per unit where the
+    runs do not vary), mapped back. Far from the bounds it is the Student t interval; near them
+    (few rejections) it is not symmetric, as the mean's distribution is not.
     """
-    if tokens_per_pass is None or error is None or df is None:
+    if tokens_per_pass is None or error is None or df is None or not summary.max_k:
         return None
-    top = 1.0 + summary.max_k
-    if error > 0.0:
-        half = _critical(df) * error
-        return max(1.0, tokens_per_pass - half), min(top, tokens_per_pass + half)
-    drafted = summary.drafted_tokens
-    if not drafted:
-        return None
-    rate = summary.accepted_tokens / drafted
-    bounds = _proportion_interval(rate, 0.0, drafted, units, df)
-    assert bounds is not None
-    mean_k = drafted / summary.runs
-    return 1.0 + mean_k * bounds[0], 1.0 + mean_k * bounds[1]
+    top = float(summary.max_k)
+    bounds = _proportion_interval((tokens_per_pass - 1.0) / top, error / top, summary.drafted_tokens, units, df)
+    return None if bounds is None else (1.0 + top * bounds[0], 1.0 + top * bounds[1])
 
 
 def _tokens_per_pass_predicted(summary: Summary, alpha: float | None) -> float | None:

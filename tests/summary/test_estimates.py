@@ -87,14 +87,17 @@ def test_alpha_and_its_interval_by_hand(hand: dict[str, object]) -> None:
     # residuals a - alpha e = [-0.2, 0.8, -0.6]; sum of squares 1.04;
     # var = n/(n-1) * 1.04 / 5^2 = 1.5 * 1.04 / 25 = 0.0624; se = 0.249800.
     # n_eff = 0.6 * 0.4 / 0.0624 = 3.846 (below the 5 examined tokens); t(0.975, 2 df) = 4.302653;
-    # Wilson at n_eff with that quantile: centre (p + c/2) / (1 + c), c = t^2 / n_eff.
+    # Wilson's bounds at that quantile, each taken at the rate moved 0.5 / (2 n_eff) outwards.
     assert hand["alpha"] == pytest.approx(0.6)
     assert hand["degrees_of_freedom"] == 2
     n_eff, t = 0.24 / 0.0624, 4.302652729911275
-    c = t * t / n_eff
-    centre = (0.6 + c / 2) / (1 + c)
-    half = t / (1 + c) * math.sqrt(0.24 / n_eff + c / (4 * n_eff))
-    assert hand["alpha_ci"] == pytest.approx([centre - half, centre + half])
+
+    def wilson(rate: float, sign: int) -> float:
+        c = t * t / n_eff
+        return (rate + c / 2) / (1 + c) + sign * t / (1 + c) * math.sqrt(rate * (1 - rate) / n_eff + c / (4 * n_eff))
+
+    shift = 0.5 / (2 * n_eff)
+    assert hand["alpha_ci"] == pytest.approx([wilson(0.6 - shift, -1), wilson(0.6 + shift, +1)])
     assert 0.0 < hand["alpha_ci"][0] < 0.6 < hand["alpha_ci"][1] < 1.0  # type: ignore[index]
     assert hand["alpha_ci_method"].startswith("over runs")  # type: ignore[union-attr]
 
