@@ -1234,8 +1234,9 @@ def prometheus_intervals(
 ) -> list[EngineInterval | InputError]:
     """vLLM intervals between two scrapes (or since the counters started, with `before` None).
 
-    A counter that went down between the scrapes is a reset (the server restarted): reported as an
-    `InputError`, with no interval, since the counts between the first scrape and the restart are lost.
+    A counter that went down between the scrapes is a reset (the server restarted): as Prometheus's
+    `increase()` does, the interval counts from the restart, and its notes say so (the counts between
+    the first scrape and the restart are lost).
     """
     out: list[EngineInterval | InputError] = []
     old = _vllm_series(before) if before is not None else {}
@@ -1246,50 +1247,20 @@ def prometheus_intervals(
                 InputError(source, after.line, f"vLLM series {_label_text(series.labels)} is not in the earlier scrape")
             )
             continue
-        ints: dict[str, int] = {}
-        bad = False
-        resets: list[str] = []
-        for role in ("drafts", "draft_tokens", "accepted"):
-            if role not in series.values:
-                continue
-            now = _integer(series.values[role])
-            then = 0 if prev is None else _integer(prev.values.get(role, "0"))
-            if now is None or then is None:
-                bad = True
-                break
-            if now < then:
-                resets.append(f"{role} {then} -> {now}")
-            ints[role] = now - then
-        positions: list[int] = []
-        if not bad and series.per_pos:
-            if sorted(series.per_pos) != list(range(len(series.per_pos))):
-                out.append(InputError(source, after.line, "vLLM per-position counters are not positions 0..k-1"))
-                continue
-            for pos in range(len(series.per_pos)):
-                now = _integer(series.per_pos[pos])
-                then = 0 if prev is None else _integer(prev.per_pos.get(pos, "0"))
-                if now is None or then is None:
-                    bad = True
-                    break
-                if now < then:
-                    resets.append(f'accepted_per_pos{{position="{pos}"}} {then} -> {now}')
-                positions.append(now - then)
-        if bad:
-            out.append(
-                InputError(source, after.line, f"vLLM counter {_label_text(series.labels)} is not a whole number")
-            )
+        ints, positions, resets = _differences(series, prev)
+        if ints is None or positions is None:
+            problem = "are not positions 0..k-1" if ints is not None else "is not a whole number"
+            out.append(InputError(source, after.line, f"vLLM counter {_label_text(series.labels)} {problem}"))
             continue
-        if resets:
-            out.append(
-                InputError(
-                    source,
-                    after.line,
-                    f"counter reset between the scrapes (lines {before.line if before else '?'} and {after.line}) "
-                    f"for {_label_text(series.labels)}: " + ", ".join(resets) + "; the server restarted, so this "
-                    "difference is not an interval",
-                )
+        notes = []
+        if resets:  # like Prometheus's increase(): after a restart the counters count from zero again
+            ints, positions, _ = _differences(series, None)
+            assert ints is not None and positions is not None
+            notes.append(
+                f"counter reset between the scrapes (lines {before.line if before else '?'} and {after.line}): "
+                + ", ".join(resets)
+                + "; counted since the restart, so what ran between the earlier scrape and the restart is lost"
             )
-            continue
         if "accepted" not in ints or "draft_tokens" not in ints:
             out.append(InputError(source, after.line, "vLLM scrape without accepted and draft token counters"))
             continue
@@ -1318,6 +1289,7 @@ def prometheus_intervals(
             continue
         if before is None:
             rec.notes.append("one scrape: counts since the counters started")
+        rec.notes.extend(notes)
         out.append(
             _interval(
                 ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
@@ -1327,6 +1299,37 @@ def prometheus_intervals(
             )
         )
     return out
+
+
+def _differences(
+    series: _VllmCounters, prev: _VllmCounters | None
+) -> tuple[dict[str, int] | None, list[int] | None, list[str]]:
+    """Counter differences (totals, per position) and the counters that went down; None where a
+    value is not a whole number (totals) or the positions are not 0..k-1 (per position)."""
+    ints: dict[str, int] = {}
+    resets: list[str] = []
+    for role in ("drafts", "draft_tokens", "accepted"):
+        if role not in series.values:
+            continue
+        now = _integer(series.values[role])
+        then = 0 if prev is None else _integer(prev.values.get(role, "0"))
+        if now is None or then is None:
+            return None, [], resets
+        if now < then:
+            resets.append(f"{role} {then} -> {now}")
+        ints[role] = now - then
+    if series.per_pos and sorted(series.per_pos) != list(range(len(series.per_pos))):
+        return ints, None, resets
+    positions: list[int] = []
+    for pos in range(len(series.per_pos)):
+        now = _integer(series.per_pos[pos])
+        then = 0 if prev is None else _integer(prev.per_pos.get(pos, "0"))
+        if now is None or then is None:
+            return None, [], resets
+        if now < then:
+            resets.append(f'accepted_per_pos{{position="{pos}"}} {then} -> {now}')
+        positions.append(now - then)
+    return ints, positions, resets
 
 
 def _from_exact_positions(accepted: int, draft_tokens: int, drafts: int, positions: list[int]) -> _Recovery:
@@ -1379,62 +1382,54 @@ def _sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval
     return out
 
 
+class ScrapeSeries:
+    """Scrapes from one or several files, in order, as one series: each consecutive pair of vLLM
+    scrapes gives the interval between them; a series of one scrape gives the counts since the
+    counters started (the server's start, or its last restart). SGLang gauges: one bound-only
+    interval per scrape. `audit before.prom after.prom` is a series of two."""
+
+    def __init__(self) -> None:
+        self.previous: PrometheusScrape | None = None
+        self.previous_source = ""
+        self.previous_tally = LineTally()
+        self.vllm_scrapes = 0
+
+    def add(self, lines: Iterable[str | bytes], source: str, tally: LineTally) -> Iterator[EngineInterval | InputError]:
+        """The intervals that the scrapes of `lines` close, in order."""
+        for item in read_prometheus_scrapes(lines, source, tally):
+            if isinstance(item, InputError):
+                yield item
+                continue
+            yield from _sglang_gauges(item, source)
+            if not any(name in VLLM_COUNTERS for name, _ in item.samples):
+                continue
+            self.vllm_scrapes += 1
+            if self.previous is not None:
+                yield from _tallied(prometheus_intervals(self.previous, item, source), tally)
+            self.previous, self.previous_source, self.previous_tally = item, source, tally
+
+    def finish(self) -> Iterator[EngineInterval | InputError]:
+        """A lone vLLM scrape: the counts since the counters started."""
+        if self.vllm_scrapes == 1 and self.previous is not None:
+            yield from _tallied(prometheus_intervals(None, self.previous, self.previous_source), self.previous_tally)
+
+
 def parse_prometheus_scrapes(
     lines: Iterable[str | bytes], source: str, *, tally: LineTally | None = None
 ) -> Iterator[EngineInterval | InputError]:
-    """Intervals from a file of one or several scrapes.
-
-    vLLM counters: several scrapes give the difference of each consecutive pair; a file of one
-    scrape gives the counts since the counters started (the server's start, or its last restart).
-    SGLang gauges: one bound-only interval per scrape.
-    """
-    tally = tally if tally is not None else LineTally()
-    previous: PrometheusScrape | None = None
-    seen_vllm = 0
-    for item in read_prometheus_scrapes(lines, source, tally):
-        if isinstance(item, InputError):
-            yield item
-            continue
-        yield from _sglang_gauges(item, source)
-        if not any(name in VLLM_COUNTERS for name, _ in item.samples):
-            continue
-        seen_vllm += 1
-        if previous is not None:
-            yield from _tallied(prometheus_intervals(previous, item, source), tally)
-        previous = item
-    if seen_vllm == 1 and previous is not None:
-        yield from _tallied(prometheus_intervals(None, previous, source), tally)
+    """Intervals from a file of one or several scrapes (see `ScrapeSeries`)."""
+    series = ScrapeSeries()
+    yield from series.add(lines, source, tally if tally is not None else LineTally())
+    yield from series.finish()
 
 
 def _tallied(items: list[EngineInterval | InputError], tally: LineTally) -> Iterator[EngineInterval | InputError]:
     for out in items:
         if isinstance(out, InputError):
             tally.bad += 1
-            if "counter reset" in out.message:
-                tally.resets += 1
+        elif any(note.startswith("counter reset") for note in out.notes):
+            tally.resets += 1
         yield out
-
-
-def diff_prometheus_files(
-    before: Iterable[str | bytes], after: Iterable[str | bytes], before_source: str, after_source: str
-) -> list[EngineInterval | InputError]:
-    """`specaccept audit before.prom after.prom`: the interval between the last scrape of each file."""
-    out: list[EngineInterval | InputError] = []
-    scrapes: list[PrometheusScrape | None] = []
-    for lines, source in ((before, before_source), (after, after_source)):
-        last: PrometheusScrape | None = None
-        for item in read_prometheus_scrapes(lines, source):
-            if isinstance(item, InputError):
-                out.append(item)
-            else:
-                last = item
-        if last is None:
-            out.append(InputError(source, None, "no vLLM or SGLang speculative-decoding samples in this scrape"))
-        scrapes.append(last)
-    first, second = scrapes
-    if first is not None and second is not None:
-        out.extend(prometheus_intervals(first, second, after_source))
-    return out
 
 
 def _label_text(labels: Mapping[str, str]) -> str:

@@ -14,7 +14,7 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.read.engine_logs import (
     EngineInterval,
     LineTally,
-    diff_prometheus_files,
+    ScrapeSeries,
     parse_engine_log,
     parse_prometheus_scrapes,
     read_prometheus_scrapes,
@@ -239,25 +239,32 @@ def test_prometheus_sample_two_scrapes() -> None:
     assert interval.alpha == pytest.approx(614 / (400 + 292 + 196))
 
 
-def test_prometheus_counter_reset_is_reported() -> None:
+def test_prometheus_counter_reset_counts_from_the_restart_and_says_so() -> None:
     lines = (SAMPLES / "vllm-metrics-reset.prom").read_text().splitlines()
     tally = LineTally()
     items = list(parse_prometheus_scrapes(lines, "reset.prom", tally=tally))
-    errors = [i for i in items if isinstance(i, InputError)]
-    assert len(errors) == 1 and len(items) == 1
-    assert tally.resets == 1 and tally.bad == 1
-    assert "drafts 1000 -> 50" in errors[0].message
-    assert "counter reset" in errors[0].message and "restarted" in errors[0].message
-    assert errors[0].line is not None and errors[0].line > 1
+    assert tally.resets == 1 and tally.bad == 0
+    interval = only(items)
+    # As Prometheus's increase(): the second scrape's counters, counted from zero after the restart.
+    assert (interval.drafts, interval.draft_tokens, interval.accepted) == (50, 150, 73)
+    assert interval.per_position == (36, 22, 15)
+    (note,) = [note for note in interval.notes if note.startswith("counter reset")]
+    assert "drafts 1000 -> 50" in note and "lines 1 and 23" in note and "lost" in note
 
 
-def test_prometheus_two_files() -> None:
+def two_files(first: str, second: str) -> list[EngineInterval | InputError]:
+    series = ScrapeSeries()
+    items = [*series.add(first.splitlines(), "before.prom", LineTally())]
+    items += series.add(second.splitlines(), "after.prom", LineTally())
+    return items + list(series.finish())
+
+
+def test_prometheus_two_files_are_one_series() -> None:
     scrapes = (SAMPLES / "vllm-metrics.prom").read_text().split("\n\n")
-    out = diff_prometheus_files(scrapes[0].splitlines(), scrapes[1].splitlines(), "before.prom", "after.prom")
-    it = only(out)
-    assert it.drafts == 400 and it.counts is not None
-    reset = diff_prometheus_files(scrapes[1].splitlines(), scrapes[0].splitlines(), "a.prom", "b.prom")
-    assert len(reset) == 1 and isinstance(reset[0], InputError) and "counter reset" in reset[0].message
+    it = only(two_files(scrapes[0], scrapes[1]))
+    assert it.drafts == 400 and it.counts is not None and it.source == "after.prom"
+    backwards = only(two_files(scrapes[1], scrapes[0]))
+    assert any(note.startswith("counter reset") for note in backwards.notes)
 
 
 def test_sglang_prometheus_gauges() -> None:
