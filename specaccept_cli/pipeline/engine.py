@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan
 from specaccept_cli.summary.state import Summary, group_key
@@ -28,47 +29,49 @@ def evaluate_engine_source(
     plan: Plan,
     on_error: OnError,
     series: ScrapeSeries,
+    labels: dict[str, str],
     *,
     draft_length: int | None = None,
 ) -> Iterator[Evaluated]:
     """Every interval of one source of engine output, evaluated, in input order.
 
     Prometheus sources continue `series` (scrapes across files form one series); the caller
-    ends it with `finish_series` after the last source.
+    ends it with `EngineReading.finish` after the last source. `labels` collects every label name met
+    (name -> the source it was first met in).
     """
     from specaccept_cli.read.engine_logs import LineTally, parse_engine_log
 
     name = opened.source.name
-    lines = opened.jsonl_stream()
+    lines = _lines(opened, name)
     tally = LineTally()
     if opened.format == "prometheus":
         items: Iterable[EngineInterval | InputError] = series.add(lines, name, tally)
     else:
         parse = parse_engine_log(lines, name, opened.format, k=draft_length)
         items, tally = parse, parse.tally
-    labels: set[str] = set()
     yield from _evaluate(items, plan, on_error, labels)
     if not (tally.metrics or tally.bad) and opened.format != "prometheus":
         raise InputError(name, None, f"no {opened.format} metrics lines among its {tally.lines} lines")
-    if plan.group_by is not None and tally.metrics and plan.group_by not in labels:
-        known = ", ".join(sorted(labels)) or "none"
-        raise InputError(name, None, f"no interval carries the label {plan.group_by!r} to group by (labels: {known})")
     yield _lines_part(tally)
 
 
-def finish_series(series: ScrapeSeries, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-    """The interval a lone vLLM scrape gives (counts since the server started), once every source is read."""
-    yield from _evaluate(series.finish(), plan, on_error, set())
+def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
+    """The source's lines, decompressed, in bounded memory; a line over the length limit is dropped
+    as it streams and stays counted (as ordinary output: no engine prints metrics lines that long)."""
+    for _, block in iter_line_blocks(opened.jsonl_stream(), name):
+        for line in block:
+            yield b"" if line is None else line
 
 
 def _evaluate(
-    items: Iterable[EngineInterval | InputError], plan: Plan, on_error: OnError, labels: set[str]
+    items: Iterable[EngineInterval | InputError], plan: Plan, on_error: OnError, labels: dict[str, str]
 ) -> Iterator[Evaluated]:
     for item in items:
         if isinstance(item, InputError):
             on_error(item)
             continue
-        labels.update(item.labels)
+        for label in item.labels:
+            labels.setdefault(label, item.source)
         part = interval_summary(item)
         groups = None
         if plan.group_by is not None:
@@ -94,11 +97,12 @@ RUNNING_TOTALS = frozenset({"llamacpp-stats"})
 
 def interval_summary(interval: EngineInterval) -> Summary:
     """One interval as a summary part: exact counts when recovered, else totals and bounds only."""
+    said = "; ".join((interval.describe(), *interval.notes))
     common = EngineTally(
         engines=(interval.engine,),
         formats=(interval.fmt,),
         intervals=1,
-        examples=(f"{interval.source}:{interval.line}: {interval.describe()}",),
+        examples=(f"{interval.source}:{interval.line}: {said}",),
     )
     if interval.fmt in RUNNING_TOTALS:
         return Summary(engine=replace(common, intervals=0, running_totals=1))
@@ -129,13 +133,25 @@ class EngineReading:
     def __init__(self, draft_length: int | None = None) -> None:
         self.draft_length = draft_length
         self.series: ScrapeSeries | None = None  # made when the first engine source is met
+        self.labels: dict[str, str] = {}
+        self.last_source: str | None = None
 
     def evaluate(self, opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
         if self.series is None:
             from specaccept_cli.read.engine_logs import ScrapeSeries
 
             self.series = ScrapeSeries()
-        return evaluate_engine_source(opened, plan, on_error, self.series, draft_length=self.draft_length)
+        self.last_source = opened.source.name
+        return evaluate_engine_source(opened, plan, on_error, self.series, self.labels, draft_length=self.draft_length)
 
     def finish(self, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-        return iter(()) if self.series is None else finish_series(self.series, plan, on_error)
+        """The interval a lone vLLM scrape gives (counts since the server started), once every source is read;
+        then a --group-by label that no interval carried is an error (a typo would make one group "null")."""
+        if self.series is None:
+            return
+        yield from _evaluate(self.series.finish(), plan, on_error, self.labels)
+        if plan.group_by is not None and plan.group_by not in self.labels and self.last_source is not None:
+            known = ", ".join(sorted(self.labels)) or "none"
+            raise InputError(
+                self.last_source, None, f"no interval carries the label {plan.group_by!r} to group by (labels: {known})"
+            )
