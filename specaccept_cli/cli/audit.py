@@ -55,7 +55,9 @@ if TYPE_CHECKING:
 @click.option(
     "--format",
     "input_format",
-    type=click.Choice(["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "llamacpp-log", "prometheus"]),
+    type=click.Choice(
+        ["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+    ),
     default="auto",
     show_default=True,
     help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet; server output "

@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from specaccept_cli.errors import InputError
 
 CountMatrix = npt.NDArray[np.int64]
 
-FORMATS = ("vllm-log", "sglang-log", "llamacpp-log", "prometheus")
+FORMATS = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus")
 
 MAX_DRAFT_CANDIDATES = 20_000  # drafts counts tried against printed rates; beyond, only the totals are used
 MAX_DRAFT_LENGTH = 64  # more printed per-position rates than this is not a draft length
@@ -666,12 +667,25 @@ def _decode(raw: str | bytes) -> str:
     return text.rstrip("\r\n")
 
 
+_JSON_START = re.compile(r"\s*(?:\{|\[\s*[\[\]{\"])")
+
+
+def looks_like_json(text: str | bytes) -> bool:
+    """A JSON object or array, not a log line such as SGLang's `[2025-03-05 10:21:05 TP0] ...`."""
+    head = text[:64].decode("utf-8", errors="replace") if isinstance(text, bytes) else text[:64]
+    return _JSON_START.match(head) is not None
+
+
 def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> str | None:
     """The engine format of the first metrics line among the first `limit` lines, or None."""
     for n, raw in enumerate(lines):
         if n >= limit:
             break
         text = _decode(raw)
+        if looks_like_json(text):
+            if SGLANG_REQUEST_MARKER in text and '"p":' not in text:  # responses, not logged (p, q, r) runs
+                return "sglang-requests"
+            continue
         if VLLM_MARKER in text:
             return "vllm-log"
         if SGLANG_MARKER in text and "Decode batch" in text:
@@ -711,6 +725,15 @@ class EngineLogParse:
     def __iter__(self) -> Iterator[EngineInterval | InputError]:
         if self.fmt == "prometheus":
             yield from parse_prometheus_scrapes(self.lines, self.source, tally=self.tally)
+            return
+        if self.fmt == "sglang-requests":
+            for number, raw in enumerate(self.lines, start=1):
+                self.tally.lines += 1
+                found = sglang_request_intervals(raw, self.source, number, k=self.k)
+                if not found:
+                    self.tally.ignored += 1
+                for item in found:
+                    yield self._count(item)
             return
         pending_llama: tuple[int, str, re.Match[str]] | None = None
         for number, raw in enumerate(self.lines, start=1):
@@ -1008,6 +1031,141 @@ def _interval(
     return EngineInterval(
         engine=engine, fmt=fmt, source=source, line=line, timestamp=timestamp, labels=labels, printed=printed, **counts
     )
+
+
+# SGLang per request: the response's meta_info (python/sglang/srt/managers/tokenizer_manager.py fills
+# it when a request finishes): "spec_verify_ct" (target verify passes), "spec_accept_token_num" /
+# "spec_draft_token_num" (accepted and drafted tokens; "spec_num_correct_drafts" /
+# "spec_num_proposed_drafts" in later versions), "spec_accept_rate" (accepted / drafted),
+# "spec_accept_length" (completion tokens / verify passes) and "spec_accept_histogram" (H[n] = verify
+# passes that accepted exactly n draft tokens; "spec_correct_drafts_histogram" later). Read from JSON
+# lines holding a /generate response, an OpenAI-style response whose choices carry meta_info, a list
+# of either (a batch), or the bare meta_info.
+SGLANG_REQUEST_MARKER = '"spec_verify_ct"'
+_SGLANG_ACCEPTED = ("spec_accept_token_num", "spec_num_correct_drafts", "spec_accepted_drafts")
+_SGLANG_DRAFTED = ("spec_draft_token_num", "spec_num_proposed_drafts", "spec_proposed_drafts")
+_SGLANG_HISTOGRAM = ("spec_accept_histogram", "spec_correct_drafts_histogram")
+
+
+def _meta_infos(record: object) -> list[dict[str, Any]]:
+    """The meta_info objects of a JSON record that carry speculative counts."""
+    if isinstance(record, list):
+        return [meta for item in record for meta in _meta_infos(item)]
+    if not isinstance(record, dict):
+        return []
+    if isinstance(record.get("meta_info"), dict):
+        return _meta_infos(record["meta_info"])
+    if isinstance(record.get("choices"), list):
+        return [meta for choice in record["choices"] for meta in _meta_infos(choice)]
+    return [record] if "spec_verify_ct" in record else []
+
+
+def _count_field(meta: dict[str, Any], names: tuple[str, ...]) -> tuple[str, int | None] | str:
+    """The first of `names` present, as a whole non-negative count; an error message if it is not one."""
+    for name in names:
+        if name in meta:
+            value = meta[name]
+            if type(value) is not int or value < 0:
+                if type(value) is float and value.is_integer() and value >= 0:
+                    return name, int(value)
+                return f"{name} = {value!r} is not a whole count"
+            return name, value
+    return "", None
+
+
+def sglang_request_intervals(
+    raw: str | bytes, source: str, number: int, *, k: int | None = None
+) -> list[EngineInterval | InputError]:
+    """The intervals (one per finished request) of one JSON line of SGLang responses; [] for other lines."""
+    text = _decode(raw)
+    if SGLANG_REQUEST_MARKER not in text:
+        return []
+    try:
+        record = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return [InputError(source, number, f"an SGLang response that is not JSON ({exc})", raw=text.encode())]
+    out: list[EngineInterval | InputError] = []
+    for meta in _meta_infos(record):
+        item = _sglang_request(meta, source, number, k)
+        out.append(InputError(source, number, item, raw=text.encode()) if isinstance(item, str) else item)
+    return out
+
+
+def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | None) -> EngineInterval | str:
+    fields: dict[str, int | None] = {}
+    printed: dict[str, str] = {}
+    for role, names in (("verify", ("spec_verify_ct",)), ("accepted", _SGLANG_ACCEPTED), ("drafted", _SGLANG_DRAFTED)):
+        found = _count_field(meta, names)
+        if isinstance(found, str):
+            return found
+        name, value = found
+        fields[role] = value
+        if value is not None:
+            printed[name] = str(value)
+    verify, accepted, drafted = fields["verify"], fields["accepted"], fields["drafted"]
+    assert verify is not None  # the marker field is always there
+    hist_name = next((name for name in _SGLANG_HISTOGRAM if name in meta), None)
+    hist: list[int] | None = None
+    if hist_name is not None:
+        values = meta[hist_name]
+        if not isinstance(values, list) or any(type(n) is not int or n < 0 for n in values):
+            return f"{hist_name} is not a list of whole counts"
+        hist = values
+        printed[hist_name] = str(values)
+        if sum(hist) != verify:
+            return f"{hist_name} sums to {sum(hist)} verify passes, not spec_verify_ct {verify}"
+        from_hist = sum(a * n for a, n in enumerate(hist))
+        if accepted is not None and accepted != from_hist:
+            return f"{hist_name} accepts {from_hist} tokens, not the {accepted} counted"
+        accepted = from_hist
+    for name in ("spec_accept_rate", "spec_accept_length"):
+        if name in meta:
+            printed[name] = str(meta[name])
+    labels = {"id": str(meta["id"])} if "id" in meta else {}
+    head = ("sglang", "sglang-request", source, number, None, labels, printed)
+    if accepted is None:
+        return _interval(head, drafts=verify, k=k, notes=("no accepted-token count in this meta_info",))
+    notes: tuple[str, ...] = ()
+    if k is None and drafted is not None and verify and drafted % verify == 0:
+        k = drafted // verify
+        notes = (f"every verify pass taken to have drafted k = {k} tokens (drafted = k x passes)",)
+    if drafted is None and k is not None:
+        drafted = verify * k
+    if hist is not None and k is not None:
+        if len(hist) - 1 > k:
+            return f"{hist_name} has {len(hist) - 1} accepted tokens in a pass of at most k = {k}"
+        chain = [sum(hist[a:]) for a in range(1, k + 1)]  # passes that accepted at least i tokens
+        assert drafted is not None
+        try:
+            rec = _from_exact_positions(accepted, drafted, verify, chain)
+        except _Inconsistent as exc:
+            return f"inconsistent SGLang counts: {exc}"
+        rec.notes.extend(notes)
+        return _interval(head, draft_tokens=drafted, accepted=accepted, **rec.fields())
+    if hist is not None:  # k unknown: passes at the top bin may have run out of draft rather than been rejected
+        top = len(hist) - 1
+        low = sum(min(a + 1, top) * n for a, n in enumerate(hist))
+        high = sum((a + 1) * n for a, n in enumerate(hist))
+        return _interval(
+            head,
+            drafts=verify,
+            accepted=accepted,
+            per_position=tuple(sum(hist[a:]) for a in range(1, top + 1)),
+            accepted_hist=tuple(hist),
+            examined_bounds=(low, high),
+            alpha_bounds=_alpha_range(accepted, (low - accepted, high - accepted)),
+            tokens_per_pass=1 + accepted / verify if verify else None,
+            notes=("the draft length is unknown: give --draft-length to make this request exact",),
+        )
+    if drafted is None:
+        return _interval(
+            head, drafts=verify, accepted=accepted, tokens_per_pass=1 + accepted / verify if verify else None
+        )
+    try:
+        rec = recover_counts(accepted, drafted, drafts=verify, k=k, assume_full_drafts=False)
+    except _Inconsistent as exc:
+        return f"inconsistent SGLang counts: {exc}"
+    return _interval(head, draft_tokens=drafted, accepted=accepted, **rec.fields())
 
 
 def _alpha_bounds_from_mean(m_low: float, m_high: float, k: int | None) -> tuple[float, float] | None:
@@ -1473,6 +1631,10 @@ def describe_interval(interval: EngineInterval) -> str:
             name = "Avg Draft acceptance rate" if "Avg Draft acceptance rate" in p else "Draft acceptance rate"
             head = f"vLLM '{name}' {p[name]} = accepted/drafted"
         return f"{head}; {alpha}; {tpp}"
+    if interval.fmt == "sglang-request":
+        passes = f"{interval.drafts} verify passes" if interval.drafts is not None else "verify passes unknown"
+        rate = f", spec_accept_rate {p['spec_accept_rate']} = accepted/drafted" if "spec_accept_rate" in p else ""
+        return f"SGLang request: {interval.accepted} accepted in {passes}{rate}; {alpha}; {tpp}"
     if interval.engine == "sglang":
         if "accept len" in p:
             head = f"SGLang 'accept len' {p['accept len']} = tokens per pass (accepted drafts + bonus) / forward passes"

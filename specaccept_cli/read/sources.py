@@ -25,10 +25,10 @@ from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 # The engine formats are server output (metrics log lines, Prometheus scrapes), read by `read.engine_logs`.
-EngineFormat = Literal["vllm-log", "sglang-log", "llamacpp-log", "prometheus"]
-SourceFormat = Literal["jsonl", "parquet", "vllm-log", "sglang-log", "llamacpp-log", "prometheus"]
-Format = Literal["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "llamacpp-log", "prometheus"]
-ENGINE_FORMATS: tuple[EngineFormat, ...] = ("vllm-log", "sglang-log", "llamacpp-log", "prometheus")
+EngineFormat = Literal["vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+SourceFormat = Literal["jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+Format = Literal["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+ENGINE_FORMATS: tuple[EngineFormat, ...] = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus")
 
 STDIN = "-"
 PARQUET_MAGIC = b"PAR1"
@@ -200,35 +200,36 @@ def detect_format(source: Source, raw: BinaryIO, head: bytes, requested: Format)
         return "parquet"
     if suffix in PROMETHEUS_SUFFIXES:
         return "prometheus"
-    if suffix in JSONL_SUFFIXES:
-        return "jsonl"
+    compression = sniff_compression(head)
+    if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or SGLang responses (decided by the first line)
+        return "sglang-requests" if _sniff_engine(_text_sample(source, raw, compression, 1 << 16)) else "jsonl"
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
-    return _sniff_engine(_text_sample(source, raw, sniff_compression(head))) or "jsonl"
+    return _sniff_engine(_text_sample(source, raw, compression, SNIFF_BYTES)) or "jsonl"
 
 
-def _text_sample(source: Source, raw: BinaryIO, compression: str | None) -> bytes:
+def _text_sample(source: Source, raw: BinaryIO, compression: str | None, size: int) -> bytes:
     """The first bytes of a source's text, without consuming them (a compressed file is opened again)."""
     if compression is None:
-        return raw.peek(SNIFF_BYTES)[:SNIFF_BYTES] if isinstance(raw, io.BufferedReader) else b""
+        return raw.peek(size)[:size] if isinstance(raw, io.BufferedReader) else b""
     if source.path is None or not source.path.is_file():
         return b""  # compressed stdin or pipe: --format names an engine format
     try:
         with open(source.path, "rb") as again:
-            return decompress(again, source.name).read(SNIFF_BYTES)
+            return decompress(again, source.name).read(size)
     except Exception:  # a corrupt or unsupported stream: the real read reports it, with its line
         return b""
 
 
 def _sniff_engine(sample: bytes) -> EngineFormat | None:
     stripped = sample.lstrip()
-    if not stripped or stripped[:1] == b"{":
-        return None
+    if not stripped or (stripped[:1] == b"{" and b'"spec_verify_ct"' not in stripped[: stripped.find(b"\n")]):
+        return None  # JSONL rows, not SGLang responses: the common case decides here, without the engine parsers
     from specaccept_cli.read.engine_logs import sniff_engine_format
 
     lines = sample.split(b"\n")
-    if len(sample) == SNIFF_BYTES:
-        lines.pop()  # cut mid-line
+    if len(lines) > 1:
+        lines.pop()  # may be cut mid-line
     found = sniff_engine_format(lines, limit=len(lines))
     return cast(EngineFormat | None, found)
 

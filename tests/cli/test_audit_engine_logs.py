@@ -13,7 +13,15 @@ import pytest
 
 from specaccept_cli.pipeline import summarise
 from tests.helpers import invoke
-from tests.read.test_engine_logs import SAMPLES, counters, prom_text, simulate, truth_hist, vllm_full_line
+from tests.read.test_engine_logs import (
+    SAMPLES,
+    counters,
+    prom_text,
+    sglang_meta,
+    simulate,
+    truth_hist,
+    vllm_full_line,
+)
 
 K = 4
 ORDINARY = (
@@ -183,3 +191,16 @@ def test_format_named_for_compressed_stdin_and_a_log_without_metrics(tmp_path: P
     plain = write_lines(tmp_path / "plain.log", list(ORDINARY))
     missing = invoke("audit", str(plain), "--format", "vllm-log")
     assert missing.exit_code == 2 and "no vllm-log metrics lines among its 2 lines" in missing.stderr
+
+
+def test_sglang_responses_in_a_jsonl_file_are_recognised_and_grouped_by_request(tmp_path: Path) -> None:
+    metas = [sglang_meta(80 + i, 25, 3, 0.75, f"req-{i}") for i in range(4)]
+    path = write_lines(tmp_path / "responses.jsonl.gz", [orjson.dumps({"meta_info": m}).decode() for m, _ in metas])
+    data = audit_json(str(path), "--group-by", "id")
+    truth = np.concatenate([accepted for _, accepted in metas])
+    assert data["runs"] == 100 and data["accepted_tokens"] == truth.sum()
+    assert data["engine"]["formats"] == ["sglang-request"] and data["engine"]["recovered_intervals"] == 4
+    assert sorted(data["groups"]) == ["req-0", "req-1", "req-2", "req-3"]
+    # The same file named as runs is read as runs, and says what is missing.
+    as_runs = invoke("audit", str(path), "--format", "jsonl")
+    assert as_runs.exit_code == 2 and "missing field 'p'" in as_runs.stderr

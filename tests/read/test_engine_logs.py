@@ -6,6 +6,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -562,3 +563,78 @@ def test_explicit_prometheus_format_through_parse_engine_log() -> None:
     parse = parse_engine_log(lines, "m.prom", fmt="prometheus")
     items = list(parse)
     assert len(items) == 1 and parse.tally.metrics > 0 and parse.tally.ignored > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# SGLang responses: meta_info per finished request
+
+
+def sglang_meta(seed: int, runs: int, k: int, alpha: float, request_id: str) -> tuple[dict, np.ndarray]:
+    """A finished request's meta_info as SGLang's tokenizer manager fills it, from simulated passes."""
+    lengths, accepted = simulate(seed, runs, k, alpha)
+    hist = truth_hist(accepted, k)
+    meta = {
+        "id": request_id,
+        "completion_tokens": int(accepted.sum()) + runs,
+        "spec_verify_ct": runs,
+        "spec_accept_token_num": int(accepted.sum()),
+        "spec_draft_token_num": int(lengths.sum()),
+        "spec_accept_rate": round(float(accepted.sum() / lengths.sum()), 4),
+        "spec_accept_length": round(float((accepted.sum() + runs) / runs), 2),
+        "spec_accept_histogram": hist,
+    }
+    return meta, accepted
+
+
+@pytest.mark.parametrize("wrap", ["generate", "openai", "batch", "bare"])
+def test_sglang_responses_round_trip_exactly(wrap: str) -> None:
+    k = 4
+    metas = [sglang_meta(60 + i, 30 + 7 * i, k, 0.7, f"req-{i}") for i in range(3)]
+    records: list[object]
+    if wrap == "generate":
+        records = [{"text": "...", "meta_info": meta} for meta, _ in metas]
+    elif wrap == "openai":
+        records = [{"choices": [{"index": 0, "meta_info": meta}]} for meta, _ in metas]
+    elif wrap == "batch":
+        records = [[{"text": "...", "meta_info": meta} for meta, _ in metas]]
+    else:
+        records = [meta for meta, _ in metas]
+    lines = [orjson.dumps(record).decode() for record in records]
+    assert sniff_engine_format(lines) == "sglang-requests"
+    parse = parse_engine_log(lines, "responses.jsonl", "sglang-requests")
+    items = list(parse)
+    assert all(isinstance(item, EngineInterval) and item.counts is not None for item in items)
+    total = sum(item.counts for item in items if isinstance(item, EngineInterval) and item.counts is not None)
+    truth = np.concatenate([accepted for _, accepted in metas])
+    assert total[k].tolist() == truth_hist(truth, k) and total[:k].sum() == 0
+    assert [item.labels["id"] for item in items if isinstance(item, EngineInterval)] == ["req-0", "req-1", "req-2"]
+    assert parse.tally.metrics == 3
+
+
+def test_sglang_response_without_draft_counts_needs_the_draft_length() -> None:
+    meta, accepted = sglang_meta(70, 40, 3, 0.8, "r")
+    del meta["spec_draft_token_num"]
+    line = orjson.dumps({"meta_info": meta}).decode()
+    bounded = only(list(parse_engine_log([line], "r.jsonl", "sglang-requests")))
+    assert bounded.counts is None and bounded.alpha_bounds is not None
+    low, high = bounded.alpha_bounds
+    truth = accepted.sum() / np.minimum(accepted + 1, 3).sum()
+    assert low <= truth <= high
+    exact = only(list(parse_engine_log([line], "r.jsonl", "sglang-requests", k=3)))
+    assert exact.counts is not None and exact.alpha == pytest.approx(truth, abs=0)
+
+
+def test_sglang_response_whose_counts_disagree_is_a_bad_line() -> None:
+    meta, _ = sglang_meta(71, 20, 3, 0.6, "r")
+    meta["spec_accept_token_num"] += 1
+    items = list(parse_engine_log([orjson.dumps(meta).decode()], "r.jsonl", "sglang-requests"))
+    assert len(items) == 1 and isinstance(items[0], InputError)
+    assert items[0].line == 1 and "spec_accept_histogram accepts" in items[0].message
+    meta["spec_accept_histogram"] = [1, "2"]
+    (bad,) = parse_engine_log([orjson.dumps(meta).decode()], "r.jsonl", "sglang-requests")
+    assert isinstance(bad, InputError) and "not a list of whole counts" in bad.message
+
+
+def test_logged_runs_with_sglang_fields_are_not_taken_for_responses() -> None:
+    row = orjson.dumps({"p": [0.5], "q": [0.5], "r": [0.1], "spec_verify_ct": 1}).decode()
+    assert sniff_engine_format([row]) is None
