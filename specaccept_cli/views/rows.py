@@ -25,6 +25,7 @@ ALPHA_CAPTION = (
     "so accepted/drafted understates it); tokens per pass = a + 1 per target pass, averaged."
 )
 SHOWN_EXAMPLES = 10  # mismatching runs listed (the summary keeps more, for -o json)
+SHOWN_INTERVALS = 3  # engine intervals listed with what they printed (the summary keeps more, for -o json)
 
 
 def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
@@ -191,9 +192,14 @@ def _engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
                 )
             )
         )
-    for example in engine.examples[:SHOWN_EXAMPLES]:
+    for example in engine.examples[:SHOWN_INTERVALS]:
         where, _, said = example.partition(": ")
         rows.append(AuditRow((where, "", said), nested=True))
+    if engine.intervals + engine.running_totals > SHOWN_INTERVALS:
+        more = engine.intervals + engine.running_totals - SHOWN_INTERVALS
+        rows.append(
+            AuditRow(("", "", f"... and {more:,} more intervals (-o json keeps the first {len(engine.examples)})"))
+        )
     engines = ", ".join(ENGINE_NAMES.get(name, name) for name in engine.engines) or "no engine"
     return AuditTable(
         title=f"Engine metrics: {engines} ({', '.join(engine.formats) or 'no intervals'})",

@@ -12,9 +12,7 @@ import orjson
 import pytest
 
 from specaccept_cli.pipeline import summarise
-from tests.helpers import invoke
-from tests.read.test_engine_logs import (
-    SAMPLES,
+from tests.engines import (
     counters,
     prom_text,
     sglang_meta,
@@ -22,6 +20,8 @@ from tests.read.test_engine_logs import (
     truth_hist,
     vllm_full_line,
 )
+from tests.helpers import invoke
+from tests.read.test_engine_logs import SAMPLES
 
 K = 4
 ORDINARY = (
