@@ -20,6 +20,7 @@ import orjson
 
 from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
+from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 
 if TYPE_CHECKING:  # clusters.py imports group_key from here
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # clusters.py imports group_key from here
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, "ClusterTally")
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, "ClusterTally")
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -95,6 +96,8 @@ class Summary:
     examined_threshold_sum_fixed: int | None = 0
     # With --cluster-field: per-cluster sums for cluster-robust intervals (`summary.clusters`).
     clusters: ClusterTally | None = None
+    # Built from engine metrics lines or scrapes instead of runs: what they gave and what they only bound.
+    engine: EngineTally | None = None
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -127,6 +130,7 @@ class Summary:
                 self.examined_threshold_sum_fixed, other.examined_threshold_sum_fixed
             ),
             clusters=_add_clusters(self, other),
+            engine=_add_optional(self.engine, other.engine),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -147,6 +151,7 @@ class Summary:
             and self.errors == other.errors
             and self.examined_threshold_sum_fixed == other.examined_threshold_sum_fixed
             and self.clusters == other.clusters
+            and self.engine == other.engine
         )
 
     # --- counters -------------------------------------------------------------------
