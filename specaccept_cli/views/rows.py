@@ -50,7 +50,7 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
         ("acceptance rate", number(numbers.acceptance_rate), "accepted / drafted (vLLM's number)"),
         ("mean accepted", number(numbers.mean_accepted), "a per run"),
         ("tokens per pass", number(numbers.tokens_per_pass), "(accepted + runs) / runs"),
-        ("  95% interval", interval(numbers.tokens_per_pass_ci), "Student t over the same units as alpha's"),
+        ("  95% interval", interval(numbers.tokens_per_pass_ci), "score interval over the same units as alpha's"),
         (
             "  predicted (i.i.d.)",
             number(numbers.tokens_per_pass_predicted),

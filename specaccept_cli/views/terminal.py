@@ -206,8 +206,8 @@ def iid_verdict(summary: Estimates) -> Text:
 
 def per_position_table(summary: Estimates) -> Table:
     table = Table(title="Per position", title_justify="left", caption_justify="left")
-    for name in ("position", "drafts", "reached", "accepted", "rate", "95% interval", "unconditional", "95% interval"):
-        table.add_column(name, justify="right")
+    for name in ("position", "drafts", "reached", "accepted", "rate", "95% interval", "uncond.", "95% interval"):
+        table.add_column(name, justify="right", no_wrap=name == "95% interval")
     for row in summary.per_position:
         table.add_row(
             str(row.position),
@@ -220,7 +220,7 @@ def per_position_table(summary: Estimates) -> Table:
             interval(row.unconditional_rate_ci),
         )
     table.caption = (
-        "rate = accepted / reached (conditional, EAGLE's); unconditional = accepted / drafts (vLLM's). "
+        "rate = accepted / reached (conditional, EAGLE's); uncond. = accepted / drafts (unconditional, vLLM's). "
         f"Under the i.i.d. model every rate is alpha. Intervals {data_text(shared.interval_meaning(summary))}. "
         + shared.IID_CAPTION
     )

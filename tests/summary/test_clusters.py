@@ -183,3 +183,10 @@ def test_block_combination_sums_equal_keys() -> None:
     both = ClusterBlock.combined([one, two])
     assert both.keys.tolist() == [3, 5] and both.runs.tolist() == [2, 1]
     assert both.drafts.tolist() == [[2, 1, 1], [1, 1, 0]]
+
+
+def test_engine_metrics_have_no_runs_to_cluster() -> None:
+    log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
+    result = invoke("audit", str(log), "--cluster-field", "request_id")
+    assert result.exit_code == 2
+    assert "--cluster-field has nothing to cluster" in result.stderr
