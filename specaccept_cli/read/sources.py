@@ -384,13 +384,8 @@ def first_row_fields(source: Source, requested: Format = "auto", limit: int = 1 
                 import pyarrow.parquet as pq
 
                 return list(pq.read_schema(source.path).names)
-            stream = opened.jsonl_stream()
-            read = 0
-            while read < limit:
-                line = stream.readline(limit)
-                read += len(line)
-                if not line:
-                    return []
+            head = opened.jsonl_stream().read(limit)  # the first MiB holds the first row of any sane log
+            for line in head.split(b"\n")[:-1] if len(head) == limit else head.split(b"\n"):
                 if line.strip():
                     row = orjson.loads(line)
                     return [str(key) for key in row] if isinstance(row, dict) else []

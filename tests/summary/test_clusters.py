@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,16 @@ def test_engine_metrics_have_no_runs_to_cluster() -> None:
     result = invoke("audit", str(log), "--cluster-field", "request_id")
     assert result.exit_code == 2
     assert "--cluster-field has nothing to cluster" in result.stderr
+
+
+def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> None:
+    from specaccept_cli.read.sources import expand_inputs, first_row_fields
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    fields = {name: first_row_fields(expand_inputs([str(examples / name)])[0]) for name in os.listdir(examples)}
+    assert fields["server-reported.jsonl.gz"][0] == "request_id"  # gzip, read through the same decompression
+    assert fields["serving-logs.parquet"] == ["id", "p", "q", "r"]
+    assert fields["vllm-server.log"] == []  # not JSON rows: no suggestion, and no error
+    blank_first = write_jsonl(tmp_path / "blank.jsonl", [])
+    blank_first.write_bytes(b"\n  \n" + orjson.dumps({"rid": 1, "p": []}) + b"\n")
+    assert first_row_fields(expand_inputs([str(blank_first)])[0]) == ["rid", "p"]
