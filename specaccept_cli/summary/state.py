@@ -1,9 +1,9 @@
 """`Summary`: the additive state of an audit, and nothing else.
 
 The state is a joint histogram of (draft length k, accepted length a) over runs,
-plus a few token-level sums, the server-audit tallies, the groups and the skipped
-input. Two summaries add by adding their states, so summarising shards apart and
-adding them gives exactly the summary of the whole. Estimates are computed from
+plus a few token-level sums, the server-audit tallies, the groups, the per-cluster
+sums (`summary.clusters`) and the skipped input. Two summaries add by adding their
+states, so summarising shards apart and adding them gives exactly the summary of the whole. Estimates are computed from
 it once, elsewhere (`summary.estimates`); the machine format lives in `summary.files`.
 """
 
