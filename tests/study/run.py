@@ -118,8 +118,8 @@ def power(scenario: Scenario, runs: int, cluster: bool, drop: float, reps: int, 
     return alarms / reps
 
 
-FAST = Profile(
-    logs=120,
+FAST = Profile(  # what `make test` runs (tests/study/test_study.py)
+    logs=200,
     cases=(
         Case("iid", 1000, False),
         Case("position", 1000, False),

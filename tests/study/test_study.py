@@ -14,22 +14,16 @@ import pytest
 
 from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import estimate
-from tests.study.run import Case, Outcome, run_case, write_readme
+from tests.study.run import FAST, Case, Outcome, run_case, write_readme
 from tests.study.scenarios import SCENARIOS
 
-LOGS = 200
+LOGS = FAST.logs
 
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[Case, Outcome]:
-    cases = (
-        Case("iid", 1000, False),
-        Case("position", 1000, False),
-        Case("clustered", 8000, True),
-        Case("clustered", 8000, False),
-        Case("small_99", 50, False),
-    )
-    return {case: run_case(case, LOGS, seed=1) for case in cases}
+    """The fast profile's cases, seeded apart from the deep profile's logs."""
+    return {case: run_case(case, LOGS, seed=1) for case in FAST.cases}
 
 
 def test_truths_of_known_cases() -> None:
