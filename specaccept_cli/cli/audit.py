@@ -19,6 +19,8 @@ from specaccept_cli.cli.options import (
     gate_options,
     github_option,
     output_option,
+    window_options,
+    window_spec,
 )
 from specaccept_cli.cli.output import (
     CheckedOutput,
@@ -164,6 +166,14 @@ if TYPE_CHECKING:
     default=None,
     help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
 )
+@window_options
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Also write a self-contained HTML report with plots to PATH (as `specaccept report` does).",
+)
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -222,6 +232,10 @@ class AuditOptions:
     quarantine: str | None
     max_line_bytes: int
     jobs: int | None
+    time_field: str | None = None
+    window: str | None = None
+    check_drift: bool = False
+    html_path: str | None = None
 
 
 def run_audit(options: AuditOptions) -> None:
@@ -270,6 +284,14 @@ def run_audit(options: AuditOptions) -> None:
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
         audits.append(_too_many_errors(summary, options.max_errors))
+    if options.check_drift:
+        from specaccept_cli.checks import drift_failure
+
+        audits += drift_failure(summary.windows, options.significance)
+    if options.html_path is not None:
+        from specaccept_cli.cli.report import write_report
+
+        write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths)
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
 
@@ -298,6 +320,8 @@ def _input_paths(options: AuditOptions) -> list[str]:
     if options.baseline is None:
         ctx = click.get_current_context()
         for name in ("max_drop", "significance"):
+            if name == "significance" and options.check_drift:  # the drift test's level too
+                continue
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
     return paths
@@ -313,7 +337,10 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     for name in options.id_fields:
         if name in own_columns:
             raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
-    extras = (*options.id_fields, *(name for name in (options.group_by, reported_field) if name is not None))
+    extras = (
+        *options.id_fields,
+        *(name for name in (options.group_by, reported_field, options.time_field) if name is not None),
+    )
     fields = FieldSpec(
         p=options.p_field,
         q=options.q_field,
@@ -330,6 +357,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         reported_field=reported_field,
         check_sampler=options.check_sampler,
         sampler_significance=options.sampler_significance,
+        windows=window_spec(options.time_field, options.window),
     )
     return fields, plan
 
@@ -429,6 +457,10 @@ def _show(
             )
             for view in render.audit_views(summary):
                 console.print(view)
+            if summary.windows is not None:
+                from specaccept_cli.views.timeline import timeline_view
+
+                console.print(timeline_view(summary.windows, numbers.alpha))
             if gates:
                 console.print(render.gates_view(gates))
             if comparison is not None:

@@ -21,6 +21,7 @@ import orjson
 from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
+from specaccept_cli.summary.windows import WindowTally, add_windows
 
 CountMatrix = npt.NDArray[np.int64]
 
@@ -83,6 +84,8 @@ class Summary:
     skipped_rows: int = 0
     skipped_sources: int = 0  # sources abandoned whole or part-way (unreadable, corrupt stream)
     errors: tuple[SkippedRow, ...] = ()
+    # Acceptance over the log: windows of time or of runs (summary.windows), when asked for.
+    windows: WindowTally | None = None
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -110,6 +113,7 @@ class Summary:
             skipped_rows=self.skipped_rows + other.skipped_rows,
             skipped_sources=self.skipped_sources + other.skipped_sources,
             errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
+            windows=add_windows(self.windows, other.windows),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -128,6 +132,7 @@ class Summary:
             and self.skipped_rows == other.skipped_rows
             and self.skipped_sources == other.skipped_sources
             and self.errors == other.errors
+            and self.windows == other.windows
         )
 
     # --- counters -------------------------------------------------------------------
