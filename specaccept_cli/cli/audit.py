@@ -202,7 +202,7 @@ class AuditOptions:
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
-    output: Literal["table", "json", "markdown", "jsonl", "csv"]
+    output: Literal["table", "json", "markdown", "jsonl", "csv", "html"]  # html: `report`, nothing on stdout
     input_format: Format
     p_field: str
     q_field: str

@@ -88,9 +88,9 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         reported, valid, errors = parse_reported(batch, plan.reported_field)
         if errors:  # rows whose reported count is not a count: bad input like any other
             batch, reported = batch.select(valid), reported[valid]
-    seconds = None
-    if plan.windows is not None and plan.windows.time_field is not None:
-        seconds, valid, time_errors = parse_times(batch, plan.windows.time_field)
+    seconds, spec = None, plan.windows
+    if spec is not None and spec.time_field is not None:
+        seconds, valid, time_errors = parse_times(batch, spec.time_field)
         if time_errors:  # rows whose time is not a time: bad input like any other
             batch, seconds = batch.select(valid), seconds[valid]
             reported = None if reported is None else reported[valid]
@@ -105,11 +105,13 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         Summary.of_outcome(outcome),
         reported=reported_tally,
         sampler=SamplerTally.of_batch(batch, outcome, plan.sampler_significance) if plan.check_sampler else None,
-        windows=None if seconds is None else WindowTally.of_times(plan.windows, seconds, outcome.k, outcome.accepted),
+        windows=None
+        if seconds is None or spec is None
+        else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
     )
     groups = None if plan.group_by is None else split_by_group(outcome, batch.extras[plan.group_by])
     sequence = None
-    if plan.windows is not None and seconds is None:
+    if spec is not None and seconds is None:
         sequence = (outcome.k, outcome.accepted)
     if not keep_runs:
         return Evaluated(part, len(batch), groups, sequence=sequence), errors

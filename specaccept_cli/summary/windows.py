@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -113,7 +113,7 @@ def epoch_seconds(value: object) -> float | None:
         except ValueError:
             return None
     if isinstance(value, datetime):
-        moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         return moment.timestamp()
     return None
 
@@ -487,7 +487,7 @@ def _window_variance(sums: IntArray, peak: int) -> float:
     for part in (sums[: peak + 1], sums[peak + 1 :]):
         alpha = _alpha(part) or 0.0
         spread += float(np.sum((part[:, ACCEPTED] - alpha * part[:, EXAMINED]) ** 2 / part[:, RUNS]))
-    return spread / max(1, sums.shape[0] - 2)
+    return spread / max(1, int(sums.shape[0]) - 2)
 
 
 def _alpha(sums: IntArray) -> float | None:
@@ -499,4 +499,4 @@ def describe_position(tally: WindowTally, position: int) -> str:
     """A window boundary for people: an ISO-8601 UTC time, or 'run N' (1-based: the first run after it)."""
     if tally.unit == "runs":
         return f"run {position + 1:,}"
-    return datetime.fromtimestamp(position, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(position, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
