@@ -408,7 +408,7 @@ def baseline_charts(baseline: Baseline) -> list[str]:
         for index, (name, (value, error)) in enumerate(zip(("baseline", "current"), spans)):
             hover = f"{name}: {label} {value:.4f} ± {Z_95 * error:.4f}"
             chart.error_bar(index, value - Z_95 * error, value + Z_95 * error, "whisker", hover)
-            chart.point(index, value, "observed" if verdict == "ok" or index == 0 else "outside", hover, 4.5)
+            chart.point(index, value, "observed" if verdict == "ok" or index == 0 else "outside", hover, 6.0)
         charts.append(chart.svg())
     return charts
 
