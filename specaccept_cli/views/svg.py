@@ -32,9 +32,9 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """About `count` round tick values covering [low, high] (steps of 1, 2 or 5 times a power of ten)."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
-    raw = (high - low) / max(1, count)
-    power = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1.0, 2.0, 5.0, 10.0) if m * power >= raw)
+    span = high - low
+    power = 10.0 ** math.floor(math.log10(span / max(1, count)))
+    step = min((m * power for m in (1.0, 2.0, 5.0, 10.0)), key=lambda size: abs(span / size - count))
     first = math.ceil(low / step - 1e-9)
     ticks = []
     value = first * step
