@@ -135,11 +135,14 @@ def _run_sums(k: IntArray, accepted: IntArray) -> IntArray:
 
 
 def _sum_by_key(keys: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
-    """Rows added up by key: (sorted distinct keys, their sums)."""
-    distinct, inverse = np.unique(keys, return_inverse=True)
-    sums = np.zeros((distinct.shape[0], rows.shape[1]), dtype=np.int64)
-    np.add.at(sums, inverse.reshape(-1), rows)
-    return distinct.astype(np.int64), sums
+    """Rows added up by key: (sorted distinct keys, their sums). Exact integer sums, one pass when keys are sorted."""
+    if not keys.shape[0]:
+        return keys.astype(np.int64), np.zeros((0, rows.shape[1]), dtype=np.int64)
+    if bool((keys[1:] < keys[:-1]).any()):  # runs come in order; times need not
+        order = np.argsort(keys, kind="stable")
+        keys, rows = keys[order], rows[order]
+    firsts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    return keys[firsts].astype(np.int64), np.add.reduceat(rows, firsts, axis=0).astype(np.int64)
 
 
 @dataclass(frozen=True, eq=False)
