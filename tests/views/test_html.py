@@ -39,7 +39,10 @@ def test_report_is_self_contained_and_escapes_data(tmp_path: Path) -> None:
     log = write_jsonl(tmp_path / "log.jsonl", golden_rows())
     page = report_of(tmp_path / "log.jsonl", tmp_path / "r.html", "--group-by", "model", "--time-field", "ts").decode()
     assert log.exists()
-    assert "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">" in page
+    assert (
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        in page
+    )
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     # Nothing to fetch: the only URL is the SVG namespace, an identifier that is never loaded.
