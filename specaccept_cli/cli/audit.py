@@ -36,6 +36,8 @@ from specaccept_cli.errors import OutputError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.read.policy import Mode
     from specaccept_cli.read.sources import Format, Source
@@ -289,8 +291,6 @@ def run_audit(options: AuditOptions) -> None:
 
         audits += drift_failure(summary.windows, options.significance)
     if options.html_path is not None:
-        from specaccept_cli.cli.report import write_report
-
         write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths)
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
@@ -488,3 +488,33 @@ def _quarantine_file(path: str | None) -> Iterator[CheckedOutput | None]:
         except OSError as exc:
             raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
         yield CheckedOutput(handle, f"quarantine file {path}")
+
+
+def write_report(
+    path: str,
+    summary: Summary,
+    numbers: Estimates,
+    comparison: Comparison | None,
+    cost_ratio: float | None,
+    sources: Sequence[str],
+) -> None:
+    """Render the report and write it atomically to `path`."""
+    from specaccept_cli.views.html import Baseline, render_report
+
+    baseline = None
+    if comparison is not None:
+        baseline = Baseline(
+            comparison.max_drop,
+            [
+                (
+                    row.label,
+                    row.baseline,
+                    row.baseline_standard_error,
+                    row.current,
+                    row.current_standard_error,
+                    row.verdict,
+                )
+                for row in comparison.metrics
+            ],
+        )
+    write_file(path, render_report(summary, numbers, sources, baseline, cost_ratio).encode())

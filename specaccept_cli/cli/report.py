@@ -2,51 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from specaccept_cli.cli.audit import AuditOptions, audit, run_audit
-from specaccept_cli.cli.output import write_file
-
-if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison
-    from specaccept_cli.summary.estimates import Estimates
-    from specaccept_cli.summary.state import Summary
 
 # audit's options that mean nothing for a report: its own output, the table's rows, the per-run columns.
 NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields"}
-
-
-def write_report(
-    path: str,
-    summary: Summary,
-    numbers: Estimates,
-    comparison: Comparison | None,
-    cost_ratio: float | None,
-    sources: Sequence[str],
-) -> None:
-    """Render the report and write it atomically to `path`."""
-    from specaccept_cli.views.html import Baseline, render_report
-
-    baseline = None
-    if comparison is not None:
-        baseline = Baseline(
-            comparison.max_drop,
-            [
-                (
-                    row.label,
-                    row.baseline,
-                    row.baseline_standard_error,
-                    row.current,
-                    row.current_standard_error,
-                    row.verdict,
-                )
-                for row in comparison.metrics
-            ],
-        )
-    write_file(path, render_report(summary, numbers, sources, baseline, cost_ratio).encode())
 
 
 def _report(html_path: str, **options: Any) -> None:

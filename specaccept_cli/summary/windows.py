@@ -442,11 +442,13 @@ def drift_test(tally: WindowTally) -> Drift | None:
     the continuity correction for m monitoring points (DISCRETE_MONITORING_SHIFT / sqrt(m)).
 
     sigma^2 is the larger of two estimates: the spread of residuals over runs (right when runs are
-    independent), and the spread of window sums standardised by sqrt(runs), from successive
-    differences of windows (which a step in alpha barely inflates). Runs of one request share a
-    prompt and lean the same way; when they sit near each other in the log, the window spread sees
-    that and the test stays honest. What it cannot see is correlation across windows (a request
-    spread thinly over the whole log); that calls for a cluster-robust variance over requests.
+    independent), and the spread of window sums standardised by sqrt(runs), about alpha before and
+    after the peak (so a real step does not inflate it). The second is itself an estimate from m - 2
+    window sums: when it is used, the p-value averages Kolmogorov's tail over its chi-square spread
+    (`kolmogorov_sf_estimated_scale`). Runs of one request share a prompt and lean the same way;
+    when they sit near each other in the log, the window spread sees that and the test stays
+    honest. What it cannot see is correlation across windows (a request spread thinly over the
+    whole log); that calls for a cluster-robust variance over requests.
     """
     windows = len(tally)
     sums = tally.sums
@@ -466,7 +468,11 @@ def drift_test(tally: WindowTally) -> Drift | None:
     window_variance = _window_variance(sums, peak)
     variance = max(run_variance, window_variance)
     statistic = float(cusum[peak] / math.sqrt(variance * runs))
-    p_value = kolmogorov_sf(statistic + DISCRETE_MONITORING_SHIFT / math.sqrt(windows))
+    shifted = statistic + DISCRETE_MONITORING_SHIFT / math.sqrt(windows)
+    if run_variance >= window_variance:
+        p_value = kolmogorov_sf(shifted)
+    else:  # sigma^2 estimated from m - 2 window sums: average over its chi-square spread
+        p_value = kolmogorov_sf_estimated_scale(shifted, windows - 2)
     before, after = sums[: peak + 1], sums[peak + 1 :]
     return Drift(
         statistic=statistic,
@@ -477,6 +483,29 @@ def drift_test(tally: WindowTally) -> Drift | None:
         windows=windows,
         variance="runs" if run_variance >= window_variance else "windows",
     )
+
+
+def kolmogorov_sf_estimated_scale(x: float, degrees: int) -> float:
+    """P(K / sqrt(V) > x) for V = chi2(degrees) / degrees independent of K: Kolmogorov's tail when the
+    scale was estimated with `degrees` degrees of freedom (as Student's t is the normal's). Simpson's rule
+    over V on [0, 1 + 12 sd]."""
+    if degrees < 1:
+        return 1.0
+    half = degrees / 2.0
+    upper = 1.0 + 12.0 * math.sqrt(2.0 / degrees)
+    steps = 400
+    width = upper / steps
+    log_norm = half * math.log(half) - math.lgamma(half)  # density of V = chi2 / degrees
+
+    def integrand(v: float) -> float:
+        if v <= 0.0:
+            return 0.0
+        density = math.exp(log_norm + (half - 1.0) * math.log(v) - half * v)
+        return density * kolmogorov_sf(x * math.sqrt(v))
+
+    total = integrand(0.0) + integrand(upper)
+    total += sum((4.0 if i % 2 else 2.0) * integrand(i * width) for i in range(1, steps))
+    return min(1.0, max(0.0, total * width / 3.0))
 
 
 def _window_variance(sums: IntArray, peak: int) -> float:

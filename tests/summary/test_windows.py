@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from specaccept_cli.summary.probability import kolmogorov_sf
 from specaccept_cli.summary.windows import (
     AUTO_WINDOWS,
     WindowSpec,
@@ -16,6 +17,7 @@ from specaccept_cli.summary.windows import (
     drift_test,
     duration_text,
     epoch_seconds,
+    kolmogorov_sf_estimated_scale,
     parse_duration,
     window_estimates,
 )
@@ -173,6 +175,13 @@ def test_drift_finds_the_step_by_hand() -> None:
     assert drift.p_value < 1e-12
 
 
+def test_kolmogorov_tail_with_an_estimated_scale() -> None:
+    """Many degrees of freedom: Kolmogorov's tail itself; few: a heavier tail (as Student's t is to the normal)."""
+    assert kolmogorov_sf_estimated_scale(1.36, 100_000) == pytest.approx(kolmogorov_sf(1.36), abs=2e-4)
+    assert kolmogorov_sf_estimated_scale(1.36, 30) == pytest.approx(0.0732, abs=1e-3)
+    assert kolmogorov_sf_estimated_scale(1.36, 10) > kolmogorov_sf_estimated_scale(1.36, 30) > kolmogorov_sf(1.36)
+
+
 def test_drift_needs_three_windows_and_variation() -> None:
     k = np.ones(20, dtype=np.int64)
     assert drift_test(WindowTally.empty(WindowSpec(None, 10)).extended(k, k)) is None  # two windows
@@ -203,10 +212,10 @@ def test_drift_false_alarms_near_nominal_on_stationary_logs(runs: int) -> None:
 def test_drift_false_alarms_bounded_when_requests_are_shorter_than_windows() -> None:
     """Study: runs in requests of 5-60 consecutive runs with their own alpha, 40,000 runs (windows of 1,024 runs).
 
-    The window spread carries the test here: about 2x the nominal rate at 5%, near it at 1%.
+    The window spread carries the test here: 6.7% at a nominal 5%, 1.0% at 1% in the README's 300 logs.
     """
     at_5, at_1 = false_alarms(in_requests, 40_000, 300, seed=11)
-    assert at_5 <= 0.15 and at_1 <= 0.05, (at_5, at_1)
+    assert at_5 <= 0.10 and at_1 <= 0.03, (at_5, at_1)
 
 
 @pytest.mark.slow
