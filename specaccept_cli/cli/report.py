@@ -6,14 +6,19 @@ from typing import Any
 
 import click
 
-from specaccept_cli.cli.audit import AuditOptions, audit, run_audit
+from specaccept_cli.cli.audit import AuditOptions, audit, run_audit, write_report
 
 # audit's options that mean nothing for a report: its own output, the table's rows, the per-run columns.
 NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields"}
 
 
-def _report(html_path: str, **options: Any) -> None:
+def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
     """Audit INPUT... and write the HTML report to -o PATH; the checks exit 1 as in `audit`."""
+    if summaries:
+        if options["inputs"]:
+            raise click.UsageError("give logs (INPUT...) or --summary files, not both")
+        _report_of_summaries(html_path, summaries, options["baseline"], options["max_drop"], options["cost_ratio"])
+        return
     fixed: dict[str, Any] = {
         "output": "html",
         "html_path": html_path,
@@ -22,6 +27,23 @@ def _report(html_path: str, **options: Any) -> None:
         "id_fields": (),
     }
     run_audit(AuditOptions(**options, **fixed))
+
+
+def _report_of_summaries(
+    html_path: str, paths: tuple[str, ...], baseline: str | None, max_drop: float, cost_ratio: float | None
+) -> None:
+    """The report of saved summaries, added as `merge` adds them (shards audited apart, on other machines)."""
+    from specaccept_cli.checks import compare
+    from specaccept_cli.summary.estimates import estimate
+    from specaccept_cli.summary.files import merge_summaries, read_summary_file, summary_of
+
+    merged = merge_summaries([(path, read_summary_file(path)) for path in paths])
+    summary = summary_of(merged, " + ".join(paths))
+    numbers = estimate(summary)
+    comparison = None
+    if baseline is not None:
+        comparison = compare(estimate(summary_of(read_summary_file(baseline), baseline)), numbers, max_drop)
+    write_report(html_path, summary, numbers, comparison, cost_ratio, list(paths))
 
 
 report = click.Command(
@@ -35,6 +57,14 @@ report = click.Command(
             metavar="PATH",
             help="Where to write the HTML report (written atomically).",
         ),
+        click.Option(
+            ["--summary", "summaries"],
+            multiple=True,
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="PATH",
+            help="Draw the report from saved summaries (--summary-out of audits of shards) instead of logs; "
+            "repeatable: they add up as `merge` adds them. Only drawn: no gate or check is applied.",
+        ),
         *(param for param in audit.params if param.name not in NOT_FOR_REPORTS),
     ],
     short_help="Write the audit as one self-contained HTML file with plots.",
@@ -47,5 +77,6 @@ to an incident or a pull request, or keep it as a CI artifact.
 \b
 Examples:
   specaccept report logs.jsonl.gz -o report.html
-  specaccept report logs.parquet --group-by model --baseline main.json -o report.html""",
+  specaccept report logs.parquet --group-by model --baseline main.json -o report.html
+  specaccept report --summary shard-0.json --summary shard-1.json -o report.html""",
 )

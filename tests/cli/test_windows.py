@@ -146,14 +146,15 @@ def test_parquet_timestamp_column(tmp_path: Path) -> None:
     assert parquet["windows_by"]["width"] == 300  # an hour of runs: 5-minute windows
 
 
-def test_run_windows_are_the_same_on_several_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("time_field", [None, "ts"])
+def test_windows_are_the_same_on_several_processes(tmp_path: Path, time_field: str | None) -> None:
     log = write_jsonl(tmp_path / "log.jsonl", timed_rows(3000, 8))
-    one = invoke("audit", str(log), "-o", "json", "--jobs", "1")
-    several = run_in_blocks(log)
+    one = invoke("audit", str(log), "-o", "json", "--jobs", "1", *(("--time-field", time_field) if time_field else ()))
+    several = run_in_blocks(log, time_field)
     assert orjson.loads(one.stdout)["windows"] == several
 
 
-def run_in_blocks(log: Path) -> object:
+def run_in_blocks(log: Path, time_field: str | None) -> object:
     """The windows of `log` read on two worker processes, in small blocks (so blocks straddle windows)."""
     from specaccept_cli.pipeline.parallel import evaluate_source
     from specaccept_cli.read.policy import ErrorPolicy
@@ -163,11 +164,11 @@ def run_in_blocks(log: Path) -> object:
     from specaccept_cli.summary.files import summary_object
     from specaccept_cli.summary.windows import WindowSpec
 
-    plan = Plan(windows=WindowSpec())
+    plan = Plan(windows=WindowSpec(time_field))
     (source,) = expand_inputs([str(log)])
     results = evaluate_source(
         source,
-        Reading(FieldSpec()),
+        Reading(FieldSpec(extras=(time_field,) if time_field else ())),
         ErrorPolicy("fail", None),
         jobs=2,
         keep_runs=False,

@@ -106,3 +106,41 @@ def test_ticks_and_text() -> None:
     assert nice_ticks(0.0, 1.0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     assert nice_ticks(3.0, 1234.0) == [200.0, 400.0, 600.0, 800.0, 1000.0, 1200.0]
     assert text('<a href="x">\x1b[31m') == "&lt;a href=&quot;x&quot;&gt;\\x1b[31m"
+
+
+def test_report_of_merged_shard_summaries_is_the_report_of_the_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    rows = golden_rows()
+    options = ("--group-by", "model", "--time-field", "ts")
+    whole = report_of(write_jsonl(Path("all.jsonl"), rows), Path("whole.html"), *options).decode()
+    shards = []
+    for index, part in enumerate((rows[1::2], rows[::2])):  # shards need not be contiguous in time
+        log = write_jsonl(Path(f"part-{index}.jsonl"), part)
+        saved = invoke("audit", str(log), "-o", "csv", *options, "--summary-out", f"part-{index}.json")
+        assert saved.exit_code == 0, saved.stderr
+        shards += ["--summary", f"part-{index}.json"]
+    result = invoke("report", *shards, "-o", "merged.html")
+    assert result.exit_code == 0, result.stderr
+    merged = Path("merged.html").read_text()
+    assert merged.replace("part-0.json, part-1.json", "all.jsonl") == whole
+
+
+def test_report_takes_logs_or_summaries_not_both(tmp_path: Path) -> None:
+    log = write_jsonl(tmp_path / "log.jsonl", golden_rows())
+    result = invoke("report", str(log), "--summary", str(log), "-o", str(tmp_path / "r.html"))
+    assert result.exit_code == 2 and "not both" in result.stderr
+
+
+def test_report_of_parquet_is_the_report_of_the_same_jsonl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.chdir(tmp_path)
+    rows = golden_rows()
+    pq.write_table(pa.Table.from_pylist(rows), "log.parquet")  # ts: ISO strings, model: strings, p/q/r: lists
+    options = ("--group-by", "model", "--time-field", "ts")
+    parquet = report_of(Path("log.parquet"), Path("p.html"), *options).decode()
+    jsonl = report_of(write_jsonl(Path("log.jsonl"), rows), Path("j.html"), *options).decode()
+    assert parquet.replace("log.parquet", "log.jsonl") == jsonl
