@@ -20,12 +20,13 @@ import orjson
 
 from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
+from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.windows import WindowTally, add_windows
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally)
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally)
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -86,6 +87,8 @@ class Summary:
     errors: tuple[SkippedRow, ...] = ()
     # Acceptance over the log: windows of time or of runs (summary.windows), when asked for.
     windows: WindowTally | None = None
+    # Built from engine metrics lines or scrapes instead of runs: what they gave and what they only bound.
+    engine: EngineTally | None = None
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -114,6 +117,7 @@ class Summary:
             skipped_sources=self.skipped_sources + other.skipped_sources,
             errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
             windows=add_windows(self.windows, other.windows),
+            engine=_add_optional(self.engine, other.engine),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -133,6 +137,7 @@ class Summary:
             and self.skipped_sources == other.skipped_sources
             and self.errors == other.errors
             and self.windows == other.windows
+            and self.engine == other.engine
         )
 
     # --- counters -------------------------------------------------------------------

@@ -155,7 +155,7 @@ def cards(summary: Summary, numbers: Estimates, baseline: Baseline | None, cost_
                 "bad" if regressed else "good",
             )
         )
-    if summary.windows is not None:
+    if summary.windows is not None and len(summary.windows):
         drift = drift_test(summary.windows)
         if drift is None:
             parts.append(_card("drift", MISSING, "needs 3 windows holding runs"))
