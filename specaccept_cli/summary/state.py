@@ -22,11 +22,11 @@ from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
-from specaccept_cli.summary.windows import WindowTally, add_windows
+from specaccept_cli.summary.windows import WindowTally
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally)
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally)
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -116,7 +116,7 @@ class Summary:
             skipped_rows=self.skipped_rows + other.skipped_rows,
             skipped_sources=self.skipped_sources + other.skipped_sources,
             errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
-            windows=add_windows(self.windows, other.windows),
+            windows=_add_optional(self.windows, other.windows),
             engine=_add_optional(self.engine, other.engine),
         )
 

@@ -323,15 +323,6 @@ def _kind(unit: str, time_field: str | None, requested: int | None) -> str:
     return f"by {unit}" + (f" of {time_field!r}" if time_field else "") + f", width {width}"
 
 
-def add_windows(left: WindowTally | None, right: WindowTally | None) -> WindowTally | None:
-    """Window tallies add like the rest of the summary; a side without one contributes nothing."""
-    if left is None:
-        return right
-    if right is None:
-        return left
-    return left + right
-
-
 # --- estimates per window, and the drift test -----------------------------------------------
 
 Z_95 = 1.959963984540054

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from specaccept_cli import __version__
 from specaccept_cli.summary.conventions import DEFINITIONS
-from specaccept_cli.summary.estimates import Estimates, estimate
+from specaccept_cli.summary.estimates import Z_95, Estimates, estimate
 from specaccept_cli.summary.probability import kolmogorov_sf
 from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, THRESHOLD_BINS, ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
@@ -30,7 +30,6 @@ from specaccept_cli.views.format import MISSING, interval, number
 from specaccept_cli.views.svg import Axis, Chart, text
 from specaccept_cli.views.timeline import window_width_text
 
-Z_95 = 1.959963984540054
 MAX_GROUPS = 20  # groups drawn, largest first
 MAX_GROUP_LINES = 6  # groups drawn as their own line in the per-position plot
 DRIFT_LEVEL = 0.01  # the cards' verdict; --check-drift uses --significance
