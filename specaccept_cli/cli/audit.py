@@ -474,7 +474,7 @@ def _show(
             if summary.windows is not None and len(summary.windows):  # engine metrics have intervals, not runs
                 from specaccept_cli.views.timeline import timeline_view
 
-                console.print(timeline_view(summary.windows, numbers.alpha))
+                console.print(timeline_view(summary.windows, numbers.alpha, options.significance))
             if gates:
                 console.print(render.gates_view(gates))
             if comparison is not None:

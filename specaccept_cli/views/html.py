@@ -83,19 +83,24 @@ def render_report(
     cost_ratio: float | None = None,
 ) -> str:
     """The whole page as text."""
-    figures = [
-        _figure("histogram", histogram_chart(summary, numbers), caption=HISTOGRAM_CAPTION),
-        _figure("positions", positions_chart(summary, numbers), caption=POSITIONS_CAPTION),
-    ]
-    if summary.windows is not None and len(summary.windows):
-        figures.append(_figure("timeline", timeline_chart(summary.windows, numbers.alpha), caption=TIMELINE_CAPTION))
-    if summary.groups:
-        figures.append(_figure("groups", *groups_charts(summary), caption=GROUPS_CAPTION))
-    if baseline is not None:
-        figures.append(_figure("baseline", *baseline_charts(baseline), caption=BASELINE_CAPTION))
-    if summary.reported is not None:
+    # A plot is drawn only when there is something to draw (an empty log still gets its page).
+    figures = []
+    if numbers.examined_tokens:
+        figures.append(_figure("histogram", histogram_chart(summary, numbers), caption=HISTOGRAM_CAPTION))
+        figures.append(_figure("positions", positions_chart(summary, numbers), caption=POSITIONS_CAPTION))
+        if summary.windows is not None and len(summary.windows):
+            timeline = timeline_chart(summary.windows, numbers.alpha)
+            figures.append(_figure("timeline", timeline, caption=TIMELINE_CAPTION))
+        if summary.groups:
+            figures.append(_figure("groups", *groups_charts(summary), caption=GROUPS_CAPTION))
+    else:
+        figures.append('<p class="muted">No tokens were examined: there is nothing to plot.</p>')
+    compared = [] if baseline is None else baseline_charts(baseline)
+    if compared:
+        figures.append(_figure("baseline", *compared, caption=BASELINE_CAPTION))
+    if summary.reported is not None and summary.reported.runs:
         figures.append(_figure("server", *server_charts(summary.reported), caption=SERVER_CAPTION))
-    if summary.sampler is not None:
+    if summary.sampler is not None and summary.sampler.examined_tokens:
         figures.append(_figure("sampler", *sampler_charts(summary.sampler), caption=SAMPLER_CAPTION))
     names = ", ".join(sources) or "stdin"
     return "".join(

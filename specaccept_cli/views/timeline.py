@@ -39,8 +39,8 @@ def window_width_text(tally: WindowTally) -> str:
     return f"{duration_text(tally.width)} of {tally.time_field}"
 
 
-def timeline_view(tally: WindowTally, alpha: float | None) -> RenderableType:
-    """The bars, their range, the marks, and the drift test's verdict."""
+def timeline_view(tally: WindowTally, alpha: float | None, significance: float = 0.01) -> RenderableType:
+    """The bars, their range, the marks, and the drift test's verdict at `significance` (--significance)."""
     rows = window_estimates(tally)
     title = Text(f"Alpha over the log ({len(rows)} windows of {window_width_text(tally)})", style="bold")
     if not rows:
@@ -61,11 +61,11 @@ def timeline_view(tally: WindowTally, alpha: float | None) -> RenderableType:
     parts: list[RenderableType] = [title, bars]
     if marks.plain.strip():
         parts.append(marks)
-    parts += [scale, drift_verdict(tally)]
+    parts += [scale, drift_verdict(tally, significance)]
     return Group(*parts)
 
 
-def drift_verdict(tally: WindowTally) -> Text:
+def drift_verdict(tally: WindowTally, significance: float) -> Text:
     drift = drift_test(tally)
     if drift is None:
         return Text("drift test: needs at least 3 windows holding runs.", style="dim")
@@ -74,6 +74,6 @@ def drift_verdict(tally: WindowTally) -> Text:
         f"CUSUM statistic {drift.statistic:.2f}, p = {drift.p_value:.3g}; likeliest change at {where}: "
         f"alpha {number(drift.alpha_before)} before, {number(drift.alpha_after)} after"
     )
-    if drift.p_value < 0.01:
+    if drift.p_value < significance:
         return Text(f"alpha is NOT constant over the log: {detail}.", style="bold red")
     return Text(f"alpha looks constant over the log: {detail}.", style="green")

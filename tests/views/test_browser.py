@@ -131,3 +131,11 @@ def test_an_empty_plot_is_caught(report: Path, chromium: str, tmp_path: Path) ->
 def test_a_missing_plot_is_caught(report: Path, chromium: str, tmp_path: Path) -> None:
     page = broken(report, tmp_path, "missing", ('data-plot="sampler"', 'data-plot="something-else"'))
     assert "plot 'sampler' missing" in inspect_page(page, chromium).problems(ALL_PLOTS)
+
+
+def test_an_empty_report_opens_clean(chromium: str, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert invoke("report", str(empty), "-o", str(tmp_path / "r.html")).exit_code == 0
+    found = inspect_page(tmp_path / "r.html", chromium)
+    assert found.problems(set()) == [] and found.plots == []

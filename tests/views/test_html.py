@@ -144,3 +144,11 @@ def test_report_of_parquet_is_the_report_of_the_same_jsonl(tmp_path: Path, monke
     parquet = report_of(Path("log.parquet"), Path("p.html"), *options).decode()
     jsonl = report_of(write_jsonl(Path("log.jsonl"), rows), Path("j.html"), *options).decode()
     assert parquet.replace("log.parquet", "log.jsonl") == jsonl
+
+
+def test_an_empty_log_gets_a_page_without_plots(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    page = report_of(empty, tmp_path / "r.html", "--check-sampler", "--time-field", "ts").decode()
+    assert "data-plot" not in page
+    assert "No tokens were examined: there is nothing to plot." in page
