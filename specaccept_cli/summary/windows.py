@@ -97,25 +97,28 @@ def epoch_seconds(value: object) -> float | None:
     """A logged time as Unix seconds, or None when it is not one.
 
     Accepts epoch numbers (seconds, or milliseconds/microseconds/nanoseconds told apart by their
-    size), ISO-8601 strings (`2026-11-30T14:05:00Z`, `+02:00` offsets; no offset means UTC) and the
+    size; from 1970 up to 1e11 s), ISO-8601 strings (`2026-11-30T14:05:00Z`, `+02:00` offsets; no offset means UTC) and the
     datetimes a Parquet timestamp column gives (naive ones are UTC).
     """
+    seconds = None
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         number = float(value)
         if not math.isfinite(number) or number < 0:
             return None
-        return next(number * scale for limit, scale in _EPOCH_SCALES if number < limit)
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip())
-        except ValueError:
-            return None
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return moment.timestamp()
-    return None
+        seconds = next(number * scale for limit, scale in _EPOCH_SCALES if number < limit)
+    else:
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value.strip())
+            except ValueError:
+                return None
+        if isinstance(value, datetime):
+            moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+            seconds = moment.timestamp()
+    # From 1970 to the year 5138: beyond that a number is not a time this tool can place in a window.
+    return seconds if seconds is not None and 0.0 <= seconds < _EPOCH_SCALES[0][0] else None
 
 
 def time_problem(name: str, value: object) -> str:

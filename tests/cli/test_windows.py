@@ -10,7 +10,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.helpers import FIRST_EXAMPLE as FIRST
 from tests.helpers import invoke, write_jsonl
 
 START = 1_764_500_000  # 2025-11-30T10:53:20Z
@@ -210,3 +213,29 @@ def test_check_drift_fails_when_it_cannot_test(tmp_path: Path) -> None:
     result = invoke("audit", str(log), "--check-drift", "--max-rows", "0")
     assert result.exit_code == 1
     assert "drift cannot be tested: it needs at least 3 windows" in result.stderr
+
+
+TIME_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),  # what orjson writes
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+    st.datetimes().map(lambda moment: moment.isoformat()),
+    st.lists(st.integers(min_value=0, max_value=9), max_size=2),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(TIME_VALUES, min_size=1, max_size=6))
+def test_any_time_value_is_a_time_or_a_bad_row(tmp_path: Path, values: list[object]) -> None:
+    from specaccept_cli.summary.windows import epoch_seconds
+
+    rows = [{**FIRST, "ts": value} for value in values]
+    log = write_jsonl(tmp_path / "log.jsonl", rows)
+    result = invoke("audit", str(log), "--time-field", "ts", "-o", "json", "--on-error", "skip")
+    assert result.exit_code == 0
+    summary = orjson.loads(result.stdout)
+    good = sum(epoch_seconds(value) is not None for value in values)
+    assert summary["runs"] == good == sum(window["runs"] for window in summary["windows"])
+    assert summary["skipped_rows"] == len(values) - good

@@ -149,7 +149,10 @@ def test_epoch_seconds_reads_numbers_strings_and_datetimes(value: object, second
     assert epoch_seconds(value) == pytest.approx(seconds, abs=1e-6)
 
 
-@pytest.mark.parametrize("value", [None, True, "yesterday", "", -5, float("nan"), [1], {"t": 1}])
+@pytest.mark.parametrize(
+    "value",
+    [None, True, "yesterday", "", -5, float("nan"), float("inf"), 1e300, 10**30, "0001-01-01T00:00:00Z", [1], {"t": 1}],
+)
 def test_epoch_seconds_refuses_what_is_not_a_time(value: object) -> None:
     assert epoch_seconds(value) is None
 

@@ -139,3 +139,13 @@ def test_an_empty_report_opens_clean(chromium: str, tmp_path: Path) -> None:
     assert invoke("report", str(empty), "-o", str(tmp_path / "r.html")).exit_code == 0
     found = inspect_page(tmp_path / "r.html", chromium)
     assert found.problems(set()) == [] and found.plots == []
+
+
+def test_without_chromium_the_test_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tests.views.browser.shutil.which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="must run in CI"):
+        require_browser()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="no chromium"):
+        require_browser()
