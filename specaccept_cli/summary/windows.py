@@ -97,8 +97,8 @@ def epoch_seconds(value: object) -> float | None:
     """A logged time as Unix seconds, or None when it is not one.
 
     Accepts epoch numbers (seconds, or milliseconds/microseconds/nanoseconds told apart by their
-    size; from 1970 up to 1e11 s), ISO-8601 strings (`2026-11-30T14:05:00Z`, `+02:00` offsets; no offset means UTC) and the
-    datetimes a Parquet timestamp column gives (naive ones are UTC).
+    size), ISO-8601 strings (`2026-11-30T14:05:00Z`, `+02:00` offsets; no offset means UTC) and the
+    datetimes a Parquet timestamp column gives (naive ones are UTC); from 1970 up to 1e11 s.
     """
     seconds = None
     if isinstance(value, bool):
