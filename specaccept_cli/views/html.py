@@ -356,7 +356,10 @@ def groups_charts(summary: Summary) -> tuple[str, str]:
     numbers = [estimate(group) for _, group in reversed(ordered)]
     height = 90 + 20 * len(names)
     rows = Axis.categories(names, "")
-    alphas = Chart(Axis.linear(0.0, 1.0, "alpha"), rows, "Alpha by group", width=420, height=height, left=96)
+    ends = [end for group in numbers if group.alpha_ci is not None for end in group.alpha_ci]
+    ends += [group.alpha for group in numbers if group.alpha is not None]
+    low, high = max(0.0, min(ends, default=0.0) - 0.03), min(1.0, max(ends, default=1.0) + 0.03)
+    alphas = Chart(Axis.linear(low, high, "alpha"), rows, "Alpha by group", width=420, height=height, left=96)
     tokens_top = max(
         [1.0, *(n.tokens_per_pass or 0.0 for n in numbers), *(n.tokens_per_pass_predicted or 0.0 for n in numbers)]
     )
@@ -373,7 +376,7 @@ def groups_charts(summary: Summary) -> tuple[str, str]:
             hover = f"{name}: alpha {group.alpha:.4f} {interval(group.alpha_ci)}, {group.runs:,} runs"
             if group.alpha_ci is not None:
                 alphas.line([(group.alpha_ci[0], index), (group.alpha_ci[1], index)], "whisker", hover)
-            alphas.point(group.alpha, index, "observed", hover)
+            alphas.point(group.alpha, index, "observed", hover, 5.0)
         observed, predicted = group.tokens_per_pass, group.tokens_per_pass_predicted
         hover = f"{name}: {number(observed, '.3f')} tokens per pass observed, {number(predicted, '.3f')} predicted"
         if observed is not None:
