@@ -64,11 +64,11 @@ class Evaluated:
         groups = self.groups
         if other.groups is not None:
             groups = add_groups(dict(groups or {}), other.groups)
-        sequence = self.sequence
-        if sequence is not None and other.sequence is not None:
+        sequence = self.sequence or other.sequence  # a block without runs' order (engine intervals) adds none
+        if self.sequence is not None and other.sequence is not None:
             sequence = (
-                np.concatenate([sequence[0], other.sequence[0]]),
-                np.concatenate([sequence[1], other.sequence[1]]),
+                np.concatenate([self.sequence[0], other.sequence[0]]),
+                np.concatenate([self.sequence[1], other.sequence[1]]),
             )
         return Evaluated(self.summary + other.summary, self.runs + other.runs, groups, sequence=sequence)
 

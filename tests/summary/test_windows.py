@@ -233,3 +233,32 @@ def test_drift_catches_and_locates_a_step_from_080_to_070() -> None:
         errors.append(abs(drift.change_at - 2000) / 4000)
     assert caught == 300
     assert max(errors) <= 0.07 and float(np.median(errors)) <= 0.02, (max(errors), np.median(errors))
+
+
+def naive_windows(keys: list[int], k: list[int], accepted: list[int]) -> dict[int, list[int]]:
+    """The seven sums per window key, one run at a time in plain Python: the reference for the vectorized tally."""
+    windows: dict[int, list[int]] = {}
+    for key, drafted, kept in zip(keys, k, accepted):
+        examined = min(kept + 1, drafted)
+        sums = windows.setdefault(key, [0] * 7)
+        for column, value in enumerate((1, drafted, kept, examined, kept * kept, examined * examined, kept * examined)):
+            sums[column] += value
+    return windows
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12), st.floats(0, 1e6)), max_size=200),
+    st.integers(1, 40),
+)
+def test_window_sums_match_a_plain_loop(runs: list[tuple[int, int, float]], width: int) -> None:
+    k = [drafted for drafted, _, _ in runs]
+    accepted = [min(kept, drafted) for drafted, kept, _ in runs]
+    seconds = [1.7e9 + offset for _, _, offset in runs]
+    k_array, accepted_array = np.array(k, dtype=np.int64), np.array(accepted, dtype=np.int64)
+    by_runs = WindowTally.empty(WindowSpec(None, width)).extended(k_array, accepted_array)
+    expected = naive_windows([position // width for position in range(len(runs))], k, accepted)
+    assert {start // width: row for start, row in zip(by_runs.starts.tolist(), by_runs.sums.tolist())} == expected
+    by_time = WindowTally.of_times(WindowSpec("ts", width), np.array(seconds), k_array, accepted_array)
+    expected = naive_windows([int(moment) // width for moment in seconds], k, accepted)
+    if len(expected) <= by_time.cap:  # else the windows merged to a coarser width
+        assert dict(zip((by_time.starts // width).tolist(), by_time.sums.tolist())) == expected
