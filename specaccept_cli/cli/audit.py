@@ -294,7 +294,7 @@ def run_audit(options: AuditOptions) -> None:
     from specaccept_cli.checks import audit_failures
     from specaccept_cli.views.markdown import markdown_report
 
-    markdown = markdown_report(summary, numbers, gates, comparison) if options.github else None
+    markdown = markdown_report(summary, numbers, gates, comparison, options.significance) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
@@ -458,7 +458,7 @@ def _show(
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 
-        write_stdout(markdown_report(summary, numbers, gates, comparison).encode())
+        write_stdout(markdown_report(summary, numbers, gates, comparison, options.significance).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()

@@ -9,15 +9,9 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from specaccept_cli.summary.windows import (
-    WindowTally,
-    describe_position,
-    drift_test,
-    duration_text,
-    excludes,
-    window_estimates,
-)
+from specaccept_cli.summary.windows import WindowTally, describe_position, duration_text, excludes, window_estimates
 from specaccept_cli.views.format import number
+from specaccept_cli.views.rows import drift_line
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -66,14 +60,5 @@ def timeline_view(tally: WindowTally, alpha: float | None, significance: float =
 
 
 def drift_verdict(tally: WindowTally, significance: float) -> Text:
-    drift = drift_test(tally)
-    if drift is None:
-        return Text("drift test: needs at least 3 windows holding runs.", style="dim")
-    where = describe_position(tally, drift.change_at)
-    detail = (
-        f"CUSUM statistic {drift.statistic:.2f}, p = {drift.p_value:.3g}; likeliest change at {where}: "
-        f"alpha {number(drift.alpha_before)} before, {number(drift.alpha_after)} after"
-    )
-    if drift.p_value < significance:
-        return Text(f"alpha is NOT constant over the log: {detail}.", style="bold red")
-    return Text(f"alpha looks constant over the log: {detail}.", style="green")
+    drifted, sentence = drift_line(tally, significance)
+    return Text(sentence, style="dim" if drifted is None else "bold red" if drifted else "green")

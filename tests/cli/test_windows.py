@@ -239,3 +239,11 @@ def test_any_time_value_is_a_time_or_a_bad_row(tmp_path: Path, values: list[obje
     good = sum(epoch_seconds(value) is not None for value in values)
     assert summary["runs"] == good == sum(window["runs"] for window in summary["windows"])
     assert summary["skipped_rows"] == len(values) - good
+
+
+def test_markdown_says_whether_alpha_moved(step_log: Path) -> None:
+    result = invoke("audit", str(step_log), "-o", "markdown")
+    assert "### Over the log\n\nalpha is NOT constant over the log: " in result.stdout
+    strict = invoke("audit", str(step_log), "-o", "markdown", "--check-drift", "--significance", "1e-60")
+    assert strict.exit_code == 0, strict.stderr  # p is tiny, but not below 1e-60
+    assert "alpha looks constant over the log: " in strict.stdout
