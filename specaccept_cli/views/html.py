@@ -283,8 +283,9 @@ def positions_chart(summary: Summary, numbers: Estimates) -> str:
 # --- 3. over the log --------------------------------------------------------------------------
 
 TIMELINE_CAPTION = (
-    "Alpha window by window with its 95% band; the dashed line is the whole log's alpha and the red line the "
-    "likeliest change point. Red dots are windows whose interval excludes the whole-log alpha."
+    "Alpha window by window with its 95% band; the dashed line is the whole log's alpha, the vertical line the "
+    "likeliest change point (red when the drift test finds one, grey when not). Red dots are windows whose "
+    "interval excludes the whole-log alpha."
 )
 
 
