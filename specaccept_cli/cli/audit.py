@@ -304,7 +304,7 @@ def run_audit(options: AuditOptions) -> None:
 
         audits += drift_failure(summary.windows, options.significance)
     if options.html_path is not None:
-        write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths)
+        write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths, options.significance)
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
 
@@ -524,8 +524,9 @@ def write_report(
     comparison: Comparison | None,
     cost_ratio: float | None,
     sources: Sequence[str],
+    significance: float,
 ) -> None:
-    """Render the report and write it atomically to `path`."""
+    """Render the report and write it atomically to `path` (drift verdicts at `significance`)."""
     from specaccept_cli.views.html import Baseline, render_report
 
     baseline = None
@@ -544,4 +545,4 @@ def write_report(
                 for row in comparison.metrics
             ],
         )
-    write_file(path, render_report(summary, numbers, sources, baseline, cost_ratio).encode())
+    write_file(path, render_report(summary, numbers, sources, baseline, cost_ratio, significance).encode())

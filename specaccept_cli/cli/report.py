@@ -17,7 +17,7 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
     if summaries:
         if options["inputs"]:
             raise click.UsageError("give logs (INPUT...) or --summary files, not both")
-        _report_of_summaries(html_path, summaries, options["baseline"], options["max_drop"], options["cost_ratio"])
+        _report_of_summaries(html_path, summaries, options)
         return
     fixed: dict[str, Any] = {
         "output": "html",
@@ -29,9 +29,7 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
     run_audit(AuditOptions(**options, **fixed))
 
 
-def _report_of_summaries(
-    html_path: str, paths: tuple[str, ...], baseline: str | None, max_drop: float, cost_ratio: float | None
-) -> None:
+def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[str, Any]) -> None:
     """The report of saved summaries, added as `merge` adds them (shards audited apart, on other machines)."""
     from specaccept_cli.checks import compare
     from specaccept_cli.summary.estimates import estimate
@@ -40,10 +38,11 @@ def _report_of_summaries(
     merged = merge_summaries([(path, read_summary_file(path)) for path in paths])
     summary = summary_of(merged, " + ".join(paths))
     numbers = estimate(summary)
-    comparison = None
+    comparison, baseline, significance = None, options["baseline"], options["significance"]
     if baseline is not None:
-        comparison = compare(estimate(summary_of(read_summary_file(baseline), baseline)), numbers, max_drop)
-    write_report(html_path, summary, numbers, comparison, cost_ratio, list(paths))
+        baseline_numbers = estimate(summary_of(read_summary_file(baseline), baseline))
+        comparison = compare(baseline_numbers, numbers, options["max_drop"], significance)
+    write_report(html_path, summary, numbers, comparison, options["cost_ratio"], list(paths), significance)
 
 
 report = click.Command(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specaccept_cli import __version__
+from specaccept_cli.checks import DEFAULT_SIGNIFICANCE
 from specaccept_cli.summary.conventions import DEFINITIONS
 from specaccept_cli.summary.estimates import Z_95, Estimates, estimate
 from specaccept_cli.summary.probability import kolmogorov_sf
@@ -32,7 +33,6 @@ from specaccept_cli.views.timeline import window_width_text
 
 MAX_GROUPS = 20  # groups drawn, largest first
 MAX_GROUP_LINES = 6  # groups drawn as their own line in the per-position plot
-DRIFT_LEVEL = 0.01  # the cards' verdict; --check-drift uses --significance
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
@@ -81,15 +81,16 @@ def render_report(
     sources: Sequence[str],
     baseline: Baseline | None = None,
     cost_ratio: float | None = None,
+    significance: float = DEFAULT_SIGNIFICANCE,
 ) -> str:
-    """The whole page as text."""
+    """The whole page as text; the drift verdicts at `significance` (--significance)."""
     # A plot is drawn only when there is something to draw (an empty log still gets its page).
     figures = []
     if numbers.examined_tokens:
         figures.append(_figure("histogram", histogram_chart(summary, numbers), caption=HISTOGRAM_CAPTION))
         figures.append(_figure("positions", positions_chart(summary, numbers), caption=POSITIONS_CAPTION))
         if summary.windows is not None and len(summary.windows):
-            timeline = timeline_chart(summary.windows, numbers.alpha)
+            timeline = timeline_chart(summary.windows, numbers.alpha, significance)
             figures.append(_figure("timeline", timeline, caption=TIMELINE_CAPTION))
         if summary.groups:
             figures.append(_figure("groups", *groups_charts(summary), caption=GROUPS_CAPTION))
@@ -110,7 +111,7 @@ def render_report(
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>specaccept report: {text(names)}</title><style>{STYLE}</style></head><body>\n",
             f'<h1>Speculative-decoding acceptance</h1><p class="meta">{text(names)} · specaccept {__version__}</p>\n',
-            cards(summary, numbers, baseline, cost_ratio),
+            cards(summary, numbers, baseline, cost_ratio, significance),
             '<h2>Plots</h2><div class="plots">\n',
             "\n".join(figures),
             "</div>\n<h2>What each engine would report</h2>\n",
@@ -132,7 +133,9 @@ def _card(label: str, value: str, detail: str, tone: str = "") -> str:
     return f'<div class="card"><span>{text(label)}</span><b{css}>{text(value)}</b><span>{text(detail)}</span></div>'
 
 
-def cards(summary: Summary, numbers: Estimates, baseline: Baseline | None, cost_ratio: float | None) -> str:
+def cards(
+    summary: Summary, numbers: Estimates, baseline: Baseline | None, cost_ratio: float | None, significance: float
+) -> str:
     check = numbers.iid_check
     parts = [
         _card("alpha (accepted / examined)", number(numbers.alpha), f"95% interval {interval(numbers.alpha_ci)}"),
@@ -164,7 +167,7 @@ def cards(summary: Summary, numbers: Estimates, baseline: Baseline | None, cost_
         if drift is None:
             parts.append(_card("drift", MISSING, "needs 3 windows holding runs"))
         else:
-            drifted = drift.p_value < DRIFT_LEVEL
+            drifted = drift.p_value < significance
             where = describe_position(summary.windows, drift.change_at)
             parts.append(
                 _card(
@@ -289,7 +292,7 @@ TIMELINE_CAPTION = (
 )
 
 
-def timeline_chart(tally: WindowTally, alpha: float | None) -> str:
+def timeline_chart(tally: WindowTally, alpha: float | None, significance: float) -> str:
     rows = window_estimates(tally)
     start, end = rows[0].start, rows[-1].end
     x_axis = Axis.linear(float(start), float(end), "time (UTC)" if tally.unit == "seconds" else "run")
@@ -326,7 +329,7 @@ def timeline_chart(tally: WindowTally, alpha: float | None) -> str:
         chart.point((row.start + row.end) / 2, row.alpha, "outside" if excludes(row, alpha) else "observed", hover, 3.0)
     drift = drift_test(tally)
     if drift is not None:
-        significant = drift.p_value < DRIFT_LEVEL
+        significant = drift.p_value < significance
         chart.vertical(
             float(drift.change_at),
             "change" if significant else "diagonal",
