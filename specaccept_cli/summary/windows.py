@@ -309,6 +309,13 @@ class WindowTally:
             raise ValueError("windows hold a negative sum or windows out of order")
         if bool((sums[:, RUNS] == 0).any()) or bool((sums[:, ACCEPTED] > sums[:, EXAMINED]).any()):
             raise ValueError("windows hold an empty window or more accepted than examined tokens")
+        if unit == "seconds":
+            aligned = bool((starts % width == 0).all()) and bool((ends == starts + width).all())
+        else:
+            aligned = starts.shape[0] == 0 or (int(starts[0]) == 0 and bool((starts[1:] == ends[:-1]).all()))
+        cap = AUTO_WINDOWS if requested is None else MAX_WINDOWS
+        if not aligned or starts.shape[0] > cap:
+            raise ValueError(f"windows are not aligned to their width, or more than {cap}")
         time_field = data["time_field"]
         return cls(
             unit=unit,

@@ -127,6 +127,14 @@ def test_windows_round_trip_and_refuse_damage() -> None:
         WindowTally.from_dict(data)
     with pytest.raises(ValueError, match="different kinds"):
         _ = tally + WindowTally.empty(TIME)
+    data = tally.to_dict()
+    data["windows"][2][0] += 1  # a window that starts inside the one before
+    with pytest.raises(ValueError, match="not aligned"):
+        WindowTally.from_dict(data)
+    timed = WindowTally.of_times(TIME, np.array([1.7e9, 1.7e9 + 7]), np.array([2, 3]), np.array([1, 3])).to_dict()
+    timed["windows"][0][1] += 1  # a window longer than the width
+    with pytest.raises(ValueError, match="not aligned"):
+        WindowTally.from_dict(timed)
 
 
 # --- time values and durations ---------------------------------------------------------------
