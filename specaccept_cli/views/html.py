@@ -90,9 +90,8 @@ def render_report(
         figures.append(_figure("histogram", histogram_chart(summary, numbers), caption=HISTOGRAM_CAPTION))
         caption = POSITIONS_CAPTION
         if summary.groups:
-            caption += (
-                f" Thin coloured lines: the conditional rates of the {MAX_GROUP_LINES} largest groups (hover: name)."
-            )
+            shown = min(MAX_GROUP_LINES, len(summary.groups))
+            caption += f" Thin coloured lines: the conditional rates of the {shown} largest groups (hover: name)."
         figures.append(_figure("positions", positions_chart(summary, numbers), caption=caption))
         if summary.windows is not None and len(summary.windows):
             timeline = timeline_chart(summary.windows, numbers.alpha, significance)
