@@ -22,6 +22,7 @@ from specaccept_cli.summary.conventions import engine_conventions
 from specaccept_cli.summary.probability import f_sf, student_t_cdf, student_t_quantile
 from specaccept_cli.summary.state import Summary
 
+Z_95 = 1.959963984540054  # two-sided 95% normal quantile (the report's bands of normal-theory numbers)
 LEVEL = 0.95  # every interval's coverage
 IID_SIGNIFICANCE = 0.01  # the i.i.d. check's two tests together (Holm): below this, the model does not fit
 MIN_POSITION_UNITS = 10  # units (runs or clusters) reaching a position before it enters the equal-rates test

@@ -43,6 +43,10 @@ R_HISTOGRAM_BINS = 4096
 # A deciding token whose r is within this relative distance of min(1, p/q) is a near tie: p and q
 # logged in bf16 (8 significant bits) move the ratio by up to about 2^-8, enough to flip it.
 NEAR_TIE = 2.0**-7
+THRESHOLD_BINS = 20  # bins of min(1, p/q) for the reliability plot: [0, 0.05), ..., [0.95, 1]
+# Reported counts above this share the last column of the reported x recomputed matrix (a bogus
+# count must not make the tally large).
+MAX_MATRIX_COUNT = 64
 
 
 def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]:
@@ -118,13 +122,15 @@ class ReportedTally:
     alone: dict[str, int] | None = field(default_factory=lambda: dict.fromkeys(RULES, 0))
     several: int | None = 0
     near_ties: int | None = 0
+    # (recomputed, reported) -> runs, reported counts clipped at MAX_MATRIX_COUNT: the report's heatmap.
+    pairs: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @classmethod
     def of_batch(
         cls, batch: RunBatch, outcome: BatchOutcome, reported: IntArray
     ) -> tuple[ReportedTally, ReportedCheck]:
         mismatch = reported != outcome.accepted
-        tally = cls(runs=len(batch), mismatches=int(mismatch.sum()))
+        tally = cls(runs=len(batch), mismatches=int(mismatch.sum()), pairs=_pair_counts(outcome.accepted, reported))
         if tally.mismatches:
             where = np.flatnonzero(mismatch)
             alternatives = {
@@ -163,6 +169,9 @@ class ReportedTally:
             else {rule: self.alone.get(rule, 0) + other.alone.get(rule, 0) for rule in RULES},
             several=None if self.several is None or other.several is None else self.several + other.several,
             near_ties=None if self.near_ties is None or other.near_ties is None else self.near_ties + other.near_ties,
+            pairs={
+                pair: self.pairs.get(pair, 0) + other.pairs.get(pair, 0) for pair in sorted({*self.pairs, *other.pairs})
+            },
         )
 
     def diagnosis(self) -> list[dict[str, Any]]:
@@ -217,11 +226,19 @@ class ReportedTally:
             **({} if self.alone is None else {"alone": dict(self.alone)}),
             **({} if self.several is None else {"several": self.several}),
             **({} if self.near_ties is None else {"near_ties": self.near_ties}),
+            "pairs": [[recomputed, reported, runs] for (recomputed, reported), runs in sorted(self.pairs.items())],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReportedTally:
+        pairs: dict[tuple[int, int], int] = {}
+        for recomputed, reported, runs in data.get("pairs", []):  # absent from files of earlier versions
+            if min(int(recomputed), int(reported), int(runs)) < 0 or int(reported) > MAX_MATRIX_COUNT:
+                raise ValueError("reported pairs hold a negative or out-of-range count")
+            key = (int(recomputed), int(reported))
+            pairs[key] = pairs.get(key, 0) + int(runs)
         return cls(
+            pairs=pairs,
             runs=int(data["runs"]),
             mismatches=int(data["mismatches"]),
             explains={rule: int(data["explains"].get(rule, 0)) for rule in RULES},
@@ -260,6 +277,14 @@ def _near_ties(batch: RunBatch, recomputed: IntArray, reported: IntArray, runs: 
     return int(near.sum())
 
 
+def _pair_counts(recomputed: IntArray, reported: IntArray) -> dict[tuple[int, int], int]:
+    """Runs by (recomputed, reported) count, reported clipped at MAX_MATRIX_COUNT."""
+    clipped = np.minimum(reported, MAX_MATRIX_COUNT)
+    cells, runs = np.unique(recomputed * (MAX_MATRIX_COUNT + 1) + clipped, return_counts=True)
+    rows, columns = np.divmod(cells, MAX_MATRIX_COUNT + 1)
+    return {(int(a), int(b)): int(n) for a, b, n in zip(rows, columns, runs)}
+
+
 @dataclass(frozen=True)
 class TestResult:
     statistic: float | None
@@ -272,6 +297,18 @@ class TestResult:
 
 def _empty_histogram() -> IntArray:
     return np.zeros(R_HISTOGRAM_BINS, dtype=np.int64)
+
+
+def _empty_threshold_bins() -> IntArray:
+    return np.zeros((2, THRESHOLD_BINS), dtype=np.int64)
+
+
+def threshold_bin_counts(t: npt.NDArray[np.float64], kept: BoolArray) -> IntArray:
+    """[examined, accepted] tokens per bin of t = min(1, p/q): what a reliability plot needs."""
+    bins = np.minimum((t * THRESHOLD_BINS).astype(np.int64), THRESHOLD_BINS - 1)
+    examined = np.bincount(bins, minlength=THRESHOLD_BINS)
+    accepted = np.bincount(bins[kept], minlength=THRESHOLD_BINS)
+    return np.stack([examined, accepted]).astype(np.int64)
 
 
 @dataclass
@@ -292,6 +329,8 @@ class SamplerTally:
     expected_fixed: int = 0  # sum of t over examined tokens, x THRESHOLD_SCALE
     variance_fixed: int = 0  # sum of t (1 - t) over examined tokens, x THRESHOLD_SCALE
     r_histogram: IntArray = field(default_factory=_empty_histogram)
+    # [examined, accepted] examined tokens per bin of min(1, p/q) (THRESHOLD_BINS): the reliability plot.
+    threshold_bins: IntArray = field(default_factory=_empty_threshold_bins)
 
     @classmethod
     def of_batch(cls, batch: RunBatch, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
@@ -300,7 +339,8 @@ class SamplerTally:
         starts = batch.offsets[:-1]
         position = np.arange(batch.p.shape[0], dtype=np.int64) - np.repeat(starts, k)
         examined = position < np.repeat(examined_per_run, k)
-        t = accept_thresholds(batch.p, batch.q)[examined]
+        thresholds = accept_thresholds(batch.p, batch.q)
+        t = thresholds[examined]
         bins = np.minimum((batch.r * R_HISTOGRAM_BINS).astype(np.int64), R_HISTOGRAM_BINS - 1)
         return cls(
             significance=significance,
@@ -309,6 +349,7 @@ class SamplerTally:
             expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum()),
             variance_fixed=int(np.rint(t * (1.0 - t) * THRESHOLD_SCALE).astype(np.int64).sum()),
             r_histogram=np.bincount(bins, minlength=R_HISTOGRAM_BINS).astype(np.int64),
+            threshold_bins=threshold_bin_counts(t, (batch.r <= thresholds)[examined]),
         )
 
     def __add__(self, other: SamplerTally) -> SamplerTally:
@@ -319,6 +360,7 @@ class SamplerTally:
             expected_fixed=self.expected_fixed + other.expected_fixed,
             variance_fixed=self.variance_fixed + other.variance_fixed,
             r_histogram=self.r_histogram + other.r_histogram,
+            threshold_bins=self.threshold_bins + other.threshold_bins,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -330,6 +372,7 @@ class SamplerTally:
             and self.expected_fixed == other.expected_fixed
             and self.variance_fixed == other.variance_fixed
             and bool(np.array_equal(self.r_histogram, other.r_histogram))
+            and bool(np.array_equal(self.threshold_bins, other.threshold_bins))
         )
 
     @property
@@ -381,6 +424,7 @@ class SamplerTally:
             "variance_fixed": self.variance_fixed,
             "r_histogram_bins": R_HISTOGRAM_BINS,
             "r_histogram": [[int(i), int(self.r_histogram[i])] for i in nonzero],
+            "threshold_bins": self.threshold_bins.tolist(),
         }
 
     @classmethod
@@ -399,8 +443,19 @@ class SamplerTally:
             expected_fixed=int(data["expected_fixed"]),
             variance_fixed=int(data["variance_fixed"]),
             r_histogram=histogram,
+            threshold_bins=_threshold_bins_from(data.get("threshold_bins")),
         )
         counters = (tally.examined_tokens, tally.accepted_tokens, tally.expected_fixed, tally.variance_fixed)
         if not 0.0 < tally.significance < 1.0 or min(counters) < 0:
             raise ValueError("sampler tally holds a significance outside (0, 1) or a negative counter")
         return tally
+
+
+def _threshold_bins_from(rows: object) -> IntArray:
+    """The reliability tally of a saved summary (zeros when an earlier version wrote none)."""
+    if rows is None:
+        return _empty_threshold_bins()
+    bins = np.array(rows, dtype=np.int64)
+    if bins.shape != (2, THRESHOLD_BINS) or bool((bins < 0).any()) or bool((bins[1] > bins[0]).any()):
+        raise ValueError("threshold_bins hold the wrong shape, a negative count or more accepted than examined")
+    return bins

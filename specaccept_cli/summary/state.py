@@ -22,13 +22,14 @@ from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
+from specaccept_cli.summary.windows import WindowTally
 
 if TYPE_CHECKING:  # clusters.py imports group_key from here
     from specaccept_cli.summary.clusters import ClusterTally
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, "ClusterTally")
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally")
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -96,6 +97,8 @@ class Summary:
     examined_threshold_sum_fixed: int | None = 0
     # With --cluster-field: per-cluster sums for cluster-robust intervals (`summary.clusters`).
     clusters: ClusterTally | None = None
+    # Acceptance over the log: windows of time or of runs (summary.windows), when asked for.
+    windows: WindowTally | None = None
     # Built from engine metrics lines or scrapes instead of runs: what they gave and what they only bound.
     engine: EngineTally | None = None
 
@@ -130,6 +133,7 @@ class Summary:
                 self.examined_threshold_sum_fixed, other.examined_threshold_sum_fixed
             ),
             clusters=_add_clusters(self, other),
+            windows=_add_optional(self.windows, other.windows),
             engine=_add_optional(self.engine, other.engine),
         )
 
@@ -151,6 +155,7 @@ class Summary:
             and self.errors == other.errors
             and self.examined_threshold_sum_fixed == other.examined_threshold_sum_fixed
             and self.clusters == other.clusters
+            and self.windows == other.windows
             and self.engine == other.engine
         )
 
