@@ -146,12 +146,13 @@ def cards(
         _card(
             "tokens per pass",
             number(numbers.tokens_per_pass, ".3f"),
-            f"i.i.d. model predicts {number(numbers.tokens_per_pass_predicted, '.3f')}",
+            f"95% interval {interval(numbers.tokens_per_pass_ci)}; i.i.d. model predicts "
+            f"{number(numbers.tokens_per_pass_predicted, '.3f')}",
         ),
         _card(
             "i.i.d. check",
             MISSING if check is None else "fits" if check.consistent else "misfit",
-            MISSING if check is None or check.z is None else f"z = {check.z:+.1f}",
+            MISSING if check is None or check.combined_p_value is None else f"p = {check.combined_p_value:.3g}",
             "" if check is None else "good" if check.consistent else "bad",
         ),
         _card("runs", f"{numbers.runs:,}", f"{numbers.drafted_tokens:,} drafted, {numbers.accepted_tokens:,} accepted"),
