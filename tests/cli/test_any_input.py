@@ -71,6 +71,19 @@ _states = st.fixed_dictionaries(
             {"significance": _json_values, "r_histogram_bins": st.just(4096) | _json_values},
             optional={"r_histogram": _json_values, "examined_tokens": _json_values},
         ),
+        "examined_threshold_sum_fixed": st.integers(-5, 10**12) | _json_values,
+        "clusters": _json_values
+        | st.fixed_dictionaries(
+            {
+                "field": st.just("request_id") | _json_values,
+                "keys": st.lists(st.integers(-1, 2**64) | _json_scalars, max_size=3),
+                "runs": st.lists(st.integers(-1, 5) | _json_scalars, max_size=3),
+            },
+            optional={
+                name: st.lists(st.lists(st.integers(-1, 5), max_size=3), max_size=3) | _json_values
+                for name in ("drafts", "reached", "kept")
+            },
+        ),
     },
 )
 
