@@ -264,3 +264,13 @@ def test_a_time_field_needs_time_stamps_on_the_metrics_lines(tmp_path: Path) -> 
     scrape = write_lines(tmp_path / "now.prom", prom_text(counters(lengths, accepted, K)))  # no time stamp
     timeless = invoke("audit", str(scrape), "--time-field", "timestamp")
     assert timeless.exit_code == 2 and "carries no time stamp" in timeless.stderr
+
+
+def test_the_report_of_an_engine_log_shows_what_the_engine_printed(tmp_path: Path) -> None:
+    lines, runs = stepped_log(step_at=20)
+    report = tmp_path / "report.html"
+    result = invoke("report", str(write_lines(tmp_path / "server.log", lines)), "-o", str(report))
+    assert result.exit_code == 0, result.stderr
+    page = report.read_text()
+    assert "<h2>Engine metrics: vLLM</h2>" in page and "Avg Draft acceptance rate" in page
+    assert 'data-plot="timeline"' in page and f"{runs:,}" in page
