@@ -200,17 +200,6 @@ class Summary:
         by_k: CountMatrix = self.counts.sum(axis=1)
         return by_k
 
-    def run_moments(self) -> tuple[float, float, float]:
-        """Sums over runs of a^2, e^2 and a*e (e = examined tokens of the run): what the variances need."""
-        k, a = self._grid()
-        examined = np.minimum(a + 1, k)
-        counts = self.counts
-        return (
-            float((a * a * counts).sum()),
-            float((examined * examined * counts).sum()),
-            float((a * examined * counts).sum()),
-        )
-
 
 def _add_clusters(left: Summary, right: Summary) -> ClusterTally | None:
     """Cluster tallies add key by key; a side with runs but no tally would leave them out of the clusters."""
