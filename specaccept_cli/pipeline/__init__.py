@@ -16,6 +16,7 @@ from typing import IO
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import Format, ProgressHook, Reading, Source, expand_inputs
+from specaccept_cli.read.storage import Storage
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunSink, add_up
@@ -39,6 +40,7 @@ def summarise(
     progress: ProgressHook | None = None,
     input_format: Format = "auto",
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    storage: Storage | None = None,
 ) -> Summary:
     """Summarise every run of `inputs` (paths, directories of Parquet shards, or "-" for stdin).
 
@@ -46,11 +48,12 @@ def summarise(
     is the same whatever the number. `on_error="skip"` leaves bad rows and unreadable sources
     out, counts them in the summary and copies their raw lines to `quarantine`; "fail" raises
     the first as an `InputError`. `sink(batch, outcome, columns)` receives per-run results in
-    input order while the summary is built, so per-run output streams.
+    input order while the summary is built, so per-run output streams. `storage`: options for
+    s3:// and gs:// inputs (`read.storage`).
     """
     sources = [item for item in inputs if isinstance(item, Source)]
     if len(sources) < len(inputs):  # paths as the user gave them: resolved here (a missing path is an InputError)
-        sources = expand_inputs([str(item) for item in inputs])
+        sources = expand_inputs([str(item) for item in inputs], storage)
     policy = ErrorPolicy(on_error, quarantine)
     reading = Reading(fields, input_format, max_line_bytes)
     workers = default_jobs() if jobs is None else jobs
@@ -62,7 +65,11 @@ def summarise(
             )
             yield from policy.guard(results)
 
-    summary = add_up(evaluated(), sink, plan.group_by)
-    return summary + Summary(
+    return add_up(evaluated(), sink, plan.group_by) + skipped_input(policy)
+
+
+def skipped_input(policy: ErrorPolicy) -> Summary:
+    """What an error policy left out, as a summary to add to what was read."""
+    return Summary(
         skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
     )

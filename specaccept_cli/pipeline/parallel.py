@@ -35,6 +35,7 @@ import numpy as np
 from specaccept_cli.errors import InputError, OnError, SpecacceptError
 from specaccept_cli.read.jsonl import BLOCK_BYTES, iter_line_blocks, parse_block
 from specaccept_cli.read.sources import OpenSource, ProgressHook, Reading, Source, open_source, read_opened
+from specaccept_cli.read.storage import RemoteObject, open_seekable
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
 
@@ -119,7 +120,7 @@ def _range_task(*args: Any) -> tuple[int, int, Results]:
 
 
 def _parse_range(
-    path: str,
+    path: str | RemoteObject,
     start: int,
     end: int,
     source: str,
@@ -137,7 +138,7 @@ def _parse_range(
     """
     origin = 1 if start == 0 else 2
     count = 0
-    with open(path, "rb", buffering=0) as handle:
+    with open_seekable(path) as handle:
         handle.seek(start)
         reader = cast(BinaryIO, _RangeReader(handle, end - start))
 
@@ -189,10 +190,10 @@ def _shift(result: Evaluated, errors: list[InputError], shift: int) -> Evaluated
     return replace(result, batch=replace(result.batch, lines=result.batch.lines + shift))
 
 
-def newline_aligned_ranges(path: Path, size: int, block_bytes: int) -> list[tuple[int, int]]:
+def newline_aligned_ranges(path: Path | RemoteObject, size: int, block_bytes: int) -> list[tuple[int, int]]:
     """Cut [0, size) into ranges of about `block_bytes`, each ending just after a newline (or at the end)."""
     bounds = [0]
-    with open(path, "rb", buffering=0) as handle:
+    with open_seekable(path) as handle:
         target = block_bytes
         while target < size:
             handle.seek(target - 1)

@@ -73,11 +73,23 @@ def _list_parts(array: pa.Array, name: str, source: str, tokens: bool = False) -
     return offsets, values
 
 
-def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnError) -> Iterator[RunBatch]:
-    """Stream one Parquet file as batches of valid runs; rows are numbered from 1."""
+def read_parquet_file(
+    path: Path | pa.NativeFile,
+    source: str,
+    fields: FieldSpec,
+    on_error: OnError,
+    row_groups: tuple[int, int] | None = None,
+) -> Iterator[RunBatch]:
+    """Stream one Parquet file (a path, or a file opened in object storage) as batches of valid runs.
+
+    Rows are numbered from 1; with `row_groups` (start, end), only those groups are read and their
+    rows keep the numbers they have in the whole file, from the footer's row counts.
+    """
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False)
         schema_names = parquet.schema_arrow.names
+        groups = None if row_groups is None else list(range(*row_groups))
+        first_row = 1 + sum(parquet.metadata.row_group(index).num_rows for index in range(groups[0] if groups else 0))
     except _DAMAGED as exc:
         raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
     if fields.greedy:
@@ -92,9 +104,8 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
             shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
             raise InputError(source, None, f"missing column '{name}' (columns: {shown})")
     columns = list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
-    first_row = 1
     try:
-        batches = _prefetched(parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns))
+        batches = _prefetched(parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns))
         for record_batch in batches:
             batch, errors = convert(record_batch, first_row, source, fields)
             for error in errors:

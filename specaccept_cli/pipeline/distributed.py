@@ -1,0 +1,324 @@
+"""Audits on a Dask cluster: the same core on many machines, the same bytes as one process.
+
+The input is cut into shares: a Parquet file into its row groups, a large uncompressed JSONL
+file (local or in object storage) into newline-aligned byte ranges, anything else (compressed
+JSONL, small files) is one share. Each share is one task that runs the one-process core on it
+(`pipeline.summarise`, or for a byte range the parallel reader's `_parse_range`) and sends back a
+`Part`: a `Summary` (pickled, a few tens of KB however many runs), not its runs.
+
+Parts are added in an ordered tree (`fan_in` at a time): first the shares of each source, then
+the sources, so the driver holds one part at the end, never all of them, and the kept errors and
+the order of groups are those of one process. Two things make the sum exact, not only close:
+
+- a byte range numbers its lines from 1; a part carries how many lines it covered, and the part
+  after it is shifted by that count when they are added (the parallel reader's rule);
+- a share that fails stops what follows it, as one process stops reading: in skip mode a source
+  abandoned part-way (`ended`) takes nothing from its later shares; in fail mode the first error
+  in input order (`error`) is the one raised, whatever the order the tasks finished in.
+
+Dask is an optional extra, imported only here and only when a cluster is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from specaccept_cli.errors import InputError, SpecacceptError, UsageError
+from specaccept_cli.pipeline import skipped_input
+from specaccept_cli.pipeline import summarise as summarise_here
+from specaccept_cli.pipeline.parallel import _parse_range, _restore, default_jobs, newline_aligned_ranges
+from specaccept_cli.read.jsonl import BLOCK_BYTES
+from specaccept_cli.read.policy import ErrorPolicy, Mode
+from specaccept_cli.read.sources import Format, Reading, Source, expand_inputs, open_source
+from specaccept_cli.read.storage import Storage
+from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.summary.evaluate import Plan, add_up
+from specaccept_cli.summary.state import Summary
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["FAN_IN", "RANGE_BYTES", "Part", "Share", "connect", "summarise", "summarise_share"]
+
+FAN_IN = 8  # parts added by one reduction task
+# An uncompressed JSONL file larger than this is cut into byte ranges of about this size: large
+# enough that a task's fixed cost (tens of ms) is small beside its parsing (seconds), small enough
+# that a terabyte of logs makes thousands of tasks for a cluster to balance.
+RANGE_BYTES = 64 << 20
+DASK_EXTRA = "--scheduler needs Dask: pip install 'specaccept[dask]'"
+
+_DEFAULT_FIELDS = FieldSpec()
+_DEFAULT_PLAN = Plan()
+
+
+@dataclass(frozen=True)
+class Share:
+    """One task's share of the input: a source (for Parquet, maybe some of its row groups), or a byte range of it."""
+
+    source: Source
+    byte_range: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a task, or an addition of tasks, sends back.
+
+    `lines`: lines covered by byte-range shares, whose line numbers start at 1 (see `_add`);
+    `ended`: the source was abandoned in this part (skip mode), so its later shares are not counted;
+    `error`: fail mode's first error; nothing after it counts.
+    """
+
+    summary: Summary
+    lines: int = 0
+    ended: bool = False
+    error: InputError | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a task needs besides its share: plain values, pickled once per task."""
+
+    reading: Reading
+    plan: Plan
+    on_error: Mode
+
+
+# --- work done in a task (pure functions of their arguments) ---------------------------------------
+
+
+def plan_shares(source: Source, reading: Reading, range_bytes: int) -> list[Share]:
+    """How to cut one source into shares; a source that cannot be opened is one share (its task reports it)."""
+    try:
+        with open_source(source, reading.input_format) as opened:
+            if opened.format == "parquet":
+                return _row_group_shares(source)
+            location = source.remote or source.path
+            if opened.compression is None and location is not None and (source.size or 0) > range_bytes:
+                ranges = newline_aligned_ranges(location, source.size or 0, range_bytes)
+                return [Share(source, byte_range) for byte_range in ranges]
+    except InputError:
+        pass
+    return [Share(source)]
+
+
+def _row_group_shares(source: Source) -> list[Share]:
+    import pyarrow.parquet as pq
+
+    with contextlib.ExitStack() as stack:
+        file: Any = source.path
+        if source.remote is not None:
+            file = stack.enter_context(source.remote.open_random())
+        try:
+            groups = pq.ParquetFile(file).metadata.num_row_groups
+        except Exception:  # a damaged footer: the whole-file task reports it as one process would
+            return [Share(source)]
+    if groups <= 1:
+        return [Share(source)]
+    return [Share(replace(source, row_groups=(index, index + 1))) for index in range(groups)]
+
+
+def summarise_share(share: Share, job: Job) -> Part:
+    """One share through the one-process core; its errors come back as values, in input order."""
+    if share.byte_range is None:
+        reading = job.reading
+        try:
+            summary = summarise_here(
+                [share.source],
+                reading.fields,
+                job.plan,
+                jobs=1,
+                on_error=job.on_error,
+                input_format=reading.input_format,
+                max_line_bytes=reading.max_line_bytes,
+            )
+        except InputError as error:
+            return Part(Summary(), error=error)
+        return Part(summary, ended=summary.skipped_sources > 0)
+    return _summarise_range(share, job)
+
+
+def _summarise_range(share: Share, job: Job) -> Part:
+    """A byte range of a plain JSONL file, its lines numbered from 1 (the part before it shifts them)."""
+    source, reading = share.source, job.reading
+    assert share.byte_range is not None
+    location = source.remote or str(source.path)
+    start, end = share.byte_range
+    policy = ErrorPolicy(job.on_error)
+    count = 0
+
+    def evaluated() -> Iterator[Any]:
+        nonlocal count
+        origin, count, results = _parse_range(
+            location, start, end, source.name, reading.fields, reading.max_line_bytes, False, BLOCK_BYTES, job.plan
+        )
+        for result, parts in results:
+            for part in parts:
+                error = _restore(part)
+                if error.line is not None:
+                    error.line -= origin - 1
+                policy(error)
+            yield result
+
+    try:
+        summary = add_up(policy.guard(evaluated()), None, job.plan.group_by)
+    except InputError as error:
+        return Part(Summary(), error=error)
+    return Part(summary + skipped_input(policy), count, ended=policy.skipped_sources > 0)
+
+
+def add_parts(parts: Sequence[Part], within_source: bool) -> Part:
+    """Parts in input order, added; see the module's docstring for `lines`, `ended` and `error`."""
+    total = parts[0]
+    for part in parts[1:]:
+        if total.error is not None or (within_source and total.ended):
+            break
+        total = _add(total, part) if within_source else replace(_add(total, part), lines=0, ended=False)
+    return total
+
+
+def _add(left: Part, right: Part) -> Part:
+    shift = left.lines
+    error = right.error
+    summary = right.summary
+    if shift:
+        if error is not None and error.line is not None:
+            error = InputError(error.source, error.line + shift, error.message, error.raw)
+        shifted = (row if row.line is None else row._replace(line=row.line + shift) for row in summary.errors)
+        summary = replace(summary, errors=tuple(shifted))
+    return Part(left.summary + summary, left.lines + right.lines, right.ended, error)
+
+
+# --- the driver -----------------------------------------------------------------------------------
+
+
+def summarise(
+    inputs: Sequence[str] | Sequence[Source],
+    fields: FieldSpec = _DEFAULT_FIELDS,
+    plan: Plan = _DEFAULT_PLAN,
+    *,
+    client: Client | None = None,
+    on_error: Mode = "fail",
+    input_format: Format = "auto",
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    storage: Storage | None = None,
+    fan_in: int = FAN_IN,
+    range_bytes: int = RANGE_BYTES,
+) -> Summary:
+    """`pipeline.summarise` on a Dask cluster: the same summary, byte for byte, for the same inputs.
+
+    `client`: a `distributed.Client` (None: the current default client). Per-run output and
+    quarantine are not available here: runs stay on the workers. Raises the first `InputError` of
+    the input in fail mode, as one process does; a worker that dies raises a `SpecacceptError`.
+    """
+    if fan_in < 2:
+        raise ValueError("fan_in must be at least 2")
+    sources = [item for item in inputs if isinstance(item, Source)]
+    if len(sources) < len(inputs):
+        sources = expand_inputs([str(item) for item in inputs], storage)
+    if any(source.is_stdin for source in sources):
+        raise UsageError("a cluster cannot read this process's stdin: give files or URLs")
+    if not sources:
+        return Summary() if plan.group_by is None else Summary(group_by=plan.group_by, groups={})
+    cluster: Any = client if client is not None else _default_client()  # distributed is only partly typed
+    reading = Reading(fields, input_format, max_line_bytes)
+    job = Job(reading, plan, on_error)
+    with _cluster_errors():
+        plans: list[list[Share]] = cluster.gather(
+            cluster.map(plan_shares, sources, reading=reading, range_bytes=range_bytes, pure=False)
+        )
+        per_source = []
+        for shares in plans:
+            tasks = cluster.map(summarise_share, shares, job=job, pure=False)
+            per_source.append(_tree(cluster, tasks, fan_in, within_source=True))
+        part: Part = _tree(cluster, per_source, fan_in, within_source=False).result()
+    if part.error is not None:
+        raise part.error
+    return part.summary
+
+
+def _tree(client: Any, level: list[Any], fan_in: int, within_source: bool) -> Any:
+    """Futures of parts -> one future of their ordered sum, added `fan_in` at a time on the workers."""
+    while len(level) > 1:
+        level = [
+            client.submit(add_parts, level[start : start + fan_in], within_source, pure=False)
+            for start in range(0, len(level), fan_in)
+        ]
+    return level[0]
+
+
+def _default_client() -> Any:
+    distributed = _import_distributed()
+    try:
+        return distributed.get_client()
+    except ValueError:
+        raise UsageError("no Dask client: pass client=, or start one (distributed.Client(...))") from None
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError(DASK_EXTRA) from None
+    return distributed
+
+
+@contextlib.contextmanager
+def _cluster_errors() -> Iterator[None]:
+    """A cluster's own failures as one line each: a worker that died, a lost connection to the scheduler."""
+    distributed = _import_distributed()
+    try:
+        yield
+    except distributed.KilledWorker as exc:
+        raise SpecacceptError(
+            f"a Dask worker died while running a task ({_task_name(exc)}); out of memory? see the workers' logs"
+        ) from None
+    except (OSError, TimeoutError, distributed.CancelledError) as exc:
+        raise SpecacceptError(f"lost the Dask cluster: {exc or type(exc).__name__}") from None
+
+
+def _task_name(exc: Any) -> str:
+    key = exc.args[0] if exc.args else "?"
+    return str(key[0] if isinstance(key, tuple) else key)
+
+
+@contextlib.contextmanager
+def connect(address: str, timeout: float = 10) -> Iterator[Client]:
+    """A client for `address`: `tcp://host:port` (an existing scheduler) or `local[:N]`.
+
+    `local[:N]` starts a cluster of N worker processes on this machine (default: one per usable
+    core), for as long as the block runs. An unreachable scheduler is one line, not a traceback.
+    """
+    distributed = _import_distributed()
+    with contextlib.ExitStack() as stack:
+        if address == "local" or address.startswith("local:"):
+            workers = _local_workers(address)
+            cluster = stack.enter_context(
+                distributed.LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=40,  # errors only: the audit's own messages are the ones that matter
+                )
+            )
+            yield stack.enter_context(distributed.Client(cluster))
+            return
+        try:
+            client = distributed.Client(address, timeout=timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SpecacceptError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
+        yield stack.enter_context(client)
+
+
+def _local_workers(address: str) -> int:
+    _, _, count = address.partition(":")
+    if not count:
+        return default_jobs()
+    if not count.isdigit() or int(count) < 1:
+        raise UsageError(f"--scheduler local:N needs a number of workers, not {count!r}")
+    return int(count)
