@@ -301,7 +301,10 @@ def connect(address: str, timeout: float = 10) -> Iterator[Client]:
                     n_workers=workers,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
+                    host="127.0.0.1",
+                    # Loopback, on a free port: the scheduler serves HTTP even without a dashboard,
+                    # and 8787 may belong to another cluster on the machine.
+                    dashboard_address="127.0.0.1:0",
                     silence_logs=40,  # errors only: the audit's own messages are the ones that matter
                 )
             )

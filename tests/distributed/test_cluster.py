@@ -1,0 +1,144 @@
+"""A Dask cluster gives the bytes one process gives: summaries, kept errors, exit codes, from disk and from S3."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from specaccept_cli.errors import InputError, SpecacceptError
+from specaccept_cli.pipeline import distributed as on_cluster
+from specaccept_cli.pipeline import summarise
+from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.evaluate import Plan
+from specaccept_cli.summary.files import json_bytes, summary_object
+from specaccept_cli.summary.state import Summary
+from tests.helpers import Shards, invoke, jsonl_bytes, mixed_lines, simulated_rows, write_parquet
+
+BY_HOST = ("--group-by", "host", "--check-sampler")
+
+
+def machine(summary: Summary) -> bytes:
+    return json_bytes(summary_object(summary, None, estimate(summary)))
+
+
+def test_the_cluster_prints_the_bytes_of_one_process(cluster: str, shards: Shards) -> None:
+    paths = [str(path) for path in shards.files]
+    alone = invoke("audit", *paths, "-o", "json", *BY_HOST)
+    spread = invoke("audit", *paths, "-o", "json", *BY_HOST, "--scheduler", cluster)
+    assert alone.exit_code == spread.exit_code == 0, alone.stderr + spread.stderr
+    assert orjson.loads(alone.stdout)["runs"] == shards.runs
+    assert spread.stdout == alone.stdout
+    assert spread.stderr == alone.stderr
+
+
+def test_from_s3_on_a_local_cluster_the_same_bytes(shards: Shards) -> None:
+    """The issue's acceptance test: `--scheduler local:2 s3://...` == one process on the same objects."""
+    alone = invoke("audit", shards.url, "-o", "json", "--group-by", "host")
+    spread = invoke("audit", shards.url, "-o", "json", "--group-by", "host", "--scheduler", "local:2")
+    local = invoke("audit", *[str(path) for path in shards.files], "-o", "json", "--group-by", "host")
+    assert alone.exit_code == spread.exit_code == 0, alone.stderr + spread.stderr
+    assert orjson.loads(alone.stdout)["runs"] == shards.runs
+    assert spread.stdout == alone.stdout == local.stdout  # no source name in a clean summary: disk == bucket
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Shards with bad rows in every kind of share, and sources that fail whole or part-way."""
+    directory = tmp_path_factory.mktemp("damaged")
+    plain = directory / "a-plain.jsonl"
+    plain.write_bytes(b"\n".join(mixed_lines(6_000, seed=3, bad_every=97)) + b"\n")
+    rows = simulated_rows(5_000, seed=4)
+    for index in (10, 4_321):
+        rows[index] = {**rows[index], "q": [0.0] * len(rows[index]["q"])}  # type: ignore[arg-type]
+    parquet = write_parquet(directory / "b-rows.parquet", rows, 1_000)
+    no_r = write_parquet(directory / "c-no-r.parquet", [{"p": [0.5], "q": [0.5]}] * 3_000, 1_000)
+    cut = directory / "d-cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(jsonl_bytes(simulated_rows(4_000, seed=5)))[:-3_000])
+    good = directory / "e-good.jsonl"
+    good.write_bytes(jsonl_bytes(simulated_rows(2_000, seed=6)))
+    return [str(path) for path in (plain, parquet, no_r, cut, good)]
+
+
+@pytest.mark.parametrize(("range_bytes", "fan_in"), [(1 << 30, 8), (50_000, 2), (120_000, 3)])
+def test_shard_boundaries_and_fan_in_change_no_byte(
+    client: object, damaged: list[str], range_bytes: int, fan_in: int
+) -> None:
+    fields, plan = FieldSpec(extras=("host",)), Plan(group_by="host")
+    alone = summarise(damaged, fields, plan, on_error="skip")
+    spread = on_cluster.summarise(
+        damaged, fields, plan, client=client, on_error="skip", range_bytes=range_bytes, fan_in=fan_in
+    )
+    assert alone.skipped_rows > 20 and alone.skipped_sources == 2  # errors past the kept 20; two abandoned sources
+    assert machine(spread) == machine(alone)
+
+
+@pytest.mark.parametrize("first", [0, 1, 2, 3])
+def test_fail_mode_raises_the_first_error_of_the_input(client: object, damaged: list[str], first: int) -> None:
+    """Whichever task finishes first, the error raised is the first one one process meets."""
+    inputs = damaged[first:]
+    with pytest.raises(InputError) as alone:
+        summarise(inputs)
+    with pytest.raises(InputError) as spread:
+        on_cluster.summarise(inputs, client=client, range_bytes=40_000, fan_in=2)
+    assert str(spread.value) == str(alone.value)
+    assert (spread.value.source, spread.value.line) == (alone.value.source, alone.value.line)
+
+
+@pytest.mark.parametrize("mode", ["fail", "skip"])
+def test_the_command_line_exits_as_one_process(cluster: str, damaged: list[str], mode: str) -> None:
+    alone = invoke("audit", *damaged, "-o", "json", "--on-error", mode)
+    spread = invoke("audit", *damaged, "-o", "json", "--on-error", mode, "--scheduler", cluster)
+    assert spread.exit_code == alone.exit_code == (2 if mode == "fail" else 0)
+    assert spread.stdout == alone.stdout
+    assert spread.stderr == alone.stderr
+    assert "Traceback" not in spread.stderr
+
+
+def test_input_errors_survive_pickling_with_their_fields() -> None:
+    error = pickle.loads(pickle.dumps(InputError("s3://b/x.jsonl", 7, "q[0] is 0", raw=b"{}")))
+    assert (error.source, error.line, error.message, error.raw) == ("s3://b/x.jsonl", 7, "q[0] is 0", b"{}")
+    assert str(error) == "s3://b/x.jsonl:7: q[0] is 0"
+
+
+def test_what_a_cluster_cannot_do_is_refused_in_one_line(hand_log: Path, tmp_path: Path) -> None:
+    for options, expected in [
+        (("-o", "jsonl"), "-o jsonl writes every run in order: not available with --scheduler"),
+        (("-o", "csv"), "-o csv writes every run in order"),
+        (("--on-error", "skip", "--quarantine", str(tmp_path / "q")), "--quarantine is not available with --scheduler"),
+    ]:
+        result = invoke("audit", str(hand_log), *options, "--scheduler", "tcp://127.0.0.1:9")
+        assert result.exit_code == 2
+        assert expected in result.stderr
+    piped = invoke("audit", "-", "--scheduler", "local:2", input=hand_log.read_bytes())
+    assert piped.exit_code == 2 and "a cluster cannot read stdin" in piped.stderr
+
+
+def test_without_dask_the_scheduler_names_the_extra(hand_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` now fails as if not installed
+    result = invoke("audit", str(hand_log), "--scheduler", "local:2")
+    assert result.exit_code == 2
+    assert result.stderr == "specaccept: --scheduler needs Dask: pip install 'specaccept[dask]'\n"
+
+
+def test_an_unreachable_scheduler_is_one_line() -> None:
+    with pytest.raises(SpecacceptError, match=r"^cannot reach the Dask scheduler at tcp://127\.0\.0\.1:9: "):  # noqa: SIM117
+        with on_cluster.connect("tcp://127.0.0.1:9", timeout=1):
+            pass
+
+
+def test_a_missing_object_is_one_line_before_any_task(cluster: str, shards: Shards) -> None:
+    result = invoke("audit", shards.url + "missing.jsonl", "--scheduler", cluster)
+    assert result.exit_code == 2
+    assert result.stderr == f"specaccept: {shards.url}missing.jsonl: no such object or prefix\n"
+
+
+def test_a_bad_local_worker_count_is_a_usage_error(hand_log: Path) -> None:
+    result = invoke("audit", str(hand_log), "--scheduler", "local:none")
+    assert result.exit_code == 2
+    assert "--scheduler local:N needs a number of workers, not 'none'" in result.stderr
