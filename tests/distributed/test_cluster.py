@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -142,3 +146,42 @@ def test_a_bad_local_worker_count_is_a_usage_error(hand_log: Path) -> None:
     result = invoke("audit", str(hand_log), "--scheduler", "local:none")
     assert result.exit_code == 2
     assert "--scheduler local:N needs a number of workers, not 'none'" in result.stderr
+
+
+def test_a_worker_that_dies_is_one_line(tmp_path: Path) -> None:
+    """A worker killed mid-task (here: while it waits on a FIFO that nobody writes) ends the audit in one line."""
+    distributed = pytest.importorskip("distributed")
+    dask = pytest.importorskip("dask")
+    fifo = tmp_path / "never-written.jsonl"
+    os.mkfifo(fifo)
+    failures: list[BaseException] = []
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=50,
+        ) as local,
+        distributed.Client(local) as client,
+    ):
+        (pid,) = client.run(os.getpid).values()
+
+        def audit() -> None:
+            try:
+                on_cluster.summarise([str(fifo)], client=client)
+            except BaseException as exc:
+                failures.append(exc)
+
+        runner = threading.Thread(target=audit)
+        runner.start()
+        deadline = time.monotonic() + 30
+        while not any(client.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        runner.join(timeout=60)
+    assert not runner.is_alive()
+    assert len(failures) == 1 and type(failures[0]) is SpecacceptError
+    assert str(failures[0]).startswith("a Dask worker died while running a task (plan_shares")
