@@ -26,6 +26,8 @@ from pathlib import Path
 
 from bench import MB, ROOT, SPECACCEPT, _memory, machine, run
 
+from specaccept_cli.pipeline.distributed import local_cluster
+
 DEFAULT_OUT = ROOT / "benchmarks" / "latest-dask.md"
 
 
@@ -97,14 +99,7 @@ def main() -> None:
     rows: list[str] = []
     identical = True
     with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            silence_logs=40,
-        ) as cluster,
+        local_cluster(2) as cluster,
         distributed.Client(cluster) as client,
     ):
         workers = list(client.run(os.getpid).values())

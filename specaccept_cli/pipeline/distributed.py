@@ -42,7 +42,7 @@ from specaccept_cli.summary.state import Summary
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["FAN_IN", "RANGE_BYTES", "Part", "Share", "connect", "summarise", "summarise_share"]
+__all__ = ["FAN_IN", "RANGE_BYTES", "Part", "Share", "connect", "local_cluster", "summarise", "summarise_share"]
 
 FAN_IN = 8  # parts added by one reduction task
 # An uncompressed JSONL file larger than this is cut into byte ranges of about this size: large
@@ -100,7 +100,7 @@ def plan_shares(source: Source, reading: Reading, range_bytes: int) -> list[Shar
             if opened.compression is None and location is not None and (source.size or 0) > range_bytes:
                 ranges = newline_aligned_ranges(location, source.size or 0, range_bytes)
                 return [Share(source, byte_range) for byte_range in ranges]
-    except InputError:
+    except (InputError, OSError):
         pass
     return [Share(source)]
 
@@ -122,7 +122,24 @@ def _row_group_shares(source: Source) -> list[Share]:
 
 
 def summarise_share(share: Share, job: Job) -> Part:
-    """One share through the one-process core; its errors come back as values, in input order."""
+    """One share through the one-process core; its errors come back as values, in input order.
+
+    An I/O error of the worker's own (a file gone from a shared disk, a dropped connection to the
+    store) is an error of the source, named as such: an OSError arriving at the driver would read
+    as a lost cluster.
+    """
+    try:
+        return _summarise_share(share, job)
+    except OSError as exc:
+        error = InputError(share.source.name, None, f"cannot read: {exc.strerror or exc}")
+        if job.on_error == "fail":
+            return Part(Summary(), error=error)
+        policy = ErrorPolicy("skip")
+        policy.source_failed(error)
+        return Part(skipped_input(policy), ended=True)
+
+
+def _summarise_share(share: Share, job: Job) -> Part:
     if share.byte_range is None:
         reading = job.reading
         try:
@@ -295,19 +312,7 @@ def connect(address: str, timeout: float = 10) -> Iterator[Client]:
     distributed = _import_distributed()
     with contextlib.ExitStack() as stack:
         if address == "local" or address.startswith("local:"):
-            workers = _local_workers(address)
-            cluster = stack.enter_context(
-                distributed.LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    host="127.0.0.1",
-                    # Loopback, on a free port: the scheduler serves HTTP even without a dashboard,
-                    # and 8787 may belong to another cluster on the machine.
-                    dashboard_address="127.0.0.1:0",
-                    silence_logs=40,  # errors only: the audit's own messages are the ones that matter
-                )
-            )
+            cluster = stack.enter_context(local_cluster(_local_workers(address)))
             yield stack.enter_context(distributed.Client(cluster))
             return
         try:
@@ -316,6 +321,24 @@ def connect(address: str, timeout: float = 10) -> Iterator[Client]:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SpecacceptError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
         yield stack.enter_context(client)
+
+
+def local_cluster(workers: int, quiet: int = 40) -> Any:
+    """A `LocalCluster` of `workers` single-threaded processes, reachable on loopback only.
+
+    Its scheduler serves HTTP even without a dashboard: on a free port, since 8787 may belong to
+    another cluster on the machine. `quiet`: the log level below which Dask says nothing (errors
+    only by default: the audit's own messages are the ones that matter).
+    """
+    distributed = _import_distributed()
+    return distributed.LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=quiet,
+    )
 
 
 def _local_workers(address: str) -> int:

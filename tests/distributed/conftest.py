@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from specaccept_cli.pipeline.distributed import local_cluster
 from tests.helpers import BUCKET, PREFIX, S3, Shards, jsonl_bytes, simulated_rows, write_parquet
 
 pytest.importorskip("distributed")
@@ -49,15 +50,7 @@ def s3() -> Iterator[S3]:
 @pytest.fixture(scope="session")
 def cluster(s3: S3) -> Iterator[str]:
     """The scheduler address of two worker processes (started after the S3 environment is set)."""
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",  # its HTTP server (served even without a dashboard): loopback, free port
-        silence_logs=40,
-    ) as local:
+    with local_cluster(2) as local:
         yield local.scheduler_address
 
 

@@ -22,7 +22,7 @@ from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.evaluate import Plan
 from specaccept_cli.summary.files import json_bytes, summary_object
 from specaccept_cli.summary.state import Summary
-from tests.helpers import Shards, invoke, jsonl_bytes, mixed_lines, simulated_rows, write_parquet
+from tests.helpers import Shards, invoke, invoke_env, jsonl_bytes, mixed_lines, simulated_rows, write_parquet
 
 BY_HOST = ("--group-by", "host", "--check-sampler")
 
@@ -157,14 +157,7 @@ def test_a_worker_that_dies_is_one_line(tmp_path: Path) -> None:
     failures: list[BaseException] = []
     with (
         dask.config.set({"distributed.scheduler.allowed-failures": 0}),
-        distributed.LocalCluster(
-            n_workers=1,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            silence_logs=50,
-        ) as local,
+        on_cluster.local_cluster(1, quiet=50) as local,
         distributed.Client(local) as client,
     ):
         (pid,) = client.run(os.getpid).values()
@@ -185,3 +178,11 @@ def test_a_worker_that_dies_is_one_line(tmp_path: Path) -> None:
     assert not runner.is_alive()
     assert len(failures) == 1 and type(failures[0]) is SpecacceptError
     assert str(failures[0]).startswith("a Dask worker died while running a task (plan_shares")
+
+
+def test_the_scheduler_address_may_come_from_the_environment(cluster: str, hand_log: Path) -> None:
+    alone = invoke("audit", str(hand_log), "-o", "json")
+    spread = invoke_env({"DASK_SCHEDULER_ADDRESS": cluster}, "audit", str(hand_log), "-o", "json")
+    assert spread.exit_code == 0 and spread.stdout == alone.stdout
+    refused = invoke_env({"DASK_SCHEDULER_ADDRESS": cluster}, "audit", str(hand_log), "-o", "jsonl")
+    assert refused.exit_code == 2 and "not available with --scheduler" in refused.stderr
