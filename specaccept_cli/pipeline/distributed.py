@@ -188,12 +188,16 @@ def _summarise_range(share: Share, job: Job) -> Part:
 
 
 def add_parts(parts: Sequence[Part], within_source: bool) -> Part:
-    """Parts in input order, added; see the module's docstring for `lines`, `ended` and `error`."""
+    """Parts in input order, added; see the module's docstring for `lines`, `ended` and `error`.
+
+    Across sources, line numbers are each source's own (nothing is shifted) and a source that
+    ended does not end the next one.
+    """
     total = parts[0]
     for part in parts[1:]:
         if total.error is not None or (within_source and total.ended):
             break
-        total = _add(total, part) if within_source else replace(_add(total, part), lines=0, ended=False)
+        total = _add(total, part) if within_source else Part(total.summary + part.summary, error=part.error)
     return total
 
 
