@@ -24,11 +24,13 @@ import threading
 import time
 from pathlib import Path
 
-from bench import MB, ROOT, SPECACCEPT, _memory, machine, run
+from bench import MB, README, ROOT, SPECACCEPT, _memory, machine, run, update_readme
 
 from specaccept_cli.pipeline.distributed import local_cluster
 
 DEFAULT_OUT = ROOT / "benchmarks" / "latest-dask.md"
+README_START = "<!-- bench-dask:start (make bench-dask writes this part) -->"
+README_END = "<!-- bench-dask:end -->"
 
 
 def ensure_shards(cache: Path, runs: int, shards: int) -> dict[str, list[Path]]:
@@ -148,6 +150,8 @@ def main() -> None:
     print(report)
     args.out.write_text(report + "\n")
     print(f"written to {args.out}")
+    if args.out == DEFAULT_OUT and update_readme(report + "\n", README_START, README_END):
+        print(f"and into {README.name}'s Beyond one machine section")
     if not identical:
         raise SystemExit("the commands disagree")
 
