@@ -32,7 +32,7 @@ from specaccept_cli.pipeline import summarise as summarise_here
 from specaccept_cli.pipeline.parallel import _parse_range, _restore, default_jobs, newline_aligned_ranges
 from specaccept_cli.read.jsonl import BLOCK_BYTES
 from specaccept_cli.read.policy import ErrorPolicy, Mode
-from specaccept_cli.read.sources import Format, Reading, Source, expand_inputs, open_source
+from specaccept_cli.read.sources import ENGINE_FORMATS, Format, Reading, Source, expand_inputs, open_source
 from specaccept_cli.read.storage import Storage
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
@@ -91,9 +91,18 @@ class Job:
 
 
 def plan_shares(source: Source, reading: Reading, range_bytes: int) -> list[Share]:
-    """How to cut one source into shares; a source that cannot be opened is one share (its task reports it)."""
+    """How to cut one source into shares; a source that cannot be opened is one share (its task reports it).
+
+    Server output is refused: Prometheus scrapes form one series across files, read in order in one
+    process, which independent tasks cannot reproduce.
+    """
     try:
         with open_source(source, reading.input_format) as opened:
+            if opened.format in ENGINE_FORMATS:
+                raise UsageError(
+                    f"{source.name} is {opened.format} output: server metrics are read in one process; "
+                    "run without --scheduler"
+                )
             if opened.format == "parquet":
                 return _row_group_shares(source)
             location = source.remote or source.path

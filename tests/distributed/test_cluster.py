@@ -188,3 +188,14 @@ def test_the_scheduler_address_may_come_from_the_environment(cluster: str, hand_
     assert spread.exit_code == 0 and spread.stdout == alone.stdout
     refused = invoke_env({"DASK_SCHEDULER_ADDRESS": cluster}, "audit", str(hand_log), "-o", "jsonl")
     assert refused.exit_code == 2 and "not available with --scheduler" in refused.stderr
+
+
+def test_server_output_is_refused_on_a_cluster(cluster: str) -> None:
+    """Prometheus scrapes form one series across files: read in one process, not split into tasks."""
+    log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
+    assert invoke("audit", str(log), "-o", "json").exit_code == 0
+    result = invoke("audit", str(log), "-o", "json", "--scheduler", cluster)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"specaccept: {log} is vllm-log output: server metrics are read in one process; run without --scheduler\n"
+    )
