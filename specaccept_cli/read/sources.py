@@ -16,7 +16,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
 from specaccept_cli.errors import InputError, OnError
@@ -205,7 +205,8 @@ def detect_format(source: Source, raw: BinaryIO, head: bytes, requested: Format)
     """
     if requested != "auto":
         return requested
-    suffixes = [suffix.lower() for suffix in source.path.suffixes] if source.path is not None else []
+    named = source.path if source.path is not None else PurePosixPath(source.remote.url) if source.remote else None
+    suffixes = [suffix.lower() for suffix in named.suffixes] if named is not None else []
     if suffixes[-1:] and suffixes[-1] in COMPRESSED_SUFFIXES:
         suffixes.pop()  # logs.jsonl.gz is JSONL, metrics.prom.gz a scrape
     suffix = suffixes[-1] if suffixes else ""
@@ -225,10 +226,10 @@ def _text_sample(source: Source, raw: BinaryIO, compression: str | None, size: i
     """The first bytes of a source's text, without consuming them (a compressed file is opened again)."""
     if compression is None:
         return raw.peek(size)[:size] if isinstance(raw, io.BufferedReader) else b""
-    if source.path is None or not source.path.is_file():
+    if source.remote is None and (source.path is None or not source.path.is_file()):
         return b""  # compressed stdin or pipe: --format names an engine format
     try:
-        with open(source.path, "rb") as again:
+        with source.remote.open_stream() if source.remote else open(cast(Path, source.path), "rb") as again:
             return decompress(again, source.name).read(size)
     except Exception:  # a corrupt or unsupported stream: the real read reports it, with its line
         return b""

@@ -159,7 +159,39 @@ class RemoteObject:
 
     def open_stream(self) -> BinaryIO:
         """The object's bytes, buffered so that its first bytes can be peeked (compression, format)."""
-        return cast(BinaryIO, io.BufferedReader(self.open_random(), REMOTE_BUFFER_BYTES))
+        return cast(BinaryIO, io.BufferedReader(_GrowingReads(self.open_random()), REMOTE_BUFFER_BYTES))
+
+
+class _GrowingReads(io.RawIOBase):
+    """A remote file read in requests that start small and double up to the buffer's size.
+
+    Looking at an object's first bytes (its format, its compression) then costs one small request,
+    not a whole read-ahead buffer: a Parquet object is read by its footer afterwards, not as a stream.
+    """
+
+    FIRST_BYTES = 1 << 16
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.limit = self.FIRST_BYTES
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        size = min(len(view), self.limit)
+        self.limit = min(self.limit * 2, REMOTE_BUFFER_BYTES)
+        data = self.file.read(size)
+        view[: len(data)] = data
+        return len(data)
+
+    def tell(self) -> int:
+        return int(self.file.tell())
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
 
 
 def open_seekable(location: str | os.PathLike[str] | RemoteObject) -> BinaryIO:

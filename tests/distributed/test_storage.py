@@ -118,3 +118,15 @@ def test_file_urls_read_local_files(hand_log: Path) -> None:
     result = invoke("audit", hand_log.as_uri(), "-o", "json")
     assert result.exit_code == 0, result.stderr
     assert result.stdout == invoke("audit", str(hand_log), "-o", "json").stdout
+
+
+def test_server_output_in_a_bucket_is_recognised_as_on_disk(s3: S3, tmp_path: Path) -> None:
+    """By content, plain or compressed (the compressed object is opened again to look inside)."""
+    log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
+    local = invoke("audit", str(log), "-o", "json")
+    assert local.exit_code == 0, local.stderr
+    for key, data in (("server/vllm.log", log.read_bytes()), ("server/vllm.log.gz", gzip.compress(log.read_bytes()))):
+        url = put(s3, key, data)
+        remote = invoke("audit", url, "-o", "json")
+        assert remote.exit_code == 0, remote.stderr
+        assert remote.stdout == local.stdout.replace(str(log), url)  # its notes name the source
