@@ -42,13 +42,26 @@ from specaccept_cli.summary.state import Summary
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["FAN_IN", "RANGE_BYTES", "Part", "Share", "connect", "local_cluster", "summarise", "summarise_share"]
+__all__ = [
+    "FAN_IN",
+    "RANGE_BYTES",
+    "SHARE_ROWS",
+    "Part",
+    "Share",
+    "connect",
+    "local_cluster",
+    "summarise",
+    "summarise_share",
+]
 
 FAN_IN = 8  # parts added by one reduction task
 # An uncompressed JSONL file larger than this is cut into byte ranges of about this size: large
 # enough that a task's fixed cost (tens of ms) is small beside its parsing (seconds), small enough
 # that a terabyte of logs makes thousands of tasks for a cluster to balance.
 RANGE_BYTES = 64 << 20
+# Consecutive Parquet row groups are one share until they hold this many rows: writers that flush
+# small row groups (streaming writers, DuckDB's 122,880 rows) do not make a task of each.
+SHARE_ROWS = 250_000
 DASK_EXTRA = "--scheduler needs Dask: pip install 'specaccept[dask]'"
 
 _DEFAULT_FIELDS = FieldSpec()
@@ -90,7 +103,7 @@ class Job:
 # --- work done in a task (pure functions of their arguments) ---------------------------------------
 
 
-def plan_shares(source: Source, reading: Reading, range_bytes: int) -> list[Share]:
+def plan_shares(source: Source, reading: Reading, range_bytes: int, share_rows: int = SHARE_ROWS) -> list[Share]:
     """How to cut one source into shares; a source that cannot be opened is one share (its task reports it).
 
     Server output is refused: Prometheus scrapes form one series across files, read in order in one
@@ -104,7 +117,7 @@ def plan_shares(source: Source, reading: Reading, range_bytes: int) -> list[Shar
                     "run without --scheduler"
                 )
             if opened.format == "parquet":
-                return _row_group_shares(source)
+                return _row_group_shares(source, share_rows)
             location = source.remote or source.path
             if opened.compression is None and location is not None and (source.size or 0) > range_bytes:
                 ranges = newline_aligned_ranges(location, source.size or 0, range_bytes)
@@ -114,7 +127,8 @@ def plan_shares(source: Source, reading: Reading, range_bytes: int) -> list[Shar
     return [Share(source)]
 
 
-def _row_group_shares(source: Source) -> list[Share]:
+def _row_group_shares(source: Source, share_rows: int) -> list[Share]:
+    """Runs of consecutive row groups holding at least `share_rows` rows each (the last may hold fewer)."""
     import pyarrow.parquet as pq
 
     with contextlib.ExitStack() as stack:
@@ -122,12 +136,20 @@ def _row_group_shares(source: Source) -> list[Share]:
         if source.remote is not None:
             file = stack.enter_context(source.remote.open_random())
         try:
-            groups = pq.ParquetFile(file).metadata.num_row_groups
+            metadata = pq.ParquetFile(file).metadata
+            rows = [metadata.row_group(index).num_rows for index in range(metadata.num_row_groups)]
         except Exception:  # a damaged footer: the whole-file task reports it as one process would
             return [Share(source)]
-    if groups <= 1:
+    bounds = [0]
+    held = 0
+    for index, count in enumerate(rows[:-1]):
+        held += count
+        if held >= share_rows:
+            bounds.append(index + 1)
+            held = 0
+    if len(bounds) == 1:
         return [Share(source)]
-    return [Share(replace(source, row_groups=(index, index + 1))) for index in range(groups)]
+    return [Share(replace(source, row_groups=span)) for span in zip(bounds, [*bounds[1:], len(rows)])]
 
 
 def summarise_share(share: Share, job: Job) -> Part:
@@ -237,6 +259,7 @@ def summarise(
     storage: Storage | None = None,
     fan_in: int = FAN_IN,
     range_bytes: int = RANGE_BYTES,
+    share_rows: int = SHARE_ROWS,
 ) -> Summary:
     """`pipeline.summarise` on a Dask cluster: the same summary, byte for byte, for the same inputs.
 
@@ -258,7 +281,9 @@ def summarise(
     job = Job(reading, plan, on_error)
     with _cluster_errors():
         plans: list[list[Share]] = cluster.gather(
-            cluster.map(plan_shares, sources, reading=reading, range_bytes=range_bytes, pure=False)
+            cluster.map(
+                plan_shares, sources, reading=reading, range_bytes=range_bytes, share_rows=share_rows, pure=False
+            )
         )
         per_source = []
         for shares in plans:

@@ -51,6 +51,15 @@ def test_from_s3_on_a_local_cluster_the_same_bytes(shards: Shards) -> None:
     assert spread.stdout == alone.stdout == local.stdout  # no source name in a clean summary: disk == bucket
 
 
+def test_objects_cut_into_row_groups_and_byte_ranges_add_up_to_the_same_bytes(client: object, shards: Shards) -> None:
+    """Ranged requests on S3: Parquet row groups and plain JSONL byte ranges as tasks of their own."""
+    fields, plan = FieldSpec(extras=("host",)), Plan(group_by="host")
+    alone = summarise([shards.url], fields, plan)
+    spread = on_cluster.summarise([shards.url], fields, plan, client=client, range_bytes=1 << 20, share_rows=7_000)
+    assert spread.runs == shards.runs
+    assert machine(spread) == machine(alone)
+
+
 @pytest.fixture(scope="module")
 def damaged(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """Shards with bad rows in every kind of share, and sources that fail whole or part-way."""
@@ -69,16 +78,25 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return [str(path) for path in (plain, parquet, no_r, cut, good)]
 
 
-@pytest.mark.parametrize(("range_bytes", "fan_in"), [(1 << 30, 8), (50_000, 2), (120_000, 3)])
+@pytest.mark.parametrize(
+    ("range_bytes", "share_rows", "fan_in"), [(1 << 30, 1 << 30, 8), (50_000, 1, 2), (120_000, 2_500, 3)]
+)
 def test_shard_boundaries_and_fan_in_change_no_byte(
-    client: object, damaged: list[str], range_bytes: int, fan_in: int
+    client: object, damaged: list[str], range_bytes: int, share_rows: int, fan_in: int
 ) -> None:
     fields, plan = FieldSpec(extras=("host",)), Plan(group_by="host")
     # Also with a file cut into ranges first: line numbers are shifted within a source, never across.
     for inputs in (damaged, [damaged[4], *damaged[1:4], damaged[0]]):
         alone = summarise(inputs, fields, plan, on_error="skip")
         spread = on_cluster.summarise(
-            inputs, fields, plan, client=client, on_error="skip", range_bytes=range_bytes, fan_in=fan_in
+            inputs,
+            fields,
+            plan,
+            client=client,
+            on_error="skip",
+            range_bytes=range_bytes,
+            share_rows=share_rows,
+            fan_in=fan_in,
         )
         assert alone.skipped_rows > 20 and alone.skipped_sources == 2  # past the kept 20; two abandoned sources
         assert machine(spread) == machine(alone)
@@ -91,7 +109,7 @@ def test_fail_mode_raises_the_first_error_of_the_input(client: object, damaged: 
     with pytest.raises(InputError) as alone:
         summarise(inputs)
     with pytest.raises(InputError) as spread:
-        on_cluster.summarise(inputs, client=client, range_bytes=40_000, fan_in=2)
+        on_cluster.summarise(inputs, client=client, range_bytes=40_000, share_rows=1, fan_in=2)
     assert str(spread.value) == str(alone.value)
     assert (spread.value.source, spread.value.line) == (alone.value.source, alone.value.line)
 
