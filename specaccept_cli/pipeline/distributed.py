@@ -280,6 +280,7 @@ def summarise(
     reading = Reading(fields, input_format, max_line_bytes)
     job = Job(reading, plan, on_error)
     with _cluster_errors():
+        _check_workers(cluster)
         plans: list[list[Share]] = cluster.gather(
             cluster.map(
                 plan_shares, sources, reading=reading, range_bytes=range_bytes, share_rows=share_rows, pure=False
@@ -293,6 +294,30 @@ def summarise(
     if part.error is not None:
         raise part.error
     return part.summary
+
+
+def _worker_version() -> str:
+    import specaccept_cli
+
+    return specaccept_cli.__version__
+
+
+def _check_workers(client: Any) -> None:
+    """Workers must run this specaccept: another version could count differently (or not at all)."""
+    import specaccept_cli
+
+    try:
+        found: dict[str, str] = client.run(_worker_version)
+    except (ImportError, AttributeError) as exc:  # a worker without the package cannot even load the function
+        raise SpecacceptError(
+            f"the Dask workers cannot run specaccept ({exc}): install specaccept {specaccept_cli.__version__} on them"
+        ) from None
+    others = sorted({version for version in found.values() if version != specaccept_cli.__version__})
+    if others:
+        raise SpecacceptError(
+            f"the Dask workers run specaccept {', '.join(others)}, this is {specaccept_cli.__version__}: "
+            "install the same version on both"
+        )
 
 
 def _tree(client: Any, level: list[Any], fan_in: int, within_source: bool) -> Any:

@@ -217,3 +217,21 @@ def test_server_output_is_refused_on_a_cluster(cluster: str) -> None:
     assert result.stderr == (
         f"specaccept: {log} is vllm-log output: server metrics are read in one process; run without --scheduler\n"
     )
+
+
+def test_workers_of_another_version_are_one_line(cluster: str, hand_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import specaccept_cli
+
+    monkeypatch.setattr(specaccept_cli, "__version__", "0.0.0-driver")
+    result = invoke("audit", str(hand_log), "--scheduler", cluster)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"specaccept: the Dask workers run specaccept {_installed_version()}, this is 0.0.0-driver: "
+        "install the same version on both\n"
+    )
+
+
+def _installed_version() -> str:
+    from importlib.metadata import version
+
+    return version("specaccept")
