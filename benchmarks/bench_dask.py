@@ -98,6 +98,7 @@ def main() -> None:
     import distributed
 
     shards = ensure_shards(args.cache, args.runs, args.shards)
+    load = os.getloadavg()[0]
     rows: list[str] = []
     identical = True
     with (
@@ -109,6 +110,17 @@ def main() -> None:
         start = time.perf_counter()
         client.gather(client.map(_nothing, range(1_000), pure=False))
         per_task_ms = (time.perf_counter() - start) / 1_000 * 1_000
+        # The fixed cost of an audit: one tiny shard (100 runs), alone and on the running cluster.
+        tiny = shards["JSONL"][0].with_name("tiny.jsonl")
+        tiny.write_bytes(b"".join(shards["JSONL"][0].read_bytes().splitlines(keepends=True)[:100]))
+        fixed = {
+            "one process": [SPECACCEPT, "audit", "-o", "json", "--jobs", "1", str(tiny)],
+            "running cluster": [SPECACCEPT, "audit", "-o", "json", str(tiny), "--scheduler", cluster.scheduler_address],
+        }
+        fixed_times = {
+            name: statistics.median(run(command)["seconds"] for _ in range(args.repeat))
+            for name, command in fixed.items()
+        }
         for kind, paths in shards.items():
             audit = [SPECACCEPT, "audit", "-o", "json", *map(str, paths)]
             commands = {
@@ -136,10 +148,13 @@ def main() -> None:
                 rows.append(f"| {kind} | {name} | {wall:.2f} | {cpu:.2f} | {shown} |")
     report = "\n".join(
         [
-            f"Machine: {machine()}; Dask {distributed.__version__}; {datetime.date.today().isoformat()}.",
+            f"Machine: {machine()}; Dask {distributed.__version__}; {datetime.date.today().isoformat()}; "
+            f"load average {load:.1f} at the start (the machine is shared: CPU seconds are the steadier figure).",
             f"Logs: {args.runs:,} runs in {args.shards} shards per format (`specaccept simulate --alpha 0.8 --k 1-8`); "
             f"every command printed the same bytes: {'yes' if identical else 'NO'}.",
-            f"Fixed cost of one task on the running cluster (1,000 tasks that do nothing): {per_task_ms:.1f} ms.",
+            f"Fixed cost of one task on the running cluster (1,000 tasks that do nothing): {per_task_ms:.1f} ms; "
+            f"of a whole audit of 100 runs: {fixed_times['running cluster']:.2f} s on the running cluster, "
+            f"{fixed_times['one process']:.2f} s in one process.",
             "",
             "| shards | command | wall s | CPU s, all processes | peak RSS per worker |",
             "|---|---|---|---|---|",
