@@ -193,7 +193,8 @@ def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
     INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
-    a directory of Parquet shards, or - for stdin (the default when stdin is a pipe).
+    a directory of Parquet shards, an s3:// or gs:// object or prefix, or - for stdin
+    (the default when stdin is a pipe).
 
     Checks exit 1 when they fail, after the normal output, one line on stderr
     each: the --min-* gates, a --baseline comparison (a significant drop, or a
