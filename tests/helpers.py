@@ -191,9 +191,9 @@ def invoke(*args: str, input: bytes | str | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
-def invoke_env(env: dict[str, str], *args: str) -> Result:
+def invoke_env(env: dict[str, str], *args: str, input: bytes | str | None = None) -> Result:
     """`invoke` with extra environment variables (GITHUB_STEP_SUMMARY, ...)."""
-    return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=False)
+    return CliRunner(env=env).invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
 def summarised(rows: Iterable[object], directory: Path, name: str = "log", group_by: str | None = None) -> Summary:

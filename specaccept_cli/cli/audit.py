@@ -380,10 +380,10 @@ def _read(
     """Every source through the front door, in order; per-run records stream out as they come."""
     from specaccept_cli.pipeline import summarise
 
-    if options.scheduler is not None:
-        return _read_on_cluster(options, sources, fields, plan)
-
     def run(sink: RunSink | None = None) -> Summary:
+        if options.scheduler is not None:
+            return _read_on_cluster(options, sources, fields, plan, sink, cast("IO[bytes] | None", quarantine))
+
         def read(progress: RichProgress | None) -> Summary:
             return summarise(
                 sources,
@@ -518,19 +518,25 @@ def _storage(options: AuditOptions) -> Storage | None:
 
 
 def _check_cluster_options(options: AuditOptions, paths: list[str]) -> None:
-    """What a cluster cannot do: per-run output and quarantine stay on its workers; it cannot read our stdin."""
+    """What a cluster cannot do: read this process's stdin."""
     from specaccept_cli.read.sources import STDIN
 
-    if options.output in ("jsonl", "csv"):
-        raise click.UsageError(f"-o {options.output} writes every run in order: not available with --scheduler")
-    if options.quarantine is not None:
-        raise click.UsageError("--quarantine is not available with --scheduler (skipped rows are counted and listed)")
     if STDIN in paths:
         raise click.UsageError("a cluster cannot read stdin (-): give files, directories or URLs with --scheduler")
 
 
-def _read_on_cluster(options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan) -> Summary:
-    """The same summary from a Dask cluster (the table has no per-run preview: runs stay on the workers)."""
+def _read_on_cluster(
+    options: AuditOptions,
+    sources: list[Source],
+    fields: FieldSpec,
+    plan: Plan,
+    sink: RunSink | None,
+    quarantine: IO[bytes] | None,
+) -> Summary:
+    """The same summary from a Dask cluster; per-run records and quarantined lines come back in input order.
+
+    (The table's preview of runs is not asked for: it would bring every run back for twenty rows.)
+    """
     from specaccept_cli.pipeline import distributed
 
     assert options.scheduler is not None
@@ -543,4 +549,6 @@ def _read_on_cluster(options: AuditOptions, sources: list[Source], fields: Field
             on_error=options.on_error,
             input_format=options.input_format,
             max_line_bytes=options.max_line_bytes,
+            sink=sink,
+            quarantine=quarantine,
         )

@@ -16,27 +16,42 @@ the order of groups are those of one process. Two things make the sum exact, not
   abandoned part-way (`ended`) takes nothing from its later shares; in fail mode the first error
   in input order (`error`) is the one raised, whatever the order the tasks finished in.
 
+Per-run output and quarantine (`sink`, `quarantine`) take another road: the shares' results,
+runs included (no tokens), are taken on the driver in input order, a bounded window ahead
+(`_in_order`), and added there as one process adds them.
+
 Dask is an optional extra, imported only here and only when a cluster is used.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
 
 from specaccept_cli.errors import InputError, SpecacceptError, UsageError
 from specaccept_cli.pipeline import skipped_input
 from specaccept_cli.pipeline import summarise as summarise_here
-from specaccept_cli.pipeline.parallel import _parse_range, _restore, default_jobs, newline_aligned_ranges
+from specaccept_cli.pipeline.parallel import (
+    TASKS_PER_WORKER,
+    _parse_range,
+    _restore,
+    default_jobs,
+    newline_aligned_ranges,
+)
 from specaccept_cli.read.jsonl import BLOCK_BYTES
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import ENGINE_FORMATS, Format, Reading, Source, expand_inputs, open_source
 from specaccept_cli.read.storage import Storage
-from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
-from specaccept_cli.summary.evaluate import Plan, add_up
+from specaccept_cli.rule.vectorized import BatchOutcome
+from specaccept_cli.summary.evaluate import Evaluated, Plan, RunColumns, RunSink, add_up
 from specaccept_cli.summary.state import Summary
 
 if TYPE_CHECKING:
@@ -65,6 +80,7 @@ SHARE_ROWS = 250_000
 DASK_EXTRA = "--scheduler needs Dask: pip install 'specaccept[dask]'"
 
 _DEFAULT_FIELDS = FieldSpec()
+_NO_TOKENS = np.zeros(0, dtype=np.float64)
 _DEFAULT_PLAN = Plan()
 
 
@@ -89,6 +105,13 @@ class Part:
     lines: int = 0
     ended: bool = False
     error: InputError | None = None
+    # Only when per-run output or quarantine is asked for (see `_in_order`): the share's runs
+    # (their lines, counts and extras; no tokens) and the raw lines of its skipped rows.
+    runs: tuple[PerRun, ...] = ()
+    quarantined: bytes = b""
+
+
+PerRun = tuple[RunBatch, BatchOutcome, RunColumns]
 
 
 @dataclass(frozen=True)
@@ -98,6 +121,7 @@ class Job:
     reading: Reading
     plan: Plan
     on_error: Mode
+    keep_runs: bool = False  # send per-run results and quarantined lines back (per-run output)
 
 
 # --- work done in a task (pure functions of their arguments) ---------------------------------------
@@ -171,22 +195,31 @@ def summarise_share(share: Share, job: Job) -> Part:
 
 
 def _summarise_share(share: Share, job: Job) -> Part:
-    if share.byte_range is None:
-        reading = job.reading
-        try:
-            summary = summarise_here(
-                [share.source],
-                reading.fields,
-                job.plan,
-                jobs=1,
-                on_error=job.on_error,
-                input_format=reading.input_format,
-                max_line_bytes=reading.max_line_bytes,
-            )
-        except InputError as error:
-            return Part(Summary(), error=error)
-        return Part(summary, ended=summary.skipped_sources > 0)
-    return _summarise_range(share, job)
+    if share.byte_range is not None:
+        return _summarise_range(share, job)
+    reading = job.reading
+    runs: list[PerRun] = []
+    quarantine = io.BytesIO() if job.keep_runs else None
+
+    def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
+        runs.append((replace(batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS), outcome, columns))
+
+    try:
+        summary = summarise_here(
+            [share.source],
+            reading.fields,
+            job.plan,
+            jobs=1,
+            on_error=job.on_error,
+            quarantine=quarantine,
+            sink=keep if job.keep_runs else None,
+            input_format=reading.input_format,
+            max_line_bytes=reading.max_line_bytes,
+        )
+    except InputError as error:
+        return Part(Summary(), error=error, runs=tuple(runs))
+    kept = quarantine.getvalue() if quarantine is not None else b""
+    return Part(summary, ended=summary.skipped_sources > 0, runs=tuple(runs), quarantined=kept)
 
 
 def _summarise_range(share: Share, job: Job) -> Part:
@@ -195,13 +228,23 @@ def _summarise_range(share: Share, job: Job) -> Part:
     assert share.byte_range is not None
     location = source.remote or str(source.path)
     start, end = share.byte_range
-    policy = ErrorPolicy(job.on_error)
+    quarantine = io.BytesIO() if job.keep_runs else None
+    policy = ErrorPolicy(job.on_error, quarantine)
+    runs: list[PerRun] = []
     count = 0
 
-    def evaluated() -> Iterator[Any]:
+    def evaluated() -> Iterator[Evaluated]:
         nonlocal count
         origin, count, results = _parse_range(
-            location, start, end, source.name, reading.fields, reading.max_line_bytes, False, BLOCK_BYTES, job.plan
+            location,
+            start,
+            end,
+            source.name,
+            reading.fields,
+            reading.max_line_bytes,
+            job.keep_runs,
+            BLOCK_BYTES,
+            job.plan,
         )
         for result, parts in results:
             for part in parts:
@@ -209,13 +252,17 @@ def _summarise_range(share: Share, job: Job) -> Part:
                 if error.line is not None:
                     error.line -= origin - 1
                 policy(error)
+            if result.batch is not None and result.outcome is not None:
+                batch = replace(result.batch, lines=result.batch.lines - (origin - 1))
+                runs.append((batch, result.outcome, result.columns))
             yield result
 
     try:
         summary = add_up(policy.guard(evaluated()), None, job.plan.group_by)
     except InputError as error:
-        return Part(Summary(), error=error)
-    return Part(summary + skipped_input(policy), count, ended=policy.skipped_sources > 0)
+        return Part(Summary(), error=error, runs=tuple(runs))
+    kept = quarantine.getvalue() if quarantine is not None else b""
+    return Part(summary + skipped_input(policy), count, policy.skipped_sources > 0, None, tuple(runs), kept)
 
 
 def add_parts(parts: Sequence[Part], within_source: bool) -> Part:
@@ -233,15 +280,20 @@ def add_parts(parts: Sequence[Part], within_source: bool) -> Part:
 
 
 def _add(left: Part, right: Part) -> Part:
-    shift = left.lines
-    error = right.error
-    summary = right.summary
-    if shift:
-        if error is not None and error.line is not None:
-            error = InputError(error.source, error.line + shift, error.message, error.raw)
-        shifted = (row if row.line is None else row._replace(line=row.line + shift) for row in summary.errors)
-        summary = replace(summary, errors=tuple(shifted))
-    return Part(left.summary + summary, left.lines + right.lines, right.ended, error)
+    right = _shifted(right, left.lines)
+    return Part(left.summary + right.summary, left.lines + right.lines, right.ended, right.error)
+
+
+def _shifted(part: Part, shift: int) -> Part:
+    """A part of a source whose earlier parts covered `shift` lines: its line numbers, made the file's."""
+    if not shift:
+        return part
+    error = part.error
+    if error is not None and error.line is not None:
+        error = InputError(error.source, error.line + shift, error.message, error.raw)
+    rows = (row if row.line is None else row._replace(line=row.line + shift) for row in part.summary.errors)
+    runs = tuple((replace(batch, lines=batch.lines + shift), outcome, columns) for batch, outcome, columns in part.runs)
+    return replace(part, summary=replace(part.summary, errors=tuple(rows)), error=error, runs=runs)
 
 
 # --- the driver -----------------------------------------------------------------------------------
@@ -260,12 +312,16 @@ def summarise(
     fan_in: int = FAN_IN,
     range_bytes: int = RANGE_BYTES,
     share_rows: int = SHARE_ROWS,
+    sink: RunSink | None = None,
+    quarantine: IO[bytes] | None = None,
 ) -> Summary:
     """`pipeline.summarise` on a Dask cluster: the same summary, byte for byte, for the same inputs.
 
-    `client`: a `distributed.Client` (None: the current default client). Per-run output and
-    quarantine are not available here: runs stay on the workers. Raises the first `InputError` of
-    the input in fail mode, as one process does; a worker that dies raises a `SpecacceptError`.
+    `client`: a `distributed.Client` (None: the current default client). Raises the first
+    `InputError` of the input in fail mode, as one process does; a worker that dies raises a
+    `SpecacceptError`. With `sink` or `quarantine`, per-run results (no tokens) and the raw lines of
+    skipped rows come back to this process share by share, in input order, a few shares ahead
+    (`_in_order`); without them only summaries travel, added on the workers.
     """
     if fan_in < 2:
         raise ValueError("fan_in must be at least 2")
@@ -278,7 +334,8 @@ def summarise(
         return Summary() if plan.group_by is None else Summary(group_by=plan.group_by, groups={})
     cluster: Any = client if client is not None else _default_client()  # distributed is only partly typed
     reading = Reading(fields, input_format, max_line_bytes)
-    job = Job(reading, plan, on_error)
+    keep_runs = sink is not None or quarantine is not None
+    job = Job(reading, plan, on_error, keep_runs)
     with _cluster_errors():
         _check_workers(cluster)
         plans: list[list[Share]] = cluster.gather(
@@ -286,6 +343,8 @@ def summarise(
                 plan_shares, sources, reading=reading, range_bytes=range_bytes, share_rows=share_rows, pure=False
             )
         )
+        if keep_runs:
+            return _in_order(cluster, plans, job, sink, quarantine)
         per_source = []
         for shares in plans:
             tasks = cluster.map(summarise_share, shares, job=job, pure=False)
@@ -294,6 +353,49 @@ def summarise(
     if part.error is not None:
         raise part.error
     return part.summary
+
+
+def _in_order(
+    client: Any, plans: list[list[Share]], job: Job, sink: RunSink | None, quarantine: IO[bytes] | None
+) -> Summary:
+    """Shares run on the cluster, a bounded window ahead; their results are taken here in input order.
+
+    The same sums as the tree (a left fold is one of its shapes), with the runs handed to `sink`
+    and skipped lines to `quarantine` as one process hands them: so per-run output streams, and
+    memory holds a window of shares, not the input.
+    """
+    workers = max(1, len(client.scheduler_info().get("workers", {})))
+    window = TASKS_PER_WORKER * workers
+    shares = ((index, share) for index, source_shares in enumerate(plans) for share in source_shares)
+    pending: deque[tuple[int, Any]] = deque()
+    total = Summary() if job.plan.group_by is None else Summary(group_by=job.plan.group_by, groups={})
+    current, lines, ended = -1, 0, False
+
+    def take() -> None:
+        nonlocal total, current, lines, ended
+        index, future = pending.popleft()
+        if index != current:
+            current, lines, ended = index, 0, False
+        if ended:
+            return
+        part = _shifted(future.result(), lines)
+        for batch, outcome, columns in part.runs:
+            if sink is not None:
+                sink(batch, outcome, columns)
+        if quarantine is not None and part.quarantined:
+            quarantine.write(part.quarantined)
+        if part.error is not None:
+            raise part.error
+        total = total + part.summary
+        lines, ended = lines + part.lines, part.ended
+
+    for index, share in shares:
+        pending.append((index, client.submit(summarise_share, share, job, pure=False)))
+        if len(pending) >= window:
+            take()
+    while pending:
+        take()
+    return total
 
 
 def _worker_version() -> str:

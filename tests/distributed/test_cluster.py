@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import pickle
 import signal
@@ -17,9 +18,10 @@ import pytest
 from specaccept_cli.errors import InputError, SpecacceptError
 from specaccept_cli.pipeline import distributed as on_cluster
 from specaccept_cli.pipeline import summarise
-from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.rule.batch import FieldSpec, RunBatch
+from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.estimates import estimate
-from specaccept_cli.summary.evaluate import Plan
+from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
 from specaccept_cli.summary.files import json_bytes, summary_object
 from specaccept_cli.summary.state import Summary
 from tests.helpers import Shards, invoke, invoke_env, jsonl_bytes, mixed_lines, simulated_rows, write_parquet
@@ -114,10 +116,11 @@ def test_fail_mode_raises_the_first_error_of_the_input(client: object, damaged: 
     assert (spread.value.source, spread.value.line) == (alone.value.source, alone.value.line)
 
 
+@pytest.mark.parametrize("output", ["json", "jsonl"])
 @pytest.mark.parametrize("mode", ["fail", "skip"])
-def test_the_command_line_exits_as_one_process(cluster: str, damaged: list[str], mode: str) -> None:
-    alone = invoke("audit", *damaged, "-o", "json", "--on-error", mode)
-    spread = invoke("audit", *damaged, "-o", "json", "--on-error", mode, "--scheduler", cluster)
+def test_the_command_line_exits_as_one_process(cluster: str, damaged: list[str], mode: str, output: str) -> None:
+    alone = invoke("audit", *damaged, "-o", output, "--on-error", mode, "--jobs", "1")
+    spread = invoke("audit", *damaged, "-o", output, "--on-error", mode, "--scheduler", cluster)
     assert spread.exit_code == alone.exit_code == (2 if mode == "fail" else 0)
     assert spread.stdout == alone.stdout
     assert spread.stderr == alone.stderr
@@ -130,17 +133,50 @@ def test_input_errors_survive_pickling_with_their_fields() -> None:
     assert str(error) == "s3://b/x.jsonl:7: q[0] is 0"
 
 
-def test_what_a_cluster_cannot_do_is_refused_in_one_line(hand_log: Path, tmp_path: Path) -> None:
-    for options, expected in [
-        (("-o", "jsonl"), "-o jsonl writes every run in order: not available with --scheduler"),
-        (("-o", "csv"), "-o csv writes every run in order"),
-        (("--on-error", "skip", "--quarantine", str(tmp_path / "q")), "--quarantine is not available with --scheduler"),
-    ]:
-        result = invoke("audit", str(hand_log), *options, "--scheduler", "tcp://127.0.0.1:9")
-        assert result.exit_code == 2
-        assert expected in result.stderr
+def test_stdin_is_refused_in_one_line(hand_log: Path) -> None:
     piped = invoke("audit", "-", "--scheduler", "local:2", input=hand_log.read_bytes())
     assert piped.exit_code == 2 and "a cluster cannot read stdin" in piped.stderr
+
+
+@pytest.mark.parametrize("output", ["jsonl", "csv"])
+def test_per_run_records_and_quarantine_come_back_in_input_order(
+    cluster: str, damaged: list[str], tmp_path: Path, output: str
+) -> None:
+    common = ("-o", output, "--on-error", "skip", "--id-field", "host")
+    alone = invoke("audit", *damaged, *common, "--quarantine", str(tmp_path / "alone.txt"))
+    spread = invoke("audit", *damaged, *common, "--quarantine", str(tmp_path / "spread.txt"), "--scheduler", cluster)
+    assert alone.exit_code == spread.exit_code == 0
+    assert len(alone.stdout.splitlines()) > 10_000
+    assert spread.stdout == alone.stdout
+    assert spread.stderr == alone.stderr
+    assert (tmp_path / "spread.txt").read_bytes() == (tmp_path / "alone.txt").read_bytes()
+    assert (tmp_path / "alone.txt").read_bytes().count(b"\n") > 20  # every skipped row, past the 20 kept
+
+
+def test_runs_of_byte_ranges_and_row_groups_keep_their_lines(client: object, damaged: list[str]) -> None:
+    def records(into: list[tuple[object, ...]]) -> RunSink:
+        def sink(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
+            lines, k, accepted = batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist()
+            into.extend(zip([batch.source] * len(batch), lines, k, accepted))
+
+        return sink
+
+    alone: list[tuple[object, ...]] = []
+    spread: list[tuple[object, ...]] = []
+    alone_quarantine, spread_quarantine = io.BytesIO(), io.BytesIO()
+    summarise(damaged, on_error="skip", sink=records(alone), quarantine=alone_quarantine)
+    on_cluster.summarise(
+        damaged,
+        client=client,
+        on_error="skip",
+        range_bytes=50_000,
+        share_rows=1,
+        sink=records(spread),
+        quarantine=spread_quarantine,
+    )
+    assert len(alone) > 10_000
+    assert spread == alone
+    assert spread_quarantine.getvalue() == alone_quarantine.getvalue()
 
 
 def test_without_dask_the_scheduler_names_the_extra(hand_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,8 +240,11 @@ def test_the_scheduler_address_may_come_from_the_environment(cluster: str, hand_
     alone = invoke("audit", str(hand_log), "-o", "json")
     spread = invoke_env({"DASK_SCHEDULER_ADDRESS": cluster}, "audit", str(hand_log), "-o", "json")
     assert spread.exit_code == 0 and spread.stdout == alone.stdout
-    refused = invoke_env({"DASK_SCHEDULER_ADDRESS": cluster}, "audit", str(hand_log), "-o", "jsonl")
-    assert refused.exit_code == 2 and "not available with --scheduler" in refused.stderr
+    records = invoke_env({"DASK_SCHEDULER_ADDRESS": cluster}, "audit", str(hand_log), "-o", "jsonl")
+    assert records.exit_code == 0 and records.stdout == invoke("audit", str(hand_log), "-o", "jsonl").stdout
+    # The variable was read: stdin, which a cluster cannot read, is refused.
+    piped = invoke_env({"DASK_SCHEDULER_ADDRESS": cluster}, "audit", "-", input=hand_log.read_bytes())
+    assert piped.exit_code == 2 and "a cluster cannot read stdin" in piped.stderr
 
 
 def test_server_output_is_refused_on_a_cluster(cluster: str) -> None:
