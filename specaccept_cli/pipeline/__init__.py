@@ -77,7 +77,7 @@ def summarise(
             yield from policy.guard(results)
         yield from policy.guard(engine.finish(plan, policy))
 
-    return add_up(evaluated(), sink, plan.group_by) + skipped_input(policy)
+    return add_up(evaluated(), sink, plan.group_by, plan.windows) + skipped_input(policy)
 
 
 def skipped_input(policy: ErrorPolicy) -> Summary:

@@ -16,9 +16,10 @@ the order of groups are those of one process. Two things make the sum exact, not
   abandoned part-way (`ended`) takes nothing from its later shares; in fail mode the first error
   in input order (`error`) is the one raised, whatever the order the tasks finished in.
 
-Per-run output and quarantine (`sink`, `quarantine`) take another road: the shares' results,
-runs included (no tokens), are taken on the driver in input order, a bounded window ahead
-(`_in_order`), and added there as one process adds them.
+Per-run output and quarantine (`sink`, `quarantine`), and windows of runs (placed by each run's
+position in the whole input, which no task knows), take another road: the shares' results, with
+their runs (no tokens) or only each run's (k, accepted), are taken on the driver in input order, a
+bounded window ahead (`_in_order`), and added there as one process adds them.
 
 Dask is an optional extra, imported only here and only when a cluster is used.
 """
@@ -33,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.errors import InputError, SpecacceptError, UsageError
 from specaccept_cli.pipeline import skipped_input
@@ -48,11 +50,12 @@ from specaccept_cli.read.jsonl import BLOCK_BYTES
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import ENGINE_FORMATS, Format, Reading, Source, expand_inputs, open_source
 from specaccept_cli.read.storage import Storage
-from specaccept_cli.rule.batch import FieldSpec, RunBatch
+from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunColumns, RunSink, add_up
 from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.windows import WindowTally
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -109,6 +112,8 @@ class Part:
     # (their lines, counts and extras; no tokens) and the raw lines of its skipped rows.
     runs: tuple[PerRun, ...] = ()
     quarantined: bytes = b""
+    # Only for windows of runs: each run's (k, accepted), in order, 2 bytes each.
+    sequence: tuple[npt.NDArray[np.uint16], npt.NDArray[np.uint16]] | None = None
 
 
 PerRun = tuple[RunBatch, BatchOutcome, RunColumns]
@@ -122,6 +127,7 @@ class Job:
     plan: Plan
     on_error: Mode
     keep_runs: bool = False  # send per-run results and quarantined lines back (per-run output)
+    keep_sequence: bool = False  # send each run's (k, accepted) back (windows of runs)
 
 
 # --- work done in a task (pure functions of their arguments) ---------------------------------------
@@ -199,10 +205,14 @@ def _summarise_share(share: Share, job: Job) -> Part:
         return _summarise_range(share, job)
     reading = job.reading
     runs: list[PerRun] = []
+    sequence = _Sequence()
     quarantine = io.BytesIO() if job.keep_runs else None
 
     def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
-        runs.append((replace(batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS), outcome, columns))
+        if job.keep_runs:
+            runs.append((replace(batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS), outcome, columns))
+        if job.keep_sequence:
+            sequence.add(outcome.k, outcome.accepted)
 
     try:
         summary = summarise_here(
@@ -212,14 +222,33 @@ def _summarise_share(share: Share, job: Job) -> Part:
             jobs=1,
             on_error=job.on_error,
             quarantine=quarantine,
-            sink=keep if job.keep_runs else None,
+            sink=keep if job.keep_runs or job.keep_sequence else None,
             input_format=reading.input_format,
             max_line_bytes=reading.max_line_bytes,
         )
     except InputError as error:
         return Part(Summary(), error=error, runs=tuple(runs))
     kept = quarantine.getvalue() if quarantine is not None else b""
-    return Part(summary, ended=summary.skipped_sources > 0, runs=tuple(runs), quarantined=kept)
+    return Part(summary, 0, summary.skipped_sources > 0, None, tuple(runs), kept, sequence.arrays(job.keep_sequence))
+
+
+class _Sequence:
+    """Runs' (k, accepted) gathered in order, shipped as two compact arrays (k <= MAX_DRAFT_LENGTH)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[IntArray, IntArray]] = []
+
+    def add(self, k: IntArray, accepted: IntArray) -> None:
+        self.pieces.append((k, accepted))
+
+    def arrays(self, wanted: bool) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.uint16]] | None:
+        if not wanted:
+            return None
+        if not self.pieces:
+            return np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.uint16)
+        k = np.concatenate([piece[0] for piece in self.pieces]).astype(np.uint16)
+        accepted = np.concatenate([piece[1] for piece in self.pieces]).astype(np.uint16)
+        return k, accepted
 
 
 def _summarise_range(share: Share, job: Job) -> Part:
@@ -231,6 +260,7 @@ def _summarise_range(share: Share, job: Job) -> Part:
     quarantine = io.BytesIO() if job.keep_runs else None
     policy = ErrorPolicy(job.on_error, quarantine)
     runs: list[PerRun] = []
+    sequence = _Sequence()
     count = 0
 
     def evaluated() -> Iterator[Evaluated]:
@@ -255,6 +285,8 @@ def _summarise_range(share: Share, job: Job) -> Part:
             if result.batch is not None and result.outcome is not None:
                 batch = replace(result.batch, lines=result.batch.lines - (origin - 1))
                 runs.append((batch, result.outcome, result.columns))
+            if job.keep_sequence and result.sequence is not None:
+                sequence.add(*result.sequence)
             yield result
 
     try:
@@ -262,7 +294,10 @@ def _summarise_range(share: Share, job: Job) -> Part:
     except InputError as error:
         return Part(Summary(), error=error, runs=tuple(runs))
     kept = quarantine.getvalue() if quarantine is not None else b""
-    return Part(summary + skipped_input(policy), count, policy.skipped_sources > 0, None, tuple(runs), kept)
+    ended = policy.skipped_sources > 0
+    return Part(
+        summary + skipped_input(policy), count, ended, None, tuple(runs), kept, sequence.arrays(job.keep_sequence)
+    )
 
 
 def add_parts(parts: Sequence[Part], within_source: bool) -> Part:
@@ -334,8 +369,11 @@ def summarise(
         return Summary() if plan.group_by is None else Summary(group_by=plan.group_by, groups={})
     cluster: Any = client if client is not None else _default_client()  # distributed is only partly typed
     reading = Reading(fields, input_format, max_line_bytes)
+    # Windows of runs are placed by each run's position in the whole input, which no task knows:
+    # their runs come back in order too, and are placed here (as `add_up` places them).
+    run_windows = plan.windows is not None and plan.windows.time_field is None
     keep_runs = sink is not None or quarantine is not None
-    job = Job(reading, plan, on_error, keep_runs)
+    job = Job(reading, plan, on_error, keep_runs, run_windows)
     with _cluster_errors():
         _check_workers(cluster)
         plans: list[list[Share]] = cluster.gather(
@@ -343,7 +381,7 @@ def summarise(
                 plan_shares, sources, reading=reading, range_bytes=range_bytes, share_rows=share_rows, pure=False
             )
         )
-        if keep_runs:
+        if keep_runs or run_windows:
             return _in_order(cluster, plans, job, sink, quarantine)
         per_source = []
         for shares in plans:
@@ -369,10 +407,12 @@ def _in_order(
     shares = ((index, share) for index, source_shares in enumerate(plans) for share in source_shares)
     pending: deque[tuple[int, Any]] = deque()
     total = Summary() if job.plan.group_by is None else Summary(group_by=job.plan.group_by, groups={})
+    spec = job.plan.windows
+    by_runs = WindowTally.empty(spec) if spec is not None and spec.time_field is None else None
     current, lines, ended = -1, 0, False
 
     def take() -> None:
-        nonlocal total, current, lines, ended
+        nonlocal total, current, lines, ended, by_runs
         index, future = pending.popleft()
         if index != current:
             current, lines, ended = index, 0, False
@@ -382,11 +422,14 @@ def _in_order(
         for batch, outcome, columns in part.runs:
             if sink is not None:
                 sink(batch, outcome, columns)
+        if by_runs is not None and part.sequence is not None:
+            by_runs = by_runs.extended(part.sequence[0].astype(np.int64), part.sequence[1].astype(np.int64))
         if quarantine is not None and part.quarantined:
             quarantine.write(part.quarantined)
         if part.error is not None:
             raise part.error
-        total = total + part.summary
+        # A share's own windows of runs start at its first run: they are placed here instead.
+        total = total + (part.summary if by_runs is None else replace(part.summary, windows=None))
         lines, ended = lines + part.lines, part.ended
 
     for index, share in shares:
@@ -395,7 +438,7 @@ def _in_order(
             take()
     while pending:
         take()
-    return total
+    return total if by_runs is None else replace(total, windows=by_runs)
 
 
 def _worker_version() -> str:

@@ -274,3 +274,37 @@ def _installed_version() -> str:
     from importlib.metadata import version
 
     return version("specaccept")
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Shards whose runs carry a time (epoch seconds over a day), some of them not a time at all."""
+    directory = tmp_path_factory.mktemp("timed")
+    paths = []
+    for index in range(3):
+        rows = simulated_rows(6_000, seed=30 + index)
+        for position, row in enumerate(rows):
+            row["ts"] = 1_764_460_800 + index * 28_800 + position * 4.5
+        if index == 1:
+            paths.append(write_parquet(directory / f"t{index}.parquet", rows, 1_000))
+        else:
+            rows[100 + index] = {**rows[100 + index], "ts": "yesterday"}
+            path = directory / f"t{index}.jsonl"
+            path.write_bytes(jsonl_bytes(rows))
+            paths.append(path)
+    return [str(path) for path in paths]
+
+
+@pytest.mark.parametrize(
+    "windows", [(), ("--window", "777"), ("--time-field", "ts"), ("--time-field", "ts", "--window", "10m")]
+)
+def test_windows_of_runs_and_of_time_are_those_of_one_process(
+    client: object, cluster: str, timed: list[str], windows: tuple[str, ...]
+) -> None:
+    """Windows of runs are placed by position in the whole input, which no task knows: they still match."""
+    common = ("-o", "json", "--on-error", "skip", *windows)
+    alone = invoke("audit", *timed, *common)
+    spread = invoke("audit", *timed, *common, "--scheduler", cluster)
+    assert alone.exit_code == spread.exit_code == 0, alone.stderr + spread.stderr
+    assert spread.stdout == alone.stdout
+    assert len(orjson.loads(alone.stdout)["windows"]) > 5
