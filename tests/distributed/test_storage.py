@@ -130,3 +130,13 @@ def test_server_output_in_a_bucket_is_recognised_as_on_disk(s3: S3, tmp_path: Pa
         remote = invoke("audit", url, "-o", "json")
         assert remote.exit_code == 0, remote.stderr
         assert remote.stdout == local.stdout.replace(str(log), url)  # its notes name the source
+
+
+def test_options_reach_the_file_system_of_their_scheme() -> None:
+    """gs:// gets Google's file system with its own options (no GCS server here: built, not called)."""
+    filesystem, path = Storage(parse_storage_options(["anonymous=true", "endpoint=http://127.0.0.1:9"])).filesystem(
+        "gs://bucket/logs/"
+    )
+    assert type(filesystem).__name__ == "GcsFileSystem" and path == "bucket/logs"
+    with pytest.raises(UsageError, match="storage option 'project_id' does not apply to s3://"):
+        Storage(parse_storage_options(["project_id=p"])).filesystem("s3://bucket/key")
