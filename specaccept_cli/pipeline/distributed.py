@@ -356,7 +356,8 @@ def summarise(
     `InputError` of the input in fail mode, as one process does; a worker that dies raises a
     `SpecacceptError`. With `sink` or `quarantine`, per-run results (no tokens) and the raw lines of
     skipped rows come back to this process share by share, in input order, a few shares ahead
-    (`_in_order`); without them only summaries travel, added on the workers.
+    (`_in_order`), and so do the runs' (k, accepted) with windows of runs; otherwise only summaries
+    travel, added on the workers.
     """
     if fan_in < 2:
         raise ValueError("fan_in must be at least 2")
@@ -366,7 +367,7 @@ def summarise(
     if any(source.is_stdin for source in sources):
         raise UsageError("a cluster cannot read this process's stdin: give files or URLs")
     if not sources:
-        return Summary() if plan.group_by is None else Summary(group_by=plan.group_by, groups={})
+        return add_up((), None, plan.group_by, plan.windows)
     cluster: Any = client if client is not None else _default_client()  # distributed is only partly typed
     reading = Reading(fields, input_format, max_line_bytes)
     # Windows of runs are placed by each run's position in the whole input, which no task knows:
