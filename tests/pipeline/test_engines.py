@@ -91,3 +91,30 @@ def test_only_summaries_are_unpickled() -> None:
 
     with pytest.raises(InputError, match="not a summary: dict"):
         summary_of_bytes(pickle.dumps({"runs": 1}))
+
+
+def test_the_spark_recipe_partition_function_gives_one_process_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/spark_audit.py's task, fed what `mapInArrow` feeds it (PySpark itself is not installed here)."""
+    import importlib.util
+    import sys
+    import types
+
+    spark_sql = types.ModuleType("pyspark.sql")
+    spark_sql.SparkSession = object  # type: ignore[attr-defined]  # only `main` uses these
+    spark_sql.functions = types.SimpleNamespace()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pyspark", types.ModuleType("pyspark"))
+    monkeypatch.setitem(sys.modules, "pyspark.sql", spark_sql)
+    recipe = Path(__file__).resolve().parents[2] / "examples" / "spark_audit.py"
+    spec = importlib.util.spec_from_file_location("spark_audit", recipe)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    rows = simulated_rows(4_000, seed=9)
+    paths = [write_parquet(tmp_path / f"part-{index}.parquet", rows[index::2], 700) for index in range(2)]
+    cells = [cell for batches in partitions(paths, 1_500) for cell in module.partition(iter(batches))]
+    assert len(cells) == 3
+    summary = add_summaries(summary_of_bytes(cell.column("summary")[0].as_py()) for cell in cells)
+    assert summary == summarise([str(path) for path in paths])
