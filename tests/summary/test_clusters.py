@@ -204,3 +204,14 @@ def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> Non
     blank_first = write_jsonl(tmp_path / "blank.jsonl", [])
     blank_first.write_bytes(b"\n  \n" + orjson.dumps({"rid": 1, "p": []}) + b"\n")
     assert first_row_fields(expand_inputs([str(blank_first)])[0]) == ["rid", "p"]
+
+
+def test_a_comparison_with_one_clustered_side_says_so() -> None:
+    from specaccept_cli.checks import compare
+
+    clustered = estimate(clustered_summary(RUNS * 4, [f"{key}{i // 5}" for i, key in enumerate(KEYS * 4)]))
+    plain = estimate(Summary(counts=clustered_summary(RUNS * 4, KEYS * 4).counts))
+    warnings = compare(plain, clustered).warnings
+    assert any("one side only has --cluster-field" in warning for warning in warnings)
+    assert compare(plain, clustered).method.startswith("over runs")
+    assert compare(clustered, clustered).method.startswith("cluster-robust")
