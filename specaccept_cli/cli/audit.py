@@ -12,6 +12,7 @@ import click
 
 from specaccept_cli.cli.options import (
     FiniteFloat,
+    WholeNumber,
     check_field_path,
     comparison_options,
     cost_ratio_option,
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
 @cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
 @click.option(
-    "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
+    "--max-rows", type=WholeNumber(min=0), default=20, show_default=True, help="Runs shown in the table view."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.option(
@@ -90,7 +91,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-mismatches",
-    type=click.IntRange(min=0),
+    type=WholeNumber(min=0),
     help="Gate: exit 1 when more runs than this disagree with their reported count.",
 )
 @click.option(
@@ -137,7 +138,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-errors",
-    type=click.IntRange(min=0),
+    type=WholeNumber(min=0),
     default=None,
     metavar="N",
     help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
@@ -151,7 +152,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-line-bytes",
-    type=click.IntRange(min=1),
+    type=WholeNumber(min=1),
     default=DEFAULT_MAX_LINE_BYTES,
     show_default=True,
     metavar="N",
@@ -160,7 +161,7 @@ if TYPE_CHECKING:
 @click.option(
     "-j",
     "--jobs",
-    type=click.IntRange(min=1),
+    type=WholeNumber(min=1),
     default=None,
     help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
 )

@@ -41,13 +41,24 @@ def field_option(name: str) -> Callable[[FC], FC]:
 
 
 class FiniteFloat(click.FloatRange):
-    """A float in a range; unlike click.FloatRange, nan and inf are refused (nan compares false to any bound)."""
+    """A float in a range; unlike click.FloatRange, nan and inf are refused (nan compares false to any bound).
+
+    Named "number", so a typo reads "'abc' is not a valid number", not "... a valid float range".
+    """
+
+    name = "number"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class WholeNumber(click.IntRange):
+    """click.IntRange named "integer": a typo reads "'abc' is not a valid integer", not "... integer range"."""
+
+    name = "integer"
 
 
 def output_option(choices: tuple[str, ...], help_text: str) -> Callable[[FC], FC]:

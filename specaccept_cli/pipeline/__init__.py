@@ -13,15 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import IO
 
+from specaccept_cli.errors import UsageError
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import Format, ProgressHook, Reading, Source, expand_inputs
-from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.rule.batch import FieldSpec, absent_from_both
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunSink, add_up
 from specaccept_cli.summary.state import Summary
 
 __all__ = ["default_jobs", "summarise"]
+
+SHOWN_KEYS = 12  # keys listed when a field is not found
 
 _DEFAULT_FIELDS = FieldSpec()
 _DEFAULT_PLAN = Plan()
@@ -55,14 +58,31 @@ def summarise(
     reading = Reading(fields, input_format, max_line_bytes)
     workers = default_jobs() if jobs is None else jobs
 
+    absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
+
     def evaluated() -> Iterator[Evaluated]:
+        nonlocal absent
         for source in sources:
             results = evaluate_source(
                 source, reading, policy, progress, jobs=workers, keep_runs=sink is not None, plan=plan
             )
-            yield from policy.guard(results)
+            for result in policy.guard(results):
+                absent = result.absent if absent is None else absent_from_both(absent, result.absent)
+                yield result
 
     summary = add_up(evaluated(), sink, plan.group_by)
+    if summary.runs and absent:
+        raise UsageError(field_not_found(*next(iter(absent.items()))))
     return summary + Summary(
         skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
     )
+
+
+def field_not_found(name: str, keys: Sequence[str]) -> str:
+    """A field no row has (a typo, most likely), with the closest keys the rows do have."""
+    import difflib
+
+    closest = difflib.get_close_matches(name, keys, n=3, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(repr(key) for key in closest)}?" if closest else ""
+    shown = ", ".join(keys[:SHOWN_KEYS]) + (", ..." if len(keys) > SHOWN_KEYS else "")
+    return f"no row has the field '{name}'{hint} (a row has: {shown or 'no keys'})"

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.batch import RunBatch, absent_from_both
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Summary, add_groups, group_key
@@ -51,13 +51,15 @@ class Evaluated:
     batch: RunBatch | None = None
     outcome: BatchOutcome | None = None
     columns: RunColumns = field(default_factory=dict)
+    absent: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the batch's `absent` extra fields
 
     def __add__(self, other: Evaluated) -> Evaluated:
         """Two blocks folded into one (only when per-run results are not kept)."""
         groups = self.groups
         if other.groups is not None:
             groups = add_groups(dict(groups or {}), other.groups)
-        return Evaluated(self.summary + other.summary, self.runs + other.runs, groups)
+        absent = absent_from_both(self.absent, other.absent)
+        return Evaluated(self.summary + other.summary, self.runs + other.runs, groups, absent=absent)
 
 
 def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
@@ -88,8 +90,8 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     )
     groups = None if plan.group_by is None else split_by_group(outcome, batch.extras[plan.group_by])
     if not keep_runs:
-        return Evaluated(part, len(batch), groups), errors
-    return Evaluated(part, len(batch), groups, batch, outcome, columns), errors
+        return Evaluated(part, len(batch), groups, absent=batch.absent), errors
+    return Evaluated(part, len(batch), groups, batch, outcome, columns, batch.absent), errors
 
 
 def add_up(results: Iterable[Evaluated], sink: RunSink | None = None, group_by: str | None = None) -> Summary:
