@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,7 +49,8 @@ def test_head_ends_the_pipeline_quietly(big_log: Path, options: str, first: byte
     assert ours.stderr == b"ours 0\n"
 
 
-def test_sigint_mid_stream_exits_130_with_one_line(big_log: Path) -> None:
+def test_sigint_mid_stream_dies_of_sigint_with_one_line(big_log: Path) -> None:
+    """After cleaning up, the process kills itself with SIGINT (a shell shows 130), as Unix programs do."""
     data = big_log.read_bytes()[: 5 << 20]  # one whole 4 MiB block, then the reader waits for more
     data = data[: data.rfind(b"\n") + 1]
     command = [sys.executable, "-m", "specaccept_cli", "audit", "-", "-o", "jsonl"]
@@ -73,7 +76,7 @@ def test_sigint_mid_stream_exits_130_with_one_line(big_log: Path) -> None:
         finally:
             process.kill()
             writer.join()
-        assert status == 130
+        assert status == -signal.SIGINT
         assert stderr.read() == b"specaccept: interrupted\n"
     # Records before the interruption are whole lines; only the very last may be cut.
     *whole, _last = (first + rest).split(b"\n")
@@ -94,3 +97,39 @@ def test_closed_stdout_is_an_error_not_a_crash(output: str) -> None:
     result = shell(f'"$SPECACCEPT" -m specaccept_cli audit {seed} -o {output} --on-error skip >&-')
     assert result.returncode == 2
     assert result.stderr == b"specaccept: cannot write output: stdout is closed\n"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ctrl_c_stops_a_shell_loop_over_files(big_log: Path) -> None:
+    """Ctrl-C (SIGINT to the whole foreground group) must stop `for f in ...; do specaccept audit $f; done`.
+
+    bash ends such a loop only when the child it waited for died of SIGINT; a child that exits
+    130 looks like one that handled the signal, and the loop goes on to the next file.
+    """
+    data = big_log.read_bytes()[: 5 << 20]  # whole blocks, then the reader waits for more
+    data = data[: data.rfind(b"\n") + 1]
+    script = 'for i in 1 2 3; do "$SPECACCEPT" -m specaccept_cli audit - -o jsonl; echo "next $?"; done; echo "ended"'
+    env = {**os.environ, "SPECACCEPT": sys.executable}
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    # Its own process group, like a terminal's foreground job: Ctrl-C signals the shell and the command.
+    with subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True, **pipes) as loop:  # type: ignore[call-overload]
+        stdin, stdout = loop.stdin, loop.stdout
+
+        def feed() -> None:
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except BrokenPipeError:
+                pass
+
+        writer = threading.Thread(target=feed)
+        writer.start()
+        try:
+            assert stdout.readline().startswith(b'{"source":"<stdin>","line":1,')  # mid-input
+            os.killpg(loop.pid, signal.SIGINT)
+            rest = stdout.read()
+            loop.wait(timeout=60)
+        finally:
+            loop.kill()
+            writer.join()
+        assert b"next" not in rest and b"ended" not in rest
