@@ -25,6 +25,8 @@ from specaccept_cli.cli.output import (
     CheckedOutput,
     atomic_file,
     binary_stdout,
+    check_step_summary,
+    check_writable,
     conclude_checks,
     describe_inputs,
     printing_to_stdout,
@@ -144,6 +146,11 @@ if TYPE_CHECKING:
     help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
 )
 @click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="With --on-error skip: exit 0 even when every row was skipped (by default no valid run is exit 1).",
+)
+@click.option(
     "--quarantine",
     type=click.Path(dir_okay=False, writable=True),
     default=None,
@@ -220,6 +227,7 @@ class AuditOptions:
     github: bool
     on_error: Mode
     max_errors: int | None
+    allow_empty: bool
     quarantine: str | None
     max_line_bytes: int
     jobs: int | None
@@ -237,6 +245,11 @@ def run_audit(options: AuditOptions) -> None:
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths)
+    # So is an output that cannot be written: found now, not after reading the whole input.
+    if options.summary_out is not None:
+        check_writable(options.summary_out, "--summary-out")
+    if options.github:
+        check_step_summary()
 
     from specaccept_cli.views import terminal as render
 
@@ -271,6 +284,8 @@ def run_audit(options: AuditOptions) -> None:
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
         audits.append(_too_many_errors(summary, options.max_errors))
+    if not summary.runs and (summary.skipped_rows or summary.skipped_sources) and not options.allow_empty:
+        audits.append(f"no valid run: {_skipped(summary)} (--on-error skip; --allow-empty accepts that)")
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
 
@@ -293,7 +308,11 @@ def _input_paths(options: AuditOptions) -> list[str]:
     if options.max_mismatches is not None and options.reported_field is None:
         raise click.UsageError("--max-mismatches needs --reported-field")
     if options.on_error == "fail":
-        for name, value in (("--max-errors", options.max_errors), ("--quarantine", options.quarantine)):
+        for name, value in (
+            ("--max-errors", options.max_errors),
+            ("--quarantine", options.quarantine),
+            ("--allow-empty", options.allow_empty or None),
+        ):
             if value is not None:
                 raise click.UsageError(f"{name} applies to --on-error skip")
     if options.baseline is None:
@@ -438,11 +457,15 @@ def _show(
         stderr.print(render.skipped_table(summary))
 
 
-def _too_many_errors(summary: Summary, max_errors: int) -> str:
+def _skipped(summary: Summary) -> str:
     what = f"{summary.skipped_rows} bad row{'s' if summary.skipped_rows != 1 else ''}"
     if summary.skipped_sources:
         what += f" and {summary.skipped_sources} unreadable source{'s' if summary.skipped_sources != 1 else ''}"
-    return f"skipped {what}: more than --max-errors {max_errors}"
+    return f"skipped {what}"
+
+
+def _too_many_errors(summary: Summary, max_errors: int) -> str:
+    return f"{_skipped(summary)}: more than --max-errors {max_errors}"
 
 
 @contextlib.contextmanager

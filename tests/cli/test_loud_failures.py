@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+import os
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.helpers import FIRST_EXAMPLE, MODEL_ROWS, invoke, write_jsonl
+from tests.helpers import FIRST_EXAMPLE, MODEL_ROWS, invoke, invoke_env, write_jsonl
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
@@ -63,3 +65,54 @@ def test_messages_name_values_plainly(tmp_path: Path) -> None:
     assert invoke("audit", str(nested)).stderr == f"specaccept: {nested}:1: r[0] is an array, not a number\n"
     row = write_jsonl(tmp_path / "object.jsonl", [{"p": [0.5], "q": {"a": 1}, "r": [0.1]}])
     assert invoke("audit", str(row)).stderr == f"specaccept: {row}:1: 'q' is an object, not a list of numbers\n"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        bytes(range(256)) * 8,  # a binary file
+        gzip.compress(b'{"p": [0.5], "q": [0.5], "r": [0.1]}\n' * 100)[:12],  # a gzip stream cut after its header
+    ],
+    ids=["binary", "cut-gzip"],
+)
+def test_skip_with_no_valid_run_exits_1_unless_allowed(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "logs.jsonl"
+    path.write_bytes(data)
+    result = invoke("audit", str(path), "--on-error", "skip", "-o", "json")
+    assert result.exit_code == 1
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("specaccept:")]
+    assert line.startswith("specaccept: no valid run: skipped ")
+    assert line.endswith("(--on-error skip; --allow-empty accepts that)")
+    assert orjson.loads(result.stdout)["runs"] == 0  # the output is still written first
+    allowed = invoke("audit", str(path), "--on-error", "skip", "--allow-empty", "-o", "json")
+    assert allowed.exit_code == 0
+
+
+def test_an_empty_input_is_still_no_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"\n\n")
+    assert invoke("audit", str(empty), "--on-error", "skip").exit_code == 0
+    some = write_jsonl(tmp_path / "some.jsonl", [FIRST_EXAMPLE])
+    assert invoke("audit", str(some), "--on-error", "skip").exit_code == 0
+    misuse = invoke("audit", str(some), "--allow-empty")
+    assert misuse.exit_code == 2 and "--allow-empty applies to --on-error skip" in misuse.stderr
+
+
+def test_outputs_are_checked_before_the_input_is_read(tmp_path: Path) -> None:
+    """A bad row on line 1 would stop the audit: the output's error comes first, so nothing was read."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n")
+    missing = tmp_path / "no-such-directory" / "summary.json"
+    result = invoke("audit", str(bad), "--summary-out", str(missing))
+    assert result.exit_code == 2
+    assert result.stderr == f"specaccept: cannot write --summary-out {missing}: No such file or directory\n"
+    step = tmp_path / "no-such-directory" / "step-summary.md"
+    result = invoke_env({"GITHUB_STEP_SUMMARY": str(step)}, "audit", str(bad), "--github")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"specaccept: cannot append to $GITHUB_STEP_SUMMARY ({step})")
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    if not os.access(readonly, os.W_OK):  # root may write anywhere
+        result = invoke("audit", str(bad), "--summary-out", str(readonly / "s.json"))
+        assert "Permission denied" in result.stderr
