@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 import click
@@ -261,6 +261,11 @@ def run_audit(options: AuditOptions) -> None:
     from specaccept_cli.checks import check_gates, compare
     from specaccept_cli.summary.estimates import estimate
 
+    if not options.check_sampler and summary.sampler is not None:
+        # Shown, not gated or saved: a summary file holds the sampler tally only when --check-sampler asked for it.
+        shown, summary = summary, replace(summary, sampler=None)
+    else:
+        shown = summary
     numbers = estimate(summary)
 
     thresholds = {
@@ -274,12 +279,12 @@ def run_audit(options: AuditOptions) -> None:
         if baseline_summary is None
         else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
-    _show(options, summary, numbers, gates, comparison, preview, stderr)
+    _show(options, summary, shown, numbers, gates, comparison, preview, stderr)
 
     from specaccept_cli.checks import audit_failures
     from specaccept_cli.views.markdown import markdown_report
 
-    markdown = markdown_report(summary, numbers, gates, comparison) if options.github else None
+    markdown = markdown_report(shown, numbers, gates, comparison) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
@@ -348,7 +353,8 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     plan = Plan(
         group_by=None if per_run_only else options.group_by,
         reported_field=reported_field,
-        check_sampler=options.check_sampler,
+        # The sampler tests cost next to nothing: shown whenever r is logged, a failure gated only when asked.
+        check_sampler=options.check_sampler or (options.draft_tokens_field is None and not per_run_only),
         sampler_significance=options.sampler_significance,
     )
     return fields, plan
@@ -410,13 +416,17 @@ def _read(
 def _show(
     options: AuditOptions,
     summary: Summary,
+    shown: Summary,
     numbers: Estimates,
     gates: list[GateResult],
     comparison: Comparison | None,
     preview: RunPreview,
     stderr: QuietPipeConsole,
 ) -> None:
-    """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
+    """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form.
+
+    `shown` is `summary` with what the views show beyond the saved summary (the sampler tests).
+    """
     from specaccept_cli.summary.files import json_bytes, summary_object
     from specaccept_cli.views import terminal as render
 
@@ -436,7 +446,7 @@ def _show(
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 
-        write_stdout(markdown_report(summary, numbers, gates, comparison).encode())
+        write_stdout(markdown_report(shown, numbers, gates, comparison).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
@@ -447,7 +457,7 @@ def _show(
                     summary, numbers, cost_ratio=options.cost_ratio, conventions=options.show_conventions
                 )
             )
-            for view in render.audit_views(summary):
+            for view in render.audit_views(shown):
                 console.print(view)
             if gates:
                 console.print(render.gates_view(gates))

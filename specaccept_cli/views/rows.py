@@ -6,10 +6,12 @@ cell: its tone says how, and markdown shows its text alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from specaccept_cli.checks import shown_against, shown_threshold
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.views.format import interval, number
 
@@ -52,12 +54,36 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
     return rows
 
 
+def _numeric_key(key: str) -> float | None:
+    """A group key's value when it is a JSON number (as `group_key` writes one), else None."""
+    try:
+        value = float(key)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def shown_groups(sizes: dict[str, int], limit: int) -> list[str]:
+    """The `limit` largest groups, in reading order: by value when every key is a number (k = 1, 2, ..., 10,
+    not 1, 10, 2), else largest first; "null" (no value) comes last in the numeric order."""
+    largest = sorted(sizes, key=lambda key: (-sizes[key], key))[:limit]
+    values = {key: _numeric_key(key) for key in largest}
+    if all(value is not None for key, value in values.items() if key != "null") and len(values) > ("null" in values):
+        return sorted(largest, key=lambda key: (key == "null", values[key] or 0.0, key))
+    return largest
+
+
 GATE_COLUMNS = ("gate", "threshold", "value", "result")
 
 
 def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
     return [
-        (result.option, f"{result.threshold:g}", number(result.value), "passed" if result.passed else "failed")
+        (
+            result.option,
+            shown_threshold(result.threshold),
+            number(None) if result.value is None else shown_against(result.value, result.threshold),
+            "passed" if result.passed else "failed",
+        )
         for result in results
     ]
 

@@ -289,9 +289,9 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
     if cost_ratio is not None:
         table.add_column("speedup", justify="right")
     table.add_column("i.i.d.?", justify="right")
-    ordered = sorted(groups.items(), key=lambda item: (-item[1].runs, item[0]))
-    for key, state in ordered[:MAX_GROUP_ROWS]:
-        group = estimate(state)  # only the groups shown: there may be a great many
+    shown = shared.shown_groups({key: state.runs for key, state in groups.items()}, MAX_GROUP_ROWS)
+    for key in shown:
+        group = estimate(groups[key])  # only the groups shown: there may be a great many
         row = [
             data_text(key),
             f"{group.runs:,}",
@@ -308,7 +308,7 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
         table.add_row(*row)
     table.caption = f"i.i.d.? fits when |observed - predicted tokens per pass| <= {CONSISTENT_Z:g} standard errors."
     table.caption_justify = "left"
-    more = len(ordered) - MAX_GROUP_ROWS
+    more = len(groups) - len(shown)
     if more > 0:
         return Group(table, Text(f"… and {more:,} more groups (-o json has them all)", style="dim"))
     return table
