@@ -83,7 +83,11 @@ if TYPE_CHECKING:
 @cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
 @click.option(
-    "--max-rows", type=WholeNumber(min=0), default=20, show_default=True, help="Runs shown in the table view."
+    "--max-rows",
+    type=WholeNumber(min=0),
+    default=0,
+    show_default=True,
+    help="Also show the first N runs (with their --id-field values) in the table view.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.option(
@@ -254,7 +258,7 @@ def run_audit(options: AuditOptions) -> None:
     from specaccept_cli.views import terminal as render
 
     stderr = render.QuietPipeConsole(stderr=True)
-    preview = render.RunPreview(options.max_rows)
+    preview = render.RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     with _quarantine_file(options.quarantine) as quarantine:
         summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
@@ -407,7 +411,7 @@ def _read(
     if options.output == "table" and options.max_rows:
 
         def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
-            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist(), batch.extras)
 
         return run(keep)
     return run()
@@ -429,6 +433,7 @@ def _show(
     """
     from specaccept_cli.summary.files import json_bytes, summary_object
     from specaccept_cli.views import terminal as render
+    from specaccept_cli.views.rows import headline_rows
 
     # The machine format only when it is written (with many groups it is most of the work), and once.
     machine = None
@@ -450,6 +455,7 @@ def _show(
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
+            console.print(render.headline(headline_rows(shown, numbers, gates, comparison)))
             if options.max_rows:
                 console.print(render.runs_table(preview))
             console.print(

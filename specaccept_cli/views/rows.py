@@ -25,7 +25,88 @@ ALPHA_CAPTION = (
     "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
     "so accepted/drafted understates it); tokens per pass = a + 1 per target pass, averaged."
 )
+PER_POSITION_CAPTION = (
+    "rate = accepted / reached: conditional, EAGLE's per-position alpha (under the i.i.d. model every rate is "
+    "alpha). unconditional = accepted / drafts of that position (runs with k >= i); vLLM's logged "
+    '"Per-position acceptance rate" divides by every draft instead (--conventions): the same only when every '
+    "run drafts the same k."
+)
 SHOWN_EXAMPLES = 10  # mismatching runs listed (the summary keeps more, for -o json)
+
+
+HeadlineRow = tuple[str, list["Cell"]]  # a label and its parts, joined with " · "
+
+
+def headline_rows(
+    summary: Summary,
+    numbers: Estimates,
+    gates: Sequence[GateResult] = (),
+    comparison: Comparison | None = None,
+) -> list[HeadlineRow]:
+    """The answer, before any detail: runs, alpha with its interval, tokens per pass observed against the
+    i.i.d. prediction, vLLM's acceptance rate, and one verdict per check that ran."""
+    alpha = number(numbers.alpha)
+    if numbers.alpha_ci is not None:
+        alpha += f", 95% interval {interval(numbers.alpha_ci)}"
+    rows: list[HeadlineRow] = [
+        ("runs", [f"{numbers.runs:,}"]),
+        ("alpha", [alpha]),
+        (
+            "tokens per pass",
+            [
+                f"{number(numbers.tokens_per_pass)} observed, "
+                f"{number(numbers.tokens_per_pass_predicted)} predicted (i.i.d.)"
+            ],
+        ),
+        ("vLLM's rate", [f'{number(numbers.acceptance_rate)} accepted / drafted ("Avg Draft acceptance rate")']),
+        ("verdict", _verdicts(summary, numbers, gates, comparison)),
+    ]
+    return rows
+
+
+def _verdicts(
+    summary: Summary, numbers: Estimates, gates: Sequence[GateResult], comparison: Comparison | None
+) -> list[Cell]:
+    verdicts: list[Cell] = []
+    check = numbers.iid_check
+    if check is None:
+        verdicts.append(Marked("i.i.d. check needs more runs", "muted"))
+    elif check.consistent:
+        verdicts.append(Marked("i.i.d. model fits", "good"))
+    else:
+        z = "inf" if check.z is None else f"{check.z:+.1f}"
+        verdicts.append(Marked(f"i.i.d. model does not fit (z = {z})", "bad"))
+    if summary.sampler is not None:
+        failed = [
+            name
+            for name, result in (("calibration", summary.sampler.calibration()), ("r", summary.sampler.r_uniformity()))
+            if result.ok is False
+        ]
+        verdicts.append(
+            Marked(f"sampler fails ({', '.join(failed)})", "bad") if failed else Marked("sampler ok", "good")
+        )
+    if summary.reported is not None:
+        mismatches = summary.reported.mismatches
+        if mismatches:
+            verdicts.append(Marked(f"{mismatches:,} reported counts mismatch", "bad"))
+        else:
+            verdicts.append(Marked("reported counts match", "good"))
+    if gates:
+        failed_gates = [result.option for result in gates if not result.passed]
+        if failed_gates:
+            verdicts.append(Marked(f"failed {', '.join(failed_gates)}", "bad"))
+        else:
+            verdicts.append(Marked("gates passed", "good"))
+    if comparison is not None:
+        worse = [row.label for row in comparison.failures]
+        if worse:
+            verdicts.append(Marked(f"baseline: {', '.join(worse)} dropped or untestable", "bad"))
+        else:
+            verdicts.append(Marked("no drop from the baseline", "good"))
+    skipped = summary.skipped_rows + summary.skipped_sources
+    if skipped:
+        verdicts.append(Marked(f"{skipped:,} skipped (stderr)", "bad"))
+    return verdicts
 
 
 def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
@@ -38,7 +119,7 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
         ("alpha", number(numbers.alpha), "accepted / examined: per-token acceptance"),
         ("alpha 95% interval", interval(numbers.alpha_ci), "delta method over runs (tokens of a run correlate)"),
         ("expected alpha", number(numbers.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
-        ("acceptance rate", number(numbers.acceptance_rate), "accepted / drafted (vLLM's number)"),
+        ("acceptance rate", number(numbers.acceptance_rate), 'accepted / drafted: vLLM\'s "Avg Draft acceptance rate"'),
         ("mean accepted", number(numbers.mean_accepted), "a per run"),
         ("tokens per pass", number(numbers.tokens_per_pass), "(accepted + runs) / runs"),
         (

@@ -26,7 +26,7 @@ def test_a_failed_gate_never_reads_equal_to_its_threshold(near_gate: Path) -> No
     result = invoke("audit", str(near_gate), "--min-alpha", "0.5017")
     assert result.exit_code == 1
     assert re.search(r"--min-alpha\s*│\s*0\.5017\s*│\s*0\.50167\s*│\s*failed", result.stdout), result.stdout
-    assert "gate failed: alpha = 0.50167 is below --min-alpha 0.5017" in result.stderr
+    assert "gate failed: alpha = 0.501667 is below --min-alpha 0.5017" in result.stderr
     markdown = invoke("audit", str(near_gate), "--min-alpha", "0.5017", "-o", "markdown").stdout
     assert "| --min-alpha | 0.5017 | 0.50167 | failed |" in markdown
     passed = invoke("audit", str(near_gate), "--min-alpha", "0.5")
@@ -72,3 +72,82 @@ def test_numeric_groups_sort_by_value(tmp_path: Path) -> None:
     words = write_jsonl(tmp_path / "words.jsonl", [{**KEPT, "m": m} for m in ("b", "a", "a")])
     table = invoke_env({"COLUMNS": "160"}, "audit", str(words), "--group-by", "m").stdout
     assert re.findall(r"^│ (\S+)\s+│", table.split("By m")[1], flags=re.MULTILINE) == ["a", "b"]  # largest first
+
+
+@pytest.fixture(scope="module")
+def varied_k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs with k in 1..12, a request id and a numeric field to group by."""
+    directory = tmp_path_factory.mktemp("varied")
+    simulated = directory / "sim.jsonl"
+    assert invoke("simulate", "--runs", "3000", "--alpha", "0.7", "--k", "1-12", "--seed", "3", "-o", str(simulated))
+    rows = [orjson.loads(line) for line in simulated.read_bytes().splitlines()]
+    for index, row in enumerate(rows):
+        row["request_id"] = f"req-{index}"
+        row["k"] = len(row["p"])
+    return write_jsonl(directory / "varied.jsonl", rows)
+
+
+def test_the_headline_comes_first_and_the_runs_table_only_when_asked(varied_k: Path) -> None:
+    result = invoke("audit", str(varied_k), "--min-alpha", "0.9")
+    summary = orjson.loads(invoke("audit", str(varied_k), "-o", "json").stdout)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("╭─ specaccept")
+    panel = "\n".join(lines[: lines.index(next(line for line in lines if line.startswith("╰"))) + 1])
+    low, high = summary["alpha_ci"]
+    assert f"│ runs             {summary['runs']:,} " in panel
+    assert f"{summary['alpha']:.4f}, 95% interval [{low:.4f}, {high:.4f}]" in panel
+    assert f"{summary['tokens_per_pass']:.4f} observed, {summary['tokens_per_pass_predicted']:.4f} predicted" in panel
+    assert f'{summary["acceptance_rate"]:.4f} accepted / drafted ("Avg Draft acceptance rate")' in panel
+    assert re.search(r"verdict .*i\.i\.d\. model fits · sampler ok · failed --min-alpha", panel)
+    assert "Runs" not in result.stdout  # no table of runs by default
+    shown = invoke("audit", str(varied_k), "--max-rows", "2", "--id-field", "request_id").stdout
+    runs = [line for line in shown.splitlines() if "varied.jsonl" in line]
+    assert [line.split("│")[-2].strip() for line in runs] == ["req-0", "req-1"]  # the id column, per run
+    assert "… and 2,998 more runs" in shown
+
+
+def test_per_position_names_say_which_rate_is_vllm_s(varied_k: Path) -> None:
+    summary = orjson.loads(invoke("audit", str(varied_k), "-o", "json").stdout)
+    logged = summary["conventions"]["vllm"]["per_position"]
+    unconditional = [row["unconditional_rate"] for row in summary["per_position"]]
+    assert logged[0] == unconditional[0] and logged[5] < unconditional[5]  # every draft vs drafts of position 6
+    table = invoke_env({"COLUMNS": "200"}, "audit", str(varied_k), "--conventions").stdout
+    flat = " ".join(table.split())  # captions wrap to their table's width
+    assert "unconditional = accepted / drafts of that position (runs with k >= i)" in flat
+    assert '"Per-position acceptance rate" divides by every draft instead' in flat
+    assert re.search(r"vllm +│ per_position .*│ accepted at i / every draft: its \"Per-position acceptance", table)
+    assert "(vLLM's)" not in table
+
+
+def _whole_numbers_shown(table: str, summary: dict[str, object], columns: int) -> None:
+    cells = [line for line in table.splitlines() if line.startswith(("│", "┃"))]
+    assert not any("…" in line for line in cells)  # Rich marks a cut cell with an ellipsis
+    assert all(len(line) <= columns for line in table.splitlines()), columns
+    groups = summary["groups"]
+    assert isinstance(groups, dict)
+    section = table.split(f"By {summary['group_by']}")[1].splitlines()
+    for key, group in groups.items():
+        row = next(line for line in section if line.startswith(f"│ {key} "))
+        assert f"{group['runs']:,}" in row and f"{group['alpha']:.4f}" in row, (columns, row)
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 120])
+def test_narrow_terminals_never_cut_a_number(varied_k: Path, columns: int) -> None:
+    options = (
+        "--group-by",
+        "k",
+        "--cost-ratio",
+        "0.05",
+        "--conventions",
+        "--max-rows",
+        "3",
+        "--id-field",
+        "request_id",
+    )
+    summary = orjson.loads(invoke("audit", str(varied_k), *options, "-o", "json").stdout)
+    table = invoke_env({"COLUMNS": str(columns)}, "audit", str(varied_k), *options, "--min-alpha", "0.7").stdout
+    _whole_numbers_shown(table, summary, columns)
+    for header in ("tokens/pass", "accepted", "unconditional", "statistic", "threshold"):
+        assert header in table or columns < 80, header
+    for value in (f"{summary['alpha']:.4f}", f"{summary['drafted_tokens']:,}", f"{summary['speedup']:.4f}"):
+        assert value in table

@@ -34,8 +34,8 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [
         ("-o jsonl", b'{"source":'),
         ("-o csv", b"source,line,k,accepted,emitted"),
-        ("--max-rows 5000", b"Runs"),
-        ("-o markdown --group-by id", b"### Acceptance"),
+        ("--max-rows 5000", "╭─ specaccept".encode()),
+        ("-o markdown --group-by id", b"### specaccept"),
     ],
 )
 def test_head_ends_the_pipeline_quietly(big_log: Path, options: str, first: bytes) -> None:
