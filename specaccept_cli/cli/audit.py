@@ -474,10 +474,9 @@ def _show(
 
 
 def _skipped(summary: Summary) -> str:
-    what = f"{summary.skipped_rows} bad row{'s' if summary.skipped_rows != 1 else ''}"
-    if summary.skipped_sources:
-        what += f" and {summary.skipped_sources} unreadable source{'s' if summary.skipped_sources != 1 else ''}"
-    return f"skipped {what}"
+    from specaccept_cli.views.rows import skipped_phrase
+
+    return f"skipped {skipped_phrase(summary)}"
 
 
 def _too_many_errors(summary: Summary, max_errors: int) -> str:

@@ -154,6 +154,17 @@ def shown_groups(sizes: dict[str, int], limit: int) -> list[str]:
     return largest
 
 
+def skipped_phrase(summary: Summary) -> str:
+    """What `--on-error skip` left out, in words: "3 bad rows", "1 unreadable source", or both."""
+    skipped, sources = summary.skipped_rows, summary.skipped_sources
+    parts = []
+    if skipped or not sources:
+        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
+    if sources:
+        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
+    return " and ".join(parts)
+
+
 GATE_COLUMNS = ("gate", "threshold", "value", "result")
 
 

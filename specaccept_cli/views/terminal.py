@@ -205,12 +205,7 @@ def summary_table(summary: Summary, numbers: Estimates) -> Table:
 def skipped_table(summary: Summary) -> RenderableType:
     """What `--on-error skip` left out: the first errors kept in the summary, for stderr."""
     skipped, sources = summary.skipped_rows, summary.skipped_sources
-    parts = []
-    if skipped or not sources:
-        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
-    if sources:
-        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
-    title = "Skipped " + " and ".join(parts)
+    title = "Skipped " + shared.skipped_phrase(summary)
     table = FitTable(title=title, title_justify="left")
     table.add_column("source:line", overflow="fold")
     table.add_column("problem", overflow="fold")

@@ -140,7 +140,9 @@ def test_unreadable_file(mode: str) -> None:
         assert _one_error_line(result.stderr) == "specaccept: /proc/self/mem: cannot read: Input/output error"
         return
     alone = invoke("audit", "/proc/self/mem", "-o", "json", "--on-error", mode)
-    assert alone.exit_code == 0 and "Skipped 1 unreadable source" in alone.stderr
+    assert alone.exit_code == 1 and "Skipped 1 unreadable source" in alone.stderr  # nothing valid was read
+    assert "specaccept: no valid run: skipped 1 unreadable source (" in alone.stderr
+    assert invoke("audit", "/proc/self/mem", "-o", "json", "--on-error", mode, "--allow-empty").exit_code == 0
     assert result.exit_code == 0
     summary = orjson.loads(result.stdout)
     assert (summary["runs"], summary["skipped_rows"], summary["skipped_sources"]) == (3, 1, 1)
