@@ -33,7 +33,7 @@ from specaccept_cli.cli.output import (
     write_file,
     write_stdout,
 )
-from specaccept_cli.errors import OutputError
+from specaccept_cli.errors import OutputError, UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -58,10 +58,20 @@ if TYPE_CHECKING:
 @click.option(
     "--format",
     "input_format",
-    type=click.Choice(["auto", "jsonl", "parquet"]),
+    type=click.Choice(
+        ["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+    ),
     default="auto",
     show_default=True,
-    help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet).",
+    help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet; server output "
+    "holding vLLM, SGLang or llama.cpp metrics lines, or a Prometheus scrape (.prom), is read as engine metrics).",
+)
+@click.option(
+    "--draft-length",
+    type=click.IntRange(min=1, max=64),
+    default=None,
+    metavar="K",
+    help="Engine metrics: the server's draft length (num_speculative_tokens) when its lines do not print it.",
 )
 @field_option("p")
 @field_option("q")
@@ -206,6 +216,7 @@ class AuditOptions:
     inputs: tuple[str, ...]
     output: Literal["table", "json", "markdown", "jsonl", "csv"]
     input_format: Format
+    draft_length: int | None
     p_field: str
     q_field: str
     r_field: str
@@ -254,6 +265,8 @@ def run_audit(options: AuditOptions) -> None:
         check_writable(options.summary_out, "--summary-out")
     if options.github:
         check_step_summary()
+    if options.output in ("jsonl", "csv"):
+        _refuse_engine_output(sources, options)
 
     from specaccept_cli.views import terminal as render
 
@@ -293,7 +306,8 @@ def run_audit(options: AuditOptions) -> None:
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
         audits.append(_too_many_errors(summary, options.max_errors))
-    if not summary.runs and (summary.skipped_rows or summary.skipped_sources) and not options.allow_empty:
+    nothing_valid = not summary.runs and summary.engine is None  # engine metrics may only bound their runs
+    if nothing_valid and (summary.skipped_rows or summary.skipped_sources) and not options.allow_empty:
         audits.append(f"no valid run: {_skipped(summary)} (--on-error skip; --allow-empty accepts that)")
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
@@ -389,6 +403,7 @@ def _read(
                 progress=progress,
                 input_format=options.input_format,
                 max_line_bytes=options.max_line_bytes,
+                draft_length=options.draft_length,
             )
 
         if not options.quiet and stderr.is_terminal:
@@ -456,7 +471,7 @@ def _show(
         with printing_to_stdout():
             console = render.QuietPipeConsole()
             console.print(render.headline(headline_rows(shown, numbers, gates, comparison)))
-            if options.max_rows:
+            if options.max_rows and summary.engine is None:
                 console.print(render.runs_table(preview))
             console.print(
                 render.summary_view(
@@ -477,6 +492,19 @@ def _skipped(summary: Summary) -> str:
     from specaccept_cli.views.rows import skipped_phrase
 
     return f"skipped {skipped_phrase(summary)}"
+
+
+def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
+    """Engine metrics hold interval counters, not runs: say so before any per-run output starts."""
+    from specaccept_cli.read.sources import ENGINE_FORMATS, open_source
+
+    for source in sources:
+        with open_source(source, options.input_format) as opened:
+            if opened.format in ENGINE_FORMATS:
+                raise UsageError(
+                    f"{source.name} is {opened.format} output: engine metrics hold interval counters, not runs, "
+                    f"so -o {options.output} has no per-run records to write; use -o table, json or markdown"
+                )
 
 
 def _too_many_errors(summary: Summary, max_errors: int) -> str:
