@@ -79,14 +79,14 @@ def _verdicts(
         z = "inf" if check.z is None else f"{check.z:+.1f}"
         verdicts.append(Marked(f"i.i.d. model does not fit (z = {z})", "bad"))
     if summary.sampler is not None:
-        failed = [
-            name
-            for name, result in (("calibration", summary.sampler.calibration()), ("r", summary.sampler.r_uniformity()))
-            if result.ok is False
-        ]
-        verdicts.append(
-            Marked(f"sampler fails ({', '.join(failed)})", "bad") if failed else Marked("sampler ok", "good")
-        )
+        tests = {"calibration": summary.sampler.calibration(), "r uniformity": summary.sampler.r_uniformity()}
+        failed = [name for name, result in tests.items() if result.ok is False]
+        if failed:
+            verdicts.append(Marked(f"sampler fails ({', '.join(failed)})", "bad"))
+        elif all(result.ok is None for result in tests.values()):
+            verdicts.append(Marked("sampler: no data", "muted"))
+        else:
+            verdicts.append(Marked("sampler ok", "good"))
     if summary.reported is not None:
         mismatches = summary.reported.mismatches
         if mismatches:
@@ -100,10 +100,11 @@ def _verdicts(
         else:
             verdicts.append(Marked("gates passed", "good"))
     if comparison is not None:
-        worse = [row.label for row in comparison.failures]
-        if worse:
-            verdicts.append(Marked(f"baseline: {', '.join(worse)} dropped or untestable", "bad"))
-        else:
+        for verdict in ("regressed", "untestable"):
+            labels = [row.label for row in comparison.metrics if row.verdict == verdict]
+            if labels:
+                verdicts.append(Marked(f"{verdict} against the baseline: {', '.join(labels)}", "bad"))
+        if not comparison.failures:
             verdicts.append(Marked("no drop from the baseline", "good"))
     skipped = summary.skipped_rows + summary.skipped_sources
     if skipped:

@@ -151,3 +151,19 @@ def test_narrow_terminals_never_cut_a_number(varied_k: Path, columns: int) -> No
         assert header in table or columns < 80, header
     for value in (f"{summary['alpha']:.4f}", f"{summary['drafted_tokens']:,}", f"{summary['speedup']:.4f}"):
         assert value in table
+
+
+def test_headline_verdicts_name_each_failed_check(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.json"
+    good = write_jsonl(tmp_path / "good.jsonl", [KEPT, REJECTED] * 200)
+    assert invoke("audit", str(good), "--summary-out", str(baseline), "-o", "json").exit_code == 0
+    worse = write_jsonl(
+        tmp_path / "worse.jsonl", [{**REJECTED, "reported": 1}] * 300 + [{**KEPT, "reported": 1}] * 100 + [{"p": 1}]
+    )
+    options = ("--baseline", str(baseline), "--reported-field", "reported", "--on-error", "skip")
+    markdown = invoke("audit", str(worse), *options, "-o", "markdown").stdout
+    verdict = next(line for line in markdown.splitlines() if line.startswith("- **verdict**: "))
+    assert verdict == (
+        "- **verdict**: i.i.d. model fits · sampler fails (calibration, r uniformity) · 300 reported counts mismatch · "
+        "regressed against the baseline: alpha, tokens per pass · 1 skipped (stderr)"
+    )
