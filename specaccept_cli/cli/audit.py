@@ -196,7 +196,9 @@ def audit(**options: Any) -> None:
     each: the --min-* gates, a --baseline comparison (a significant drop, or a
     metric that cannot be tested), --max-mismatches, --check-sampler and
     --max-errors. A bad row stops the audit
-    (exit 2) unless --on-error skip, which counts it and lists it on stderr.
+    (exit 2) unless --on-error skip, which counts it and lists it on stderr;
+    a non-empty input with no valid run at all is then exit 1 (--allow-empty
+    accepts it). A field that no row has (--group-by, --id-field) is exit 2.
 
     \b
     Examples:
