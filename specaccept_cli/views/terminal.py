@@ -48,7 +48,7 @@ class QuietPipeConsole(Console):
         raise BrokenPipeError
 
 
-TEXT_FLOOR = 10  # a text column is folded down to this width before a numeric column is touched
+TEXT_FLOOR = 6  # a text column is folded down to this width before a numeric column is touched
 
 
 class FitTable(Table):
@@ -193,7 +193,7 @@ def summary_view(
 
 
 def summary_table(summary: Summary, numbers: Estimates) -> Table:
-    table = FitTable(title="Acceptance", title_justify="left")
+    table = FitTable(title="Acceptance", title_justify="left", drop=("meaning",))
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
@@ -242,7 +242,7 @@ def audit_views(summary: Summary) -> list[RenderableType]:
     """Tables for the audits that were asked for: reported counts and sampler health."""
     views: list[RenderableType] = []
     for spec in shared.audit_tables(summary):
-        table = FitTable(title=spec.title, title_justify="left")
+        table = FitTable(title=spec.title, title_justify="left", drop=("meaning",))
         for name in spec.columns:
             table.add_column(
                 name,
@@ -353,7 +353,7 @@ def cost_table(summary: Estimates, cost_ratio: float) -> RenderableType:
 def conventions_table(summary: Estimates) -> RenderableType:
     """Each engine's numbers on these same runs, beside ours."""
     conventions = summary.conventions
-    table = FitTable(title="What each engine would report", title_justify="left")
+    table = FitTable(title="What each engine would report", title_justify="left", drop=("definition",))
     table.add_column("engine")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -84,6 +84,7 @@ def varied_k(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for index, row in enumerate(rows):
         row["request_id"] = f"req-{index}"
         row["k"] = len(row["p"])
+        row["reported"] = 0  # what a broken server might report: mismatches to list
     return write_jsonl(directory / "varied.jsonl", rows)
 
 
@@ -143,11 +144,13 @@ def test_narrow_terminals_never_cut_a_number(varied_k: Path, columns: int) -> No
         "3",
         "--id-field",
         "request_id",
+        "--reported-field",
+        "reported",
     )
     summary = orjson.loads(invoke("audit", str(varied_k), *options, "-o", "json").stdout)
     table = invoke_env({"COLUMNS": str(columns)}, "audit", str(varied_k), *options, "--min-alpha", "0.7").stdout
     _whole_numbers_shown(table, summary, columns)
-    for header in ("tokens/pass", "accepted", "unconditional", "statistic", "threshold"):
+    for header in ("tokens/pass", "accepted", "unconditional", "statistic", "threshold", "recomputed"):
         assert header in table or columns < 80, header
     for value in (f"{summary['alpha']:.4f}", f"{summary['drafted_tokens']:,}", f"{summary['speedup']:.4f}"):
         assert value in table
