@@ -7,6 +7,7 @@ cell: its tone says how, and markdown shows its text alone.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -138,12 +139,14 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
     return rows
 
 
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _numeric_key(key: str) -> float | None:
     """A group key's value when it is a JSON number (as `group_key` writes one), else None."""
-    try:
-        value = float(key)
-    except ValueError:
+    if not _JSON_NUMBER.fullmatch(key):
         return None
+    value = float(key)
     return value if math.isfinite(value) else None
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
+from specaccept_cli.views.rows import shown_groups
 from tests.helpers import invoke, invoke_env, write_jsonl
 
 KEPT = {"p": [0.9], "q": [0.5], "r": [0.1]}  # one token, kept
@@ -170,3 +171,10 @@ def test_headline_verdicts_name_each_failed_check(tmp_path: Path) -> None:
         "- **verdict**: i.i.d. model fits · sampler fails (calibration, r uniformity) · 300 reported counts mismatch · "
         "regressed against the baseline: alpha, tokens per pass · 1 skipped (stderr)"
     )
+
+
+def test_group_order_is_numeric_only_for_json_numbers() -> None:
+    assert shown_groups({"0": 5, "1": 5, "10": 9, "2": 1, "null": 3}, 50) == ["0", "1", "2", "10", "null"]
+    assert shown_groups({"-1.5": 1, "2e3": 1, "3": 1}, 50) == ["-1.5", "3", "2e3"]
+    assert shown_groups({"1_0": 1, "2": 3}, 50) == ["2", "1_0"]  # not JSON numbers: largest first
+    assert shown_groups({"1": 1, "2": 5, "3": 2}, 2) == ["2", "3"]  # the largest `limit`, then by value
