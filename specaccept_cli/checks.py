@@ -94,11 +94,15 @@ def shown_against(value: float, threshold: float, decimals: int = 4) -> str:
     written = shown_threshold(threshold)
     if "e" not in written and "." in written:
         decimals = max(decimals, len(written.split(".")[1]))
+
+    def faithful(shown: str) -> bool:  # on the value's side of the threshold, and equal only if it is
+        return (float(shown) < threshold) == (value < threshold) and (float(shown) != threshold or value == threshold)
+
     shown = f"{value:.{decimals}f}"
-    while value != threshold and float(shown) == threshold and decimals < 20:
+    while not faithful(shown) and decimals < 20:
         decimals += 1
         shown = f"{value:.{decimals}f}"
-    return repr(value) if value != threshold and float(shown) == threshold else shown
+    return shown if faithful(shown) else repr(value)
 
 
 def check_gates(summary: Estimates, thresholds: Mapping[str, float | None]) -> list[GateResult]:

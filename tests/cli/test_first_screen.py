@@ -8,7 +8,10 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from specaccept_cli.checks import shown_against, shown_threshold
 from specaccept_cli.views.rows import shown_groups
 from tests.helpers import invoke, invoke_env, write_jsonl
 
@@ -178,3 +181,14 @@ def test_group_order_is_numeric_only_for_json_numbers() -> None:
     assert shown_groups({"-1.5": 1, "2e3": 1, "3": 1}, 50) == ["-1.5", "3", "2e3"]
     assert shown_groups({"1_0": 1, "2": 3}, 50) == ["2", "1_0"]  # not JSON numbers: largest first
     assert shown_groups({"1": 1, "2": 5, "3": 2}, 2) == ["2", "3"]  # the largest `limit`, then by value
+
+
+@given(
+    value=st.floats(0, 10, allow_nan=False),
+    threshold=st.one_of(st.floats(0, 10, allow_nan=False), st.integers(0, 10**6).map(lambda n: n / 10**4)),
+)
+def test_a_shown_value_is_never_read_as_its_threshold_or_across_it(value: float, threshold: float) -> None:
+    shown = float(shown_against(value, threshold))
+    assert shown != threshold or value == threshold  # a value that differs never reads equal
+    assert (shown < threshold) == (value < threshold)  # rounding never carries it to the other side
+    assert float(shown_threshold(threshold)) == threshold
