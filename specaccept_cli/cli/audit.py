@@ -20,6 +20,8 @@ from specaccept_cli.cli.options import (
     gate_options,
     github_option,
     output_option,
+    window_options,
+    window_spec,
 )
 from specaccept_cli.cli.output import (
     CheckedOutput,
@@ -37,6 +39,8 @@ from specaccept_cli.errors import OutputError, UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.read.policy import Mode
     from specaccept_cli.read.sources import Format, Source
@@ -186,6 +190,14 @@ if TYPE_CHECKING:
     default=None,
     help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
 )
+@window_options
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Also write a self-contained HTML report with plots to PATH (as `specaccept report` does).",
+)
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -216,7 +228,7 @@ class AuditOptions:
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
-    output: Literal["table", "json", "markdown", "jsonl", "csv"]
+    output: Literal["table", "json", "markdown", "jsonl", "csv", "html"]  # html: `report`, nothing on stdout
     input_format: Format
     draft_length: int | None
     p_field: str
@@ -248,6 +260,10 @@ class AuditOptions:
     quarantine: str | None
     max_line_bytes: int
     jobs: int | None
+    time_field: str | None = None
+    window: str | None = None
+    check_drift: bool = False
+    html_path: str | None = None
 
 
 def run_audit(options: AuditOptions) -> None:
@@ -265,6 +281,8 @@ def run_audit(options: AuditOptions) -> None:
     # So is an output that cannot be written: found now, not after reading the whole input.
     if options.summary_out is not None:
         check_writable(options.summary_out, "--summary-out")
+    if options.html_path is not None:
+        check_writable(options.html_path, "HTML report")
     if options.github:
         check_step_summary()
     if options.output in ("jsonl", "csv"):
@@ -303,7 +321,7 @@ def run_audit(options: AuditOptions) -> None:
     from specaccept_cli.checks import audit_failures
     from specaccept_cli.views.markdown import markdown_report
 
-    markdown = markdown_report(shown, numbers, gates, comparison) if options.github else None
+    markdown = markdown_report(shown, numbers, gates, comparison, options.significance) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
@@ -311,6 +329,12 @@ def run_audit(options: AuditOptions) -> None:
     nothing_valid = not summary.runs and summary.engine is None  # engine metrics may only bound their runs
     if nothing_valid and (summary.skipped_rows or summary.skipped_sources) and not options.allow_empty:
         audits.append(f"no valid run: {_skipped(summary)} (--on-error skip; --allow-empty accepts that)")
+    if options.check_drift:
+        from specaccept_cli.checks import drift_failure
+
+        audits += drift_failure(summary.windows, options.significance)
+    if options.html_path is not None:
+        write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths, options.significance)
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
 
@@ -343,6 +367,8 @@ def _input_paths(options: AuditOptions) -> list[str]:
     if options.baseline is None:
         ctx = click.get_current_context()
         for name in ("max_drop", "significance"):
+            if name == "significance" and options.check_drift:  # the drift test's level too
+                continue
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
     return paths
@@ -358,7 +384,10 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     for name in options.id_fields:
         if name in own_columns:
             raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
-    extras = (*options.id_fields, *(name for name in (options.group_by, reported_field) if name is not None))
+    extras = (
+        *options.id_fields,
+        *(name for name in (options.group_by, reported_field, options.time_field) if name is not None),
+    )
     fields = FieldSpec(
         p=options.p_field,
         q=options.q_field,
@@ -376,6 +405,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         # The sampler tests cost next to nothing: shown whenever r is logged, a failure gated only when asked.
         check_sampler=options.check_sampler or (options.draft_tokens_field is None and not per_run_only),
         sampler_significance=options.sampler_significance,
+        windows=window_spec(options.time_field, options.window),
     )
     return fields, plan
 
@@ -468,7 +498,7 @@ def _show(
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 
-        write_stdout(markdown_report(shown, numbers, gates, comparison).encode())
+        write_stdout(markdown_report(shown, numbers, gates, comparison, options.significance).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
@@ -482,6 +512,10 @@ def _show(
             )
             for view in render.audit_views(shown):
                 console.print(view)
+            if summary.windows is not None and len(summary.windows):  # engine metrics have intervals, not runs
+                from specaccept_cli.views.timeline import timeline_view
+
+                console.print(timeline_view(summary.windows, numbers.alpha, options.significance))
             if gates:
                 console.print(render.gates_view(gates))
             if comparison is not None:
@@ -525,3 +559,34 @@ def _quarantine_file(path: str | None) -> Iterator[CheckedOutput | None]:
         except OSError as exc:
             raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
         yield CheckedOutput(handle, f"quarantine file {path}")
+
+
+def write_report(
+    path: str,
+    summary: Summary,
+    numbers: Estimates,
+    comparison: Comparison | None,
+    cost_ratio: float | None,
+    sources: Sequence[str],
+    significance: float,
+) -> None:
+    """Render the report and write it atomically to `path` (drift verdicts at `significance`)."""
+    from specaccept_cli.views.html import Baseline, render_report
+
+    baseline = None
+    if comparison is not None:
+        baseline = Baseline(
+            comparison.max_drop,
+            [
+                (
+                    row.label,
+                    row.baseline,
+                    row.baseline_standard_error,
+                    row.current,
+                    row.current_standard_error,
+                    row.verdict,
+                )
+                for row in comparison.metrics
+            ],
+        )
+    write_file(path, render_report(summary, numbers, sources, baseline, cost_ratio, significance).encode())

@@ -84,7 +84,7 @@ def summarise(
             yield from tracked(policy.guard(results))
         yield from tracked(policy.guard(engine.finish(plan, policy)))
 
-    summary = add_up(evaluated(), sink, plan.group_by)
+    summary = add_up(evaluated(), sink, plan.group_by, plan.windows)
     if summary.runs and absent:
         raise UsageError(field_not_found(*next(iter(absent.items()))))
     return summary + Summary(
