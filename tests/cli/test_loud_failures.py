@@ -106,6 +106,9 @@ def test_outputs_are_checked_before_the_input_is_read(tmp_path: Path) -> None:
     result = invoke("audit", str(bad), "--summary-out", str(missing))
     assert result.exit_code == 2
     assert result.stderr == f"specaccept: cannot write --summary-out {missing}: No such file or directory\n"
+    html = tmp_path / "no-such-directory" / "report.html"
+    result = invoke("audit", str(bad), "--html", str(html))
+    assert result.stderr == f"specaccept: cannot write HTML report {html}: No such file or directory\n"
     step = tmp_path / "no-such-directory" / "step-summary.md"
     result = invoke_env({"GITHUB_STEP_SUMMARY": str(step)}, "audit", str(bad), "--github")
     assert result.exit_code == 2
