@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from specaccept_cli.rule.vectorized import BatchOutcome
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
+    from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.views.progress import RichProgress
     from specaccept_cli.views.terminal import QuietPipeConsole, RunPreview
@@ -260,7 +261,10 @@ def run_audit(options: AuditOptions) -> None:
         if baseline_summary is None
         else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
-    _show(options, summary, numbers, gates, comparison, preview, stderr)
+    provenance = None
+    if options.summary_out is not None or options.output == "json":
+        provenance = _provenance(options, sources, fields, plan)
+    _show(options, summary, numbers, gates, comparison, preview, stderr, provenance)
 
     from specaccept_cli.checks import audit_failures
     from specaccept_cli.views.markdown import markdown_report
@@ -395,6 +399,7 @@ def _show(
     comparison: Comparison | None,
     preview: RunPreview,
     stderr: QuietPipeConsole,
+    provenance: Provenance | None = None,
 ) -> None:
     """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
     from specaccept_cli.summary.files import json_bytes, summary_object
@@ -403,7 +408,7 @@ def _show(
     # The machine format only when it is written (with many groups it is most of the work), and once.
     machine = None
     if options.summary_out is not None or options.output == "json":
-        machine = summary_object(summary, options.cost_ratio, numbers)
+        machine = summary_object(summary, options.cost_ratio, numbers, provenance)
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
@@ -435,6 +440,16 @@ def _show(
                 console.print(render.comparison_view(comparison))
     if summary.skipped_rows or summary.skipped_sources:
         stderr.print(render.skipped_table(summary))
+
+
+def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan) -> Provenance:
+    """What the saved summary was made of: every source read, and the settings that changed its numbers."""
+    from specaccept_cli.summary.provenance import Provenance, describe_input, reading_settings
+
+    return Provenance.now(
+        [describe_input(source.name, source.path) for source in sources],
+        reading_settings(fields, plan, options.on_error, options.max_line_bytes),
+    )
 
 
 def _too_many_errors(summary: Summary, max_errors: int) -> str:
