@@ -62,11 +62,10 @@ def describe_input(name: str, path: str | os.PathLike[str] | None) -> InputRecor
     if path is None:
         return InputRecord(name)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: opening a named pipe waits for a writer
+            return InputRecord(name)
         with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return InputRecord(name)
-            size = info.st_size
+            size = os.fstat(handle.fileno()).st_size
             digest = hashlib.sha256(str(size).encode() + b"\n")
             digest.update(handle.read(SAMPLE_BYTES))
             if size > 2 * SAMPLE_BYTES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,13 @@ def test_a_large_input_is_known_by_its_size_head_and_tail(tmp_path: Path) -> Non
 def test_what_is_not_a_regular_file_is_known_by_name_only(tmp_path: Path) -> None:
     assert describe_input("<stdin>", None) == InputRecord("<stdin>")
     assert describe_input("gone", tmp_path / "gone.jsonl") == InputRecord("gone")
+    fifo = tmp_path / "logs.fifo"  # a named pipe with no writer: opening it would wait for ever
+    os.mkfifo(fifo)
+    described: list[InputRecord] = []
+    worker = threading.Thread(target=lambda: described.append(describe_input("fifo", fifo)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert described == [InputRecord("fifo")]
     read_end, write_end = os.pipe()
     try:
         assert describe_input("pipe", f"/dev/fd/{read_end}") == InputRecord("pipe")
