@@ -78,6 +78,14 @@ if TYPE_CHECKING:
     callback=check_field_path,
     help="Also summarise each value of this field (dotted path) apart.",
 )
+@click.option(
+    "--max-groups",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    metavar="N",
+    help="With --group-by: show and write the N largest groups, the rest together as 'other' (0: every group).",
+)
 @cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
 @click.option(
@@ -200,6 +208,7 @@ class AuditOptions:
     r_field: str
     id_fields: tuple[str, ...]
     group_by: str | None
+    max_groups: int
     cost_ratio: float | None
     show_conventions: bool
     max_rows: int
@@ -408,7 +417,7 @@ def _show(
     # The machine format only when it is written (with many groups it is most of the work), and once.
     machine = None
     if options.summary_out is not None or options.output == "json":
-        machine = summary_object(summary, options.cost_ratio, numbers, provenance)
+        machine = summary_object(summary, options.cost_ratio, numbers, provenance, options.max_groups)
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
@@ -429,7 +438,11 @@ def _show(
                 console.print(render.runs_table(preview))
             console.print(
                 render.summary_view(
-                    summary, numbers, cost_ratio=options.cost_ratio, conventions=options.show_conventions
+                    summary,
+                    numbers,
+                    cost_ratio=options.cost_ratio,
+                    conventions=options.show_conventions,
+                    max_groups=options.max_groups,
                 )
             )
             for view in render.audit_views(summary):

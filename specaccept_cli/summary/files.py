@@ -23,7 +23,7 @@ from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
-from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.state import Summary, shown_groups
 from specaccept_cli.text import json_controls_escaped
 
 SCHEMA = "specaccept.summary/1"
@@ -35,12 +35,15 @@ def summary_object(
     cost_ratio: float | None = None,
     numbers: Estimates | None = None,
     provenance: Provenance | None = None,
+    max_groups: int = 0,
 ) -> dict[str, Any]:
     """The machine format: derived keys, then `groups` when grouped, `provenance` when known, `state` (always last).
 
     `cost_ratio` is a question, not data: it adds `cost_ratio`, `speedup` and `optimal_k`
     (to every group too) and is not part of the state. `numbers` are the summary's estimates
-    when the caller has them already.
+    when the caller has them already. `max_groups` > 0 writes only that many groups, the
+    largest, and the rest summed as `other_groups` (with `groups_total`): such an object is
+    complete for comparisons but cannot be merged group by group.
     """
     numbers = numbers or estimate(summary)
     nonzero = np.argwhere(summary.counts)
@@ -88,8 +91,12 @@ def summary_object(
         data |= summary.sampler.summary_keys()
         state["sampler"] = summary.sampler.to_dict()
     if summary.groups is not None:
+        shown, other = shown_groups(summary, max_groups)
         data["group_by"] = summary.group_by
-        data["groups"] = {key: summary_object(group, cost_ratio) for key, group in summary.groups.items()}
+        data["groups"] = {key: summary_object(group, cost_ratio) for key, group in shown}
+        if other is not None:
+            data["groups_total"] = len(shown) + other[0]
+            data["other_groups"] = summary_object(other[1], cost_ratio)
     if provenance is not None:
         data["provenance"] = provenance.to_dict()
     data["state"] = state
@@ -251,6 +258,13 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
     total = Summary()
     first_source = objects[0][0]
     for index, (source, data) in enumerate(objects):
+        if "other_groups" in data:
+            raise InputError(
+                source,
+                None,
+                f"holds only the {len(data.get('groups') or {}):,} largest of its {data.get('groups_total')} groups"
+                " (--max-groups): the others cannot be merged group by group; write it with --max-groups 0",
+            )
         summary = summary_of(data, source)
         if index:  # every shard summarised the same way, or a merged part covers only some runs
             for part, what in (
