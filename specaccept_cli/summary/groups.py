@@ -11,6 +11,7 @@ when one is asked for (a view shows the largest few; the machine format writes t
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,24 +100,29 @@ class GroupColumns:
         return rest // SIDE, rest % SIDE, self.cell_runs[start:end]
 
     def largest(self, limit: int) -> list[int]:
-        """Codes of the `limit` groups with the most runs (ties: by key), largest first; all when limit is 0."""
-        runs = self.runs
-        candidates = np.arange(runs.shape[0])
-        if 0 < limit < runs.shape[0]:  # only those that can make the cut (all tied ones: the order is by key)
-            boundary = np.partition(runs, runs.shape[0] - limit)[runs.shape[0] - limit]
-            candidates = np.flatnonzero(runs >= boundary)
-        sizes, keys = runs.tolist(), self.keys
-        ordered = sorted(candidates.tolist(), key=lambda code: (-sizes[code], keys[code]))
-        return ordered if limit <= 0 else ordered[:limit]
+        """Codes of the `limit` groups with the most runs (ties: by key), largest first; all when limit is 0.
 
-    def totals(self, codes: Sequence[int]) -> tuple[Int64Array, Int64Array, Int64Array, int, int, int]:
-        """The summed counters of the groups `codes`: joint cells (k, a, runs) and the three token sums."""
-        chosen = np.zeros(len(self.keys), dtype=bool)
-        chosen[np.asarray(codes, dtype=np.int64)] = True
+        With a million groups of one run each, all are tied: the cut is taken among the tied ones by key
+        (`heapq.nsmallest`), and only the `limit` chosen are sorted.
+        """
+        runs = self.runs
+        sizes, keys = runs.tolist(), self.keys
+        count = len(sizes)
+        if 0 < limit < count:
+            boundary = np.partition(runs, count - limit)[count - limit]
+            above = np.flatnonzero(runs > boundary).tolist()  # fewer than limit
+            tied = np.flatnonzero(runs == boundary).tolist()
+            candidates = above + heapq.nsmallest(limit - len(above), tied, key=keys.__getitem__)
+        else:
+            candidates = list(range(count))
+        return sorted(candidates, key=lambda code: (-sizes[code], keys[code]))
+
+    def totals(self, chosen: npt.NDArray[np.bool_]) -> tuple[Int64Array, Int64Array, Int64Array, int, int, int]:
+        """The summed counters of the groups where `chosen` (by code): joint cells (k, a, runs), three token sums."""
         mask = chosen[self.cells // (SIDE * SIDE)]
-        rest, counts = np.unique(self.cells[mask] % (SIDE * SIDE), return_inverse=True)
+        rest, inverse = np.unique(self.cells[mask] % (SIDE * SIDE), return_inverse=True)
         runs = np.zeros(rest.shape[0], dtype=np.int64)
-        np.add.at(runs, counts, self.cell_runs[mask])
+        np.add.at(runs, inverse.ravel(), self.cell_runs[mask])
         return (
             rest // SIDE,
             rest % SIDE,

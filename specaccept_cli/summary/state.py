@@ -212,6 +212,14 @@ def add_groups(into: dict[str, Summary], groups: Mapping[str, Summary]) -> dict[
     return into
 
 
+def _counts_of(k: CountMatrix, a: CountMatrix, runs: CountMatrix) -> CountMatrix:
+    """The (k + 1) x (k + 1) count matrix of sparse (k, a, runs) cells."""
+    side = int(k.max()) + 1 if k.shape[0] else 1
+    counts = np.zeros((side, side), dtype=np.int64)
+    counts[k, a] = runs
+    return counts
+
+
 class Groups(Mapping[str, Summary]):
     """Per-group summaries held as columns (`summary.groups.GroupColumns`); `groups[key]` builds a Summary.
 
@@ -252,18 +260,17 @@ class Groups(Mapping[str, Summary]):
         return cls(columns, extras)
 
     def __getitem__(self, key: str) -> Summary:
-        code = self.columns.index[key]  # KeyError for an unknown key, as a dict
+        return self._summary_of(self.columns.index[key])  # KeyError for an unknown key, as a dict
+
+    def _summary_of(self, code: int) -> Summary:
         k, a, runs = self.columns.joint_cells(code)
-        side = int(k.max()) + 1 if k.shape[0] else 1
-        counts = np.zeros((side, side), dtype=np.int64)
-        counts[k, a] = runs
         group = Summary(
-            counts=counts,
+            counts=_counts_of(k, a, runs),
             passing_tokens=int(self.columns.passing_tokens[code]),
             threshold_sum_fixed=int(self.columns.threshold_sum_fixed[code]),
             sampled_tokens=int(self.columns.sampled_tokens[code]),
         )
-        extra = self.extras.get(key)
+        extra = self.extras.get(self.columns.keys[code])
         return group if extra is None else group + extra
 
     def __iter__(self) -> Iterator[str]:
@@ -282,23 +289,22 @@ class Groups(Mapping[str, Summary]):
         shown = ", ".join(repr(key) for key in self.columns.keys[:5])
         return f"Groups({len(self)} groups: {shown}{', ...' if len(self) > 5 else ''})"
 
-    def largest(self, limit: int) -> list[str]:
-        """Keys of the `limit` groups with the most runs (ties: by key), largest first; every key when limit is 0."""
-        return [self.columns.keys[code] for code in self.columns.largest(limit)]
+    def largest(self, limit: int) -> list[tuple[str, Summary]]:
+        """The `limit` groups with the most runs (ties: by key), largest first; every group when limit is 0."""
+        keys = self.columns.keys
+        return [(keys[code], self._summary_of(code)) for code in self.columns.largest(limit)]
 
-    def total_of(self, keys: list[str]) -> Summary:
-        """One Summary of the groups `keys` together (the "other" row of a view that shows only the largest)."""
+    def total_except(self, shown: list[str]) -> Summary:
+        """One Summary of every group but `shown`, together (the "other" row of a view of the largest)."""
         index = self.columns.index
-        k, a, runs, passing, threshold, sampled = self.columns.totals([index[key] for key in keys])
-        side = int(k.max()) + 1 if k.shape[0] else 1
-        counts = np.zeros((side, side), dtype=np.int64)
-        counts[k, a] = runs
-        total = Summary(counts=counts, passing_tokens=passing, threshold_sum_fixed=threshold, sampled_tokens=sampled)
-        for key in keys:
-            extra = self.extras.get(key)
-            if extra is not None:
-                total = total + extra
-        return total
+        rest = np.ones(len(self), dtype=bool)
+        rest[[index[key] for key in shown]] = False
+        k, a, runs, passing, threshold, sampled = self.columns.totals(rest)
+        total = Summary(
+            counts=_counts_of(k, a, runs), passing_tokens=passing, threshold_sum_fixed=threshold, sampled_tokens=sampled
+        )
+        left_out = set(self.extras).difference(shown)
+        return sum((self.extras[key] for key in self.columns.keys if key in left_out), total)
 
 
 def shown_groups(summary: Summary, limit: int) -> tuple[list[tuple[str, Summary]], tuple[int, Summary] | None]:
@@ -308,13 +314,10 @@ def shown_groups(summary: Summary, limit: int) -> tuple[list[tuple[str, Summary]
     million rows is read by no one, and the rest still adds up to the whole in the "other" row.
     """
     groups = Groups.of(summary.groups or {})
-    keys = groups.largest(limit)
-    shown = [(key, groups[key]) for key in keys]
-    if len(keys) == len(groups):
+    shown = groups.largest(limit)
+    if len(shown) == len(groups):
         return shown, None
-    chosen = set(keys)
-    rest = [key for key in groups if key not in chosen]
-    return shown, (len(rest), groups.total_of(rest))
+    return shown, (len(groups) - len(shown), groups.total_except([key for key, _ in shown]))
 
 
 def group_key(value: object) -> str:

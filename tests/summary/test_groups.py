@@ -153,3 +153,12 @@ def test_merge_refuses_summaries_that_hold_only_their_largest_groups(tmp_path: P
     invoke("audit", str(path), "--group-by", "id", "--max-groups", "0", "--summary-out", str(whole), "-o", "csv")
     assert invoke("merge", str(whole)).exit_code == 0
     assert invoke("diff", str(whole), str(cut)).exit_code == 0  # a comparison needs only the whole
+
+
+def test_when_every_group_ties_the_cut_goes_by_key() -> None:
+    """A request id per run: every group has one run, and the shown ones are the first keys as text."""
+    one_run = Summary(counts=np.array([[0, 0], [1, 0]], dtype=np.int64))
+    keys = [f"id-{value}" for value in (7, 3, 11, 1, 5, 2, 10)]
+    groups = Groups.of(dict.fromkeys(keys, one_run) | {"big": one_run + one_run})
+    assert [key for key, _ in groups.largest(4)] == ["big", "id-1", "id-10", "id-11"]
+    assert [key for key, _ in groups.largest(0)] == ["big", *sorted(keys)]
