@@ -30,20 +30,13 @@ fail_usage() {
 }
 
 # Whitespace- or newline-separated words; shell globs expand (a pattern that matches nothing stays as
-# written, so specaccept names it in its error).
-split_words() {
-    local -n into=$1
-    into=()
-    local word
-    # shellcheck disable=SC2086  # splitting and globbing are the point
-    for word in $2; do
-        into+=("$word")
-    done
-}
-
-split_words paths "${INPUT_PATHS:-}"
-split_words summaries "${INPUT_SUMMARIES:-}"
-split_words extra "${INPUT_ARGS:-}"
+# written, so specaccept names it in its error). Splitting and globbing are the point of the bare expansions.
+paths=()
+for word in ${INPUT_PATHS:-}; do paths+=("$word"); done
+summaries=()
+for word in ${INPUT_SUMMARIES:-}; do summaries+=("$word"); done
+extra=()
+for word in ${INPUT_ARGS:-}; do extra+=("$word"); done
 if ((${#paths[@]} && ${#summaries[@]})); then
     fail_usage "give either paths (logs to audit) or summaries (shard summaries to merge), not both"
 fi
