@@ -103,8 +103,8 @@ def add_up(results: Iterable[Evaluated], sink: RunSink | None = None, group_by: 
     columns = ColumnsBuilder()
     extras: dict[str, Summary] = {}
     for result in results:
-        if sink is not None:
-            assert result.batch is not None and result.outcome is not None, "per-run results were not kept"
+        if sink is not None and result.batch is not None:  # engine intervals have no runs to hand on
+            assert result.outcome is not None, "per-run results were not kept"
             sink(result.batch, result.outcome, result.columns)
         if result.groups is not None:
             columns.add(result.groups.columns)

@@ -20,6 +20,7 @@ import orjson
 from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
+from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
@@ -90,6 +91,9 @@ def summary_object(
     if summary.sampler is not None:
         data |= summary.sampler.summary_keys()
         state["sampler"] = summary.sampler.to_dict()
+    if summary.engine is not None:
+        data["engine"] = engine_keys(summary.engine, numbers)
+        state["engine"] = summary.engine.to_dict()
     if summary.groups is not None:
         shown, other = shown_groups(summary, max_groups)
         data["group_by"] = summary.group_by
@@ -101,6 +105,12 @@ def summary_object(
         data["provenance"] = provenance.to_dict()
     data["state"] = state
     return data
+
+
+def engine_keys(engine: EngineTally, numbers: Estimates) -> dict[str, Any]:
+    """What a summary read from engine metrics rests on: exact intervals, bounded ones, lines read."""
+    bounds = engine.alpha_bounds_with(numbers.accepted_tokens, numbers.examined_tokens)
+    return engine.to_dict() | {"alpha_bounds_all_intervals": None if bounds is None else list(bounds)}
 
 
 def summary_from_object(data: dict[str, Any]) -> Summary:
@@ -154,6 +164,7 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             sampled_tokens=int(state["sampled_tokens"]),
             reported=ReportedTally.from_dict(state["reported"]) if "reported" in state else None,
             sampler=SamplerTally.from_dict(state["sampler"]) if "sampler" in state else None,
+            engine=EngineTally.from_dict(state["engine"]) if "engine" in state else None,
             group_by=group_by,
             groups=groups,
             skipped_rows=skipped_rows,
