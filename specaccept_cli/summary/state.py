@@ -309,6 +309,8 @@ class Groups(Mapping[str, Summary]):
             counts=_counts_of(k, a, runs), passing_tokens=passing, threshold_sum_fixed=threshold, sampled_tokens=sampled
         )
         left_out = set(self.extras).difference(shown)
+        if not left_out:
+            return total
         return sum((self.extras[key] for key in self.columns.keys if key in left_out), total)
 
 
