@@ -82,3 +82,13 @@ def test_simulate_alpha_by_position_errors(args: list[str], message: str) -> Non
 
 def test_simulate_refuses_absurd_draft_lengths() -> None:
     assert invoke("simulate", "--runs", "1", "--alpha", "0.5", "--k", "2000").exit_code == 2
+
+
+def test_simulate_o_takes_a_path_not_a_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("simulate", "--runs", "3", "--alpha", "0.8", "--k", "2", "-o", "json")
+    assert result.exit_code == 2
+    assert "'json' is an output format in other commands; here -o takes a path" in result.stderr
+    assert not (tmp_path / "json").exists()
+    assert invoke("simulate", "--runs", "3", "--alpha", "0.8", "--k", "2", "-o", "./json").exit_code == 0
+    assert len((tmp_path / "json").read_bytes().splitlines()) == 3
