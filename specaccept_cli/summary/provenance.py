@@ -98,6 +98,9 @@ def reading_settings(
     }
     if plan.check_sampler:
         settings["sampler_significance"] = plan.sampler_significance
+    if plan.windows is not None:  # what was asked: a width of None is the automatic one
+        settings["window_time_field"] = plan.windows.time_field
+        settings["window_width"] = plan.windows.width
     if on_error == "skip":
         settings["max_line_bytes"] = max_line_bytes
     return settings

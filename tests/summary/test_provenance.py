@@ -20,6 +20,7 @@ from specaccept_cli.summary.provenance import (
     merged_provenance,
     reading_settings,
 )
+from specaccept_cli.summary.windows import WindowSpec
 
 
 def test_a_small_input_is_digested_whole(tmp_path: Path) -> None:
@@ -73,6 +74,8 @@ def test_settings_name_what_changes_the_numbers_and_only_that() -> None:
     sampled = reading_settings(FieldSpec(), Plan(check_sampler=True, sampler_significance=0.01))
     assert sampled["check_sampler"] is True and sampled["sampler_significance"] == 0.01
     assert "sampler_significance" not in reading_settings(FieldSpec(), Plan(sampler_significance=0.01))
+    timed = reading_settings(FieldSpec(), Plan(windows=WindowSpec("ts", 600)))
+    assert (timed["window_time_field"], timed["window_width"]) == ("ts", 600)
 
 
 def test_round_trip_and_malformed_objects() -> None:
