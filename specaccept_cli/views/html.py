@@ -28,6 +28,7 @@ from specaccept_cli.summary.windows import (
     window_estimates,
 )
 from specaccept_cli.views.format import MISSING, interval, number
+from specaccept_cli.views.rows import AuditTable, engine_table
 from specaccept_cli.views.svg import Axis, Chart, text
 from specaccept_cli.views.timeline import window_width_text
 
@@ -118,7 +119,9 @@ def render_report(
             cards(summary, numbers, baseline, cost_ratio, significance),
             '<h2>Plots</h2><div class="plots">\n',
             "\n".join(figures),
-            "</div>\n<h2>What each engine would report</h2>\n",
+            "</div>\n",
+            "" if summary.engine is None else audit_table_html(engine_table(summary, summary.engine)),
+            "<h2>What each engine would report</h2>\n",
             conventions_table(numbers),
             "</body></html>\n",
         ]
@@ -184,6 +187,21 @@ def cards(
     if cost_ratio is not None:
         parts.append(_card("speedup", number(numbers.speedup(cost_ratio), ".3f"), f"cost ratio {cost_ratio:g}"))
     return '<div class="cards">' + "".join(parts) + "</div>\n"
+
+
+def audit_table_html(table: AuditTable) -> str:
+    """A table the terminal and markdown show too (views.rows), as HTML: every cell escaped."""
+    head = "".join(f"<th>{text(name)}</th>" for name in table.columns)
+    rows = [f"<h2>{text(table.heading or table.title)}</h2>\n<table><tr>{head}</tr>"]
+    for row in table.rows:
+        cells = []
+        for name, cell in zip(table.columns, row.cells, strict=True):
+            shown = cell if isinstance(cell, str) else cell.text
+            css = ' class="num"' if name in table.right else ""
+            cells.append(f"<td{css}>{text(shown)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    note = f'<p class="muted">{text(table.note)}</p>' if table.note else ""
+    return "".join(rows) + "</table>\n" + note + "\n"
 
 
 def conventions_table(numbers: Estimates) -> str:

@@ -134,14 +134,14 @@ def audit_tables(summary: Summary) -> list[AuditTable]:
     if summary.sampler is not None:
         tables.append(_sampler_table(summary.sampler))
     if summary.engine is not None:
-        tables.append(_engine_table(summary, summary.engine))
+        tables.append(engine_table(summary, summary.engine))
     return tables
 
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
 
 
-def _engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
+def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
     """What the engine printed beside what it means, over the exact intervals (the counts above)."""
     runs, drafted, accepted = summary.runs, summary.drafted_tokens, summary.accepted_tokens
     examined = summary.examined_tokens
