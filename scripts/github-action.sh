@@ -82,6 +82,7 @@ if [[ -n $baseline ]]; then
     fi
 fi
 
+mkdir -p "$(dirname -- "$summary_path")"  # summary-path may name a folder of its own
 status=0
 if ((${#paths[@]})); then
     comparison=()

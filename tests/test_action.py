@@ -87,10 +87,9 @@ def test_a_regression_from_the_baseline_fails_the_step_with_annotations(tmp_path
 
 
 def test_matrix_shards_merge_gate_and_compare(tmp_path: Path) -> None:
-    """Each shard through the action, then the merge job: the downloaded artifacts' layout, globbed."""
+    """Each shard through the action (into folders it makes), then the merge job: the artifacts' layout, globbed."""
     for shard in range(3):
         simulate(tmp_path / f"acceptance-{shard}.jsonl", 0.78, seed=shard, runs=1000)
-        (tmp_path / "shards" / f"acceptance-shard-{shard}").mkdir(parents=True)
         summary_path = f"shards/acceptance-shard-{shard}/shard-{shard}.json"
         process, _, _ = run_action(tmp_path, paths=f"acceptance-{shard}.jsonl", summary_path=summary_path)
         assert process.returncode == 0, process.stderr
@@ -111,7 +110,7 @@ def test_matrix_shards_merge_gate_and_compare(tmp_path: Path) -> None:
     merged = orjson.loads((tmp_path / "all.json").read_bytes())["provenance"]
     assert [item["name"] for item in merged["inputs"]] == [f"acceptance-{shard}.jsonl" for shard in range(3)]
     # A shard downloaded twice (two artifacts of one shard) is refused, not counted twice.
-    (tmp_path / "shards" / "again").mkdir()
+    (tmp_path / "shards" / "again").mkdir()  # as download-artifact would lay out a second copy
     (tmp_path / "shards" / "again" / "shard-0.json").write_bytes(
         (tmp_path / "shards" / "acceptance-shard-0" / "shard-0.json").read_bytes()
     )
