@@ -530,7 +530,7 @@ def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec,
     from specaccept_cli.summary.provenance import Provenance, describe_input, reading_settings
 
     return Provenance.now(
-        [describe_input(source.name, source.path) for source in sources],
+        [describe_input(source.name, source.path, source.size) for source in sources],
         reading_settings(fields, plan, options.on_error, options.max_line_bytes),
     )
 

@@ -57,10 +57,14 @@ class InputRecord:
         return cls(data["name"], size, digest)
 
 
-def describe_input(name: str, path: str | os.PathLike[str] | None) -> InputRecord:
-    """The record of one input; a path that is not a regular file (stdin, a pipe) has no size or digest."""
+def describe_input(name: str, path: str | os.PathLike[str] | None, size: int | None = None) -> InputRecord:
+    """The record of one input; a path that is not a regular file (stdin, a pipe) has no size or digest.
+
+    An object in storage (no local path) is recorded with the `size` its listing gave, and no digest:
+    reading its head and tail would be two more requests.
+    """
     if path is None:
-        return InputRecord(name)
+        return InputRecord(name, size)
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: opening a named pipe waits for a writer
             return InputRecord(name)

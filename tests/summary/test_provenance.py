@@ -50,6 +50,7 @@ def test_a_large_input_is_known_by_its_size_head_and_tail(tmp_path: Path) -> Non
 
 def test_what_is_not_a_regular_file_is_known_by_name_only(tmp_path: Path) -> None:
     assert describe_input("<stdin>", None) == InputRecord("<stdin>")
+    assert describe_input("s3://logs/a.jsonl", None, 1234) == InputRecord("s3://logs/a.jsonl", 1234)  # as listed
     assert describe_input("gone", tmp_path / "gone.jsonl") == InputRecord("gone")
     fifo = tmp_path / "logs.fifo"  # a named pipe with no writer: opening it would wait for ever
     os.mkfifo(fifo)
