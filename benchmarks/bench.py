@@ -248,6 +248,9 @@ def main() -> None:
     output_times = side_by_side(
         {"summary": [*audit, str(jsonl)], "per-run": [SPECACCEPT, "audit", "-o", "jsonl", str(jsonl)]}, args.repeat
     )
+    # Every run its own group: simulate writes a distinct "id" per run.
+    grouped_command = [*audit, "--group-by", "id", str(jsonl)]
+    grouping = side_by_side({"grouped": grouped_command, "ungrouped": [*audit, str(jsonl)]}, args.repeat)
     startup = side_by_side(
         {"check": [SPECACCEPT, *CHECK_ARGS], "import": [sys.executable, "-c", "import click, rich"]},
         args.check_repeat,
@@ -256,6 +259,8 @@ def main() -> None:
     memory = {name: run(command, sample_memory=True) for name, command in engines.items() if "--jobs" not in name}
     memory[f"specaccept JSONL, {args.small_runs:,} runs"] = run([*audit, str(small_jsonl)], sample_memory=True)
     memory[f"specaccept Parquet, {args.small_runs:,} runs"] = run([*audit, str(small_parquet)], sample_memory=True)
+    grouped_name = f"specaccept JSONL `--group-by id` ({args.runs:,} groups)"
+    memory[grouped_name] = run(grouped_command, sample_memory=True)
 
     def ratio(a: dict[str, float], b: dict[str, float], measure: str = "seconds") -> str:
         return f"{a[measure] / b[measure]:.2f}x"
@@ -277,6 +282,12 @@ def main() -> None:
         ),
         ("`check` / `import click, rich`", startup["check"], startup["import"], "<= 1.3x"),
         ("`-o jsonl` / `-o json`, JSONL", output_times["per-run"], output_times["summary"], "<= 2x"),
+        (
+            f"`--group-by id` ({args.runs:,} groups) / no groups, JSONL",
+            grouping["grouped"],
+            grouping["ungrouped"],
+            "<= 10x",
+        ),
     ]
     lines = [
         f"Machine: {machine()}; DuckDB {duckdb.__version__}; {datetime.date.today().isoformat()}.",
@@ -299,6 +310,8 @@ def main() -> None:
             f"| RSS growth {args.small_runs:,} -> {args.runs:,} runs, {kind} | {growth(kind):+.0f} MB | | <= 50 MB |"
             for kind in ("JSONL", "Parquet")
         ),
+        f"| specaccept peak RSS, `--group-by id`, {args.runs:,} groups (all processes) | "
+        f"{memory[grouped_name]['rss_sum'] / MB:.0f} MB | | <= 500 MB |",
         "",
         "Peak memory of each process tree (RSS summed over the parent and its workers; PSS counts the pages",
         "forked workers share once):",
@@ -319,6 +332,7 @@ def main() -> None:
             f"| {name} | {t['seconds']:.3f} | {t['cpu']:.3f} |"
             for name, t in (
                 ("specaccept JSONL `-o jsonl`", output_times["per-run"]),
+                (f"specaccept JSONL `--group-by id` ({args.runs:,} groups)", grouping["grouped"]),
                 ("specaccept `check`", startup["check"]),
                 ("`python -c 'import click, rich'`", startup["import"]),
             )

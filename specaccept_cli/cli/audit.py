@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from specaccept_cli.rule.vectorized import BatchOutcome
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
+    from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.views.progress import RichProgress
     from specaccept_cli.views.terminal import QuietPipeConsole, RunPreview
@@ -94,6 +95,14 @@ if TYPE_CHECKING:
     default=None,
     callback=check_field_path,
     help="Also summarise each value of this field (dotted path) apart.",
+)
+@click.option(
+    "--max-groups",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    metavar="N",
+    help="With --group-by: show and write the N largest groups, the rest together as 'other' (0: every group).",
 )
 @cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
@@ -253,6 +262,7 @@ class AuditOptions:
     r_field: str
     id_fields: tuple[str, ...]
     group_by: str | None
+    max_groups: int
     cost_ratio: float | None
     show_conventions: bool
     max_rows: int
@@ -335,7 +345,10 @@ def run_audit(options: AuditOptions) -> None:
         if baseline_summary is None
         else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
-    _show(options, summary, shown, numbers, gates, comparison, preview, stderr)
+    provenance = None
+    if options.summary_out is not None or options.output == "json":
+        provenance = _provenance(options, sources, fields, plan)
+    _show(options, summary, shown, numbers, gates, comparison, preview, stderr, provenance)
 
     from specaccept_cli.checks import audit_failures
     from specaccept_cli.views.markdown import markdown_report
@@ -497,6 +510,7 @@ def _show(
     comparison: Comparison | None,
     preview: RunPreview,
     stderr: QuietPipeConsole,
+    provenance: Provenance | None = None,
 ) -> None:
     """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form.
 
@@ -509,7 +523,7 @@ def _show(
     # The machine format only when it is written (with many groups it is most of the work), and once.
     machine = None
     if options.summary_out is not None or options.output == "json":
-        machine = summary_object(summary, options.cost_ratio, numbers)
+        machine = summary_object(summary, options.cost_ratio, numbers, provenance, options.max_groups)
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
@@ -531,7 +545,11 @@ def _show(
                 console.print(render.runs_table(preview))
             console.print(
                 render.summary_view(
-                    summary, numbers, cost_ratio=options.cost_ratio, conventions=options.show_conventions
+                    summary,
+                    numbers,
+                    cost_ratio=options.cost_ratio,
+                    conventions=options.show_conventions,
+                    max_groups=options.max_groups,
                 )
             )
             for view in render.audit_views(shown):
@@ -552,6 +570,16 @@ def _skipped(summary: Summary) -> str:
     from specaccept_cli.views.rows import skipped_phrase
 
     return f"skipped {skipped_phrase(summary)}"
+
+
+def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan) -> Provenance:
+    """What the saved summary was made of: every source read, and the settings that changed its numbers."""
+    from specaccept_cli.summary.provenance import Provenance, describe_input, reading_settings
+
+    return Provenance.now(
+        [describe_input(source.name, source.path, source.size) for source in sources],
+        reading_settings(fields, plan, options.on_error, options.max_line_bytes),
+    )
 
 
 def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:

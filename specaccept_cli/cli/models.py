@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from specaccept_cli.cli.options import FiniteFloat, WholeNumber, cost_ratio_option, output_option
+from specaccept_cli.cli.options import FiniteFloat, WholeNumber, check_output_path, cost_ratio_option, output_option
 from specaccept_cli.cli.output import (
     atomic_file,
     binary_stdout,
@@ -34,7 +34,9 @@ from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
     "output_path",
     type=click.Path(dir_okay=False, writable=True, allow_dash=True),
     default="-",
-    help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet).",
+    metavar="PATH",
+    callback=check_output_path,
+    help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet). A path, not a format.",
 )
 def simulate(
     runs: int,

@@ -73,6 +73,22 @@ def output_option(choices: tuple[str, ...], help_text: str) -> Callable[[FC], FC
     )
 
 
+OUTPUT_FORMATS = ("table", "json", "markdown", "jsonl", "csv")
+
+
+def check_output_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """`-o` of a command that writes a file: a path, never a format name (`-o json` is a format elsewhere).
+
+    `merge a.json -o json` used to write a file named `json` and print nothing; a file of that
+    name is still possible, spelled as a path (`./json`).
+    """
+    if value in OUTPUT_FORMATS:
+        raise click.BadParameter(
+            f"{value!r} is an output format in other commands; here -o takes a path (a file of that name: ./{value})"
+        )
+    return value
+
+
 def cost_ratio_option(command: FC) -> FC:
     return click.option(
         "--cost-ratio",

@@ -151,10 +151,11 @@ def _numeric_key(key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def shown_groups(sizes: dict[str, int], limit: int) -> list[str]:
-    """The `limit` largest groups, in reading order: by value when every key is a number (k = 1, 2, ..., 10,
-    not 1, 10, 2), else largest first; "null" (no value) comes last in the numeric order."""
-    largest = sorted(sizes, key=lambda key: (-sizes[key], key))[:limit]
+def group_order(sizes: dict[str, int]) -> list[str]:
+    """Groups in reading order: by value when every key is a number (k = 1, 2, ..., 10, not 1, 10, 2), else
+    largest first; "null" (no value) comes last in the numeric order. Which groups are shown (the
+    --max-groups largest) is `summary.state.shown_groups`'s choice."""
+    largest = sorted(sizes, key=lambda key: (-sizes[key], key))
     values = {key: _numeric_key(key) for key in largest}
     if all(value is not None for key, value in values.items() if key != "null") and len(values) > ("null" in values):
         return sorted(largest, key=lambda key: (key == "null", values[key] or 0.0, key))

@@ -21,7 +21,7 @@ from rich.text import Text
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import CONSISTENT_Z, Estimates, estimate
-from specaccept_cli.summary.state import group_key
+from specaccept_cli.summary.state import group_key, shown_groups
 from specaccept_cli.text import safe_text
 from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.summary.state import Summary
 
-MAX_GROUP_ROWS = 50  # groups shown in the table view (all are in -o json), largest first
+MAX_GROUP_ROWS = 1000  # groups shown in the table view, largest first; the rest are one "other" row
 BAR_WIDTH = 40
 
 
@@ -173,7 +173,11 @@ def headline(rows: Sequence[shared.HeadlineRow]) -> RenderableType:
 
 
 def summary_view(
-    summary: Summary, numbers: Estimates, cost_ratio: float | None = None, conventions: bool = False
+    summary: Summary,
+    numbers: Estimates,
+    cost_ratio: float | None = None,
+    conventions: bool = False,
+    max_groups: int = MAX_GROUP_ROWS,
 ) -> RenderableType:
     """Every aggregate view of one summary, in reading order; the command prints it once."""
     parts: list[RenderableType] = [
@@ -188,7 +192,7 @@ def summary_view(
     if conventions:
         parts.append(conventions_table(numbers))
     if summary.groups is not None:
-        parts.append(groups_table(summary, cost_ratio))
+        parts.append(groups_table(summary, cost_ratio, max_groups))
     return Group(*parts)
 
 
@@ -366,9 +370,12 @@ def conventions_table(summary: Estimates) -> RenderableType:
     return Group(table, Text(WHY_THEY_DIFFER, style="dim"))
 
 
-def groups_table(summary: Summary, cost_ratio: float | None = None) -> RenderableType:
-    """One row per group (largest first, at most MAX_GROUP_ROWS); group keys are data, escaped."""
-    groups = summary.groups or {}
+def groups_table(summary: Summary, cost_ratio: float | None = None, max_groups: int = MAX_GROUP_ROWS) -> RenderableType:
+    """One row per group: the `max_groups` largest (0: all) in reading order, then one "other" row for the rest.
+
+    Only the groups shown are turned into summaries and estimated: there may be millions. Group keys are
+    data, escaped.
+    """
     table = FitTable(
         title=f"By {data_text(summary.group_by or '')}",
         title_justify="left",
@@ -380,11 +387,15 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
     if cost_ratio is not None:
         table.add_column("speedup", justify="right")
     table.add_column("i.i.d.?", justify="right")
-    shown = shared.shown_groups({key: state.runs for key, state in groups.items()}, MAX_GROUP_ROWS)
-    for key in shown:
-        group = estimate(groups[key])  # only the groups shown: there may be a great many
+    shown, other = shown_groups(summary, max_groups)
+    states = dict(shown)
+    labelled = [(data_text(key), states[key]) for key in shared.group_order({key: s.runs for key, s in shown})]
+    if other is not None:
+        labelled.append((f"[italic]other ({other[0]:,} groups)[/]", other[1]))
+    for label, state in labelled:
+        group = estimate(state)
         row = [
-            data_text(key),
+            label,
             f"{group.runs:,}",
             number(group.alpha),
             interval(group.alpha_ci),
@@ -398,10 +409,9 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
         row.append(MISSING if check is None else "fits" if check.consistent else "[red]misfit[/]")
         table.add_row(*row)
     table.caption = f"i.i.d.? fits when |observed - predicted tokens per pass| <= {CONSISTENT_Z:g} standard errors."
+    if other is not None:
+        table.caption += f" The {len(shown):,} largest groups (--max-groups); other: the rest together."
     table.caption_justify = "left"
-    more = len(groups) - len(shown)
-    if more > 0:
-        return Group(table, Text(f"… and {more:,} more groups (-o json has them all)", style="dim"))
     return table
 
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specaccept_cli.checks import shown_against, shown_threshold
-from specaccept_cli.views.rows import shown_groups
+from specaccept_cli.views.rows import group_order
 from tests.helpers import invoke, invoke_env, write_jsonl
 
 KEPT = {"p": [0.9], "q": [0.5], "r": [0.1]}  # one token, kept
@@ -177,10 +177,9 @@ def test_headline_verdicts_name_each_failed_check(tmp_path: Path) -> None:
 
 
 def test_group_order_is_numeric_only_for_json_numbers() -> None:
-    assert shown_groups({"0": 5, "1": 5, "10": 9, "2": 1, "null": 3}, 50) == ["0", "1", "2", "10", "null"]
-    assert shown_groups({"-1.5": 1, "2e3": 1, "3": 1}, 50) == ["-1.5", "3", "2e3"]
-    assert shown_groups({"1_0": 1, "2": 3}, 50) == ["2", "1_0"]  # not JSON numbers: largest first
-    assert shown_groups({"1": 1, "2": 5, "3": 2}, 2) == ["2", "3"]  # the largest `limit`, then by value
+    assert group_order({"0": 5, "1": 5, "10": 9, "2": 1, "null": 3}) == ["0", "1", "2", "10", "null"]
+    assert group_order({"-1.5": 1, "2e3": 1, "3": 1}) == ["-1.5", "3", "2e3"]
+    assert group_order({"1_0": 1, "2": 3}) == ["2", "1_0"]  # not JSON numbers: largest first
 
 
 @given(
