@@ -295,6 +295,9 @@ def main() -> None:
     output_times = side_by_side(
         {"summary": [*audit, str(jsonl)], "per-run": [SPECACCEPT, "audit", "-o", "jsonl", str(jsonl)]}, args.repeat
     )
+    # Every run its own group: simulate writes a distinct "id" per run.
+    grouped_command = [*audit, "--group-by", "id", str(jsonl)]
+    grouping = side_by_side({"grouped": grouped_command, "ungrouped": [*audit, str(jsonl)]}, args.repeat)
     startup = side_by_side(
         {"check": [SPECACCEPT, *CHECK_ARGS], "import": [sys.executable, "-c", "import click, rich"]},
         args.check_repeat,
@@ -303,6 +306,8 @@ def main() -> None:
     memory = {name: run(command, sample_memory=True) for name, command in engines.items() if "--jobs" not in name}
     memory[f"specaccept JSONL, {args.small_runs:,} runs"] = run([*audit, str(small_jsonl)], sample_memory=True)
     memory[f"specaccept Parquet, {args.small_runs:,} runs"] = run([*audit, str(small_parquet)], sample_memory=True)
+    grouped_name = f"specaccept JSONL `--group-by id` ({args.runs:,} groups)"
+    memory[grouped_name] = run(grouped_command, sample_memory=True)
     print("cluster tally of 1,000,000 requests ...", flush=True)
     tally = cluster_memory(1_000_000)
 
@@ -326,6 +331,12 @@ def main() -> None:
         ),
         ("`check` / `import click, rich`", startup["check"], startup["import"], "<= 1.3x"),
         ("`-o jsonl` / `-o json`, JSONL", output_times["per-run"], output_times["summary"], "<= 2x"),
+        (
+            f"`--group-by id` ({args.runs:,} groups) / no groups, JSONL",
+            grouping["grouped"],
+            grouping["ungrouped"],
+            "<= 10x",
+        ),
     ]
     lines = [
         f"Machine: {machine()}; DuckDB {duckdb.__version__}; {datetime.date.today().isoformat()}.",
@@ -348,6 +359,8 @@ def main() -> None:
             f"| RSS growth {args.small_runs:,} -> {args.runs:,} runs, {kind} | {growth(kind):+.0f} MB | | <= 50 MB |"
             for kind in ("JSONL", "Parquet")
         ),
+        f"| specaccept peak RSS, `--group-by id`, {args.runs:,} groups (all processes) | "
+        f"{memory[grouped_name]['rss_sum'] / MB:.0f} MB | | <= 500 MB |",
         f"| `--cluster-field` state, 1,000,000 requests of 5 runs (k 1..8) | {tally['bytes'] / MB:.0f} MB "
         f"({tally['per_cluster']:.0f} B per cluster; peak RSS growth {tally['rss_growth'] / MB:.0f} MB) | "
         f"{tally['seconds']:.1f} s | <= 300 MB |",
@@ -371,6 +384,7 @@ def main() -> None:
             f"| {name} | {t['seconds']:.3f} | {t['cpu']:.3f} |"
             for name, t in (
                 ("specaccept JSONL `-o jsonl`", output_times["per-run"]),
+                (f"specaccept JSONL `--group-by id` ({args.runs:,} groups)", grouping["grouped"]),
                 ("specaccept `check`", startup["check"]),
                 ("`python -c 'import click, rich'`", startup["import"]),
             )

@@ -115,7 +115,9 @@ def test_clusters_round_trip_and_merge(tmp_path: Path) -> None:
     assert summary_from_object(data) == whole
     assert data["clusters"] == 3 and data["cluster_field"] == "request_id"
     parts = [(name, orjson.loads(json_bytes(summary_object(part)))) for name, part in (("l", left), ("r", right))]
-    assert merge_summaries(parts) == data
+    merged = merge_summaries(parts)
+    assert merged.pop("provenance")["merged_from"] == ["l", "r"]  # merge records what it was made of
+    assert merged == data
     with pytest.raises(Exception, match="cluster tally"):
         merge_summaries([parts[0], ("plain", orjson.loads(json_bytes(summary_object(Summary(counts=whole.counts)))))])
 
@@ -155,6 +157,8 @@ def test_cli_cluster_field_serial_parallel_and_parquet(tmp_path: Path) -> None:
         orjson.loads(invoke("audit", str(path), "--cluster-field", "request_id", "-o", "json", "-j", jobs).stdout)
         for path, jobs in ((log, "1"), (log, "2"), (parquet, "1"))
     ]
+    for output in outputs:  # the files differ, and provenance says so
+        assert output.pop("provenance")["settings"]["cluster_field"] == "request_id"
     assert outputs[0] == outputs[1] == {**outputs[2], "errors": outputs[0]["errors"]}
     data = outputs[0]
     assert 40 <= data["clusters"] <= 150 and data["alpha_ci_method"].startswith("cluster-robust")
