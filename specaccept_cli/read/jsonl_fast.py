@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -80,14 +81,22 @@ def _plain_keys(fields: FieldSpec) -> tuple[str, str, str] | None:
     return keys  # type: ignore[return-value]
 
 
-def _key_count(data: npt.NDArray[np.uint8], quotes: npt.NDArray[np.intp], key: bytes) -> int:
-    """How many strings of the block equal `key` (the block has no backslash, so each `"` delimits one)."""
-    end = len(key) + 1
-    starts = quotes[quotes + end < data.shape[0]]
-    match = data[starts + end] == _QUOTE
-    for offset, char in enumerate(key, start=1):
-        match &= data[starts + offset] == char
-    return int(np.count_nonzero(match))
+def _key_counts(data: npt.NDArray[np.uint8], quotes: npt.NDArray[np.intp], keys: tuple[bytes, ...]) -> list[int]:
+    """How many strings of the block equal each key.
+
+    With no backslash in the block, the even-numbered quotes start its strings (were it otherwise, the
+    block would not parse, and be declined all the same).
+    """
+    starts = quotes[0::2]
+    last = data.shape[0] - 1
+    following = [data[np.minimum(starts + offset, last)] for offset in range(1, max(map(len, keys)) + 2)]
+    counts = []
+    for key in keys:
+        match = following[len(key)] == _QUOTE
+        for char, found in zip(key, following):
+            match &= found == char
+        counts.append(int(np.count_nonzero(match)))
+    return counts
 
 
 def _is_plain_block(data: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp], max_line_bytes: int) -> bool:
@@ -127,7 +136,7 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
         return None
     lines = newlines.shape[0] + 1
     quotes = np.flatnonzero(data == _QUOTE)
-    if any(_key_count(data, quotes, key.encode()) != lines for key in keys):
+    if any(count != lines for count in _key_counts(data, quotes, tuple(key.encode() for key in keys))):
         return None
 
     document = bytearray(len(text) + 2)
@@ -149,7 +158,7 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
     finally:
         rows = row = None  # the proxies pin the parser's document: let them go before its next parse
 
-    sizes = [np.fromiter(map(_BYTE_SIZE, found), dtype=np.int64, count=lines) for found in buffers]
+    sizes = np.fromiter(map(_BYTE_SIZE, chain(*buffers)), dtype=np.int64, count=3 * lines).reshape(3, lines)
     if not (np.array_equal(sizes[0], sizes[1]) and np.array_equal(sizes[0], sizes[2])):
         return None
     offsets = np.zeros(lines + 1, dtype=np.int64)

@@ -1,0 +1,185 @@
+"""The block fast path (`jsonl_fast`) against the exact path: the same batch bit for bit, or a refusal.
+
+Blocks are built from row pieces that vary everything the fast path's byte checks rely on (key order,
+spacing, extra fields, number spellings) and from pieces that must make it decline (a duplicate key, a
+nested list, a boolean, an escape, a blank or padded line, a value out of range, ...). Whatever it is
+given, `parse_block` on the block's text must give exactly what the line-by-line path gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specaccept_cli.read import jsonl_fast
+from specaccept_cli.read.jsonl import parse_block
+from specaccept_cli.read.jsonl_fast import fast_batch
+from specaccept_cli.rule.batch import FieldSpec, RunBatch
+
+MAX_LINE = 1 << 20
+FIELDS = FieldSpec()
+
+# Spellings of valid numbers in [0, 1] (and of q's (0, 1]); integers, exponents, -0, many digits.
+NUMBERS = st.one_of(
+    st.floats(0, 1).map(repr),
+    st.floats(1e-300, 1).map(lambda value: f"{value:.17e}"),
+    st.sampled_from(["0", "1", "-0", "-0.0", "1E0", "1e-0", "0.5e+0", "5E-1", "0.1000000000000000055511151231257827"]),
+)
+POSITIVE = st.one_of(st.floats(1e-300, 1).map(repr), st.sampled_from(["1", "1.0", "1e0", "2.5e-1"]))
+# Values that make a row bad (or that only the exact path takes): the fast path must decline them.
+BAD_NUMBERS = st.sampled_from(
+    ["true", "null", '"0.5"', "[0.5]", "{}", "1.5", "-0.5", "NaN", "1e400", "18446744073709551616", "01", ".5"]
+)
+EXTRAS = st.sampled_from(['"id":7', '"model":"m-1"', '"t":1.5e3', '"ok":true', '"n":null', '"s":""', '"x":-0'])
+
+
+@st.composite
+def rows(draw: st.DrawFn, bad: bool) -> bytes:
+    k = draw(st.integers(0, 5))
+    values = {
+        "p": [draw(NUMBERS) for _ in range(k)],
+        "q": [draw(POSITIVE) for _ in range(k)],
+        "r": [draw(NUMBERS) for _ in range(k)],
+    }
+    if bad and k and draw(st.booleans()):
+        name = draw(st.sampled_from("pqr"))
+        values[name][draw(st.integers(0, k - 1))] = draw(BAD_NUMBERS)
+    colon, comma = draw(st.sampled_from([(":", ","), (": ", ", "), (" : ", " , ")]))
+    fields = [f'"{name}"{colon}[{comma.join(items)}]' for name, items in values.items()]
+    fields += draw(st.lists(EXTRAS, max_size=2))
+    if bad and draw(st.booleans()):
+        fields.append(
+            draw(st.sampled_from(['"p":[0.5]', '"q":[1]', '"xs":[1,2]', '"o":{"a":1}', '"e":"\\n"', '"\\u0070":[0.5]']))
+        )
+    order = draw(st.permutations(fields))
+    line = "{" + comma.join(order) + "}"
+    if bad and draw(st.integers(0, 5)) == 0:
+        line = draw(st.sampled_from([" ", "\ufeff", ""])) + line + draw(st.sampled_from(["", " ", "\r", " x"]))
+    return line.encode()
+
+
+@st.composite
+def blocks(draw: st.DrawFn) -> bytes:
+    bad = draw(st.booleans())
+    lines = draw(st.lists(rows(bad), min_size=1, max_size=6))
+    if bad and draw(st.integers(0, 4)) == 0:
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from([b"", b"  ", b"[]", b"{}", b"{"])))
+    return b"\n".join(lines)
+
+
+def assert_same_batch(fast: RunBatch, exact: RunBatch) -> None:
+    assert fast.source == exact.source and fast.extras == exact.extras and fast.greedy == exact.greedy
+    for name in ("lines", "offsets", "p", "q", "r"):
+        mine, theirs = getattr(fast, name), getattr(exact, name)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape, name
+        assert mine.tobytes() == theirs.tobytes(), name  # bit for bit: -0.0 and 0.0 differ here
+
+
+def exact(text: bytes, first_line: int, fields: FieldSpec = FIELDS) -> tuple[RunBatch, list[Any]]:
+    return parse_block(text.split(b"\n"), first_line, "x", fields, MAX_LINE)
+
+
+@given(blocks(), st.integers(1, 10**9))
+def test_fast_path_gives_the_exact_batch_or_declines(text: bytes, first_line: int) -> None:
+    expected, errors = exact(text, first_line)
+    fast = fast_batch(text, first_line, "x", FIELDS, MAX_LINE)
+    if fast is not None:
+        assert errors == []
+        assert_same_batch(fast, expected)
+    batch, found = parse_block(text, first_line, "x", FIELDS, MAX_LINE)  # whichever path takes it
+    assert_same_batch(batch, expected)
+    assert [(e.line, e.message, e.raw) for e in found] == [(e.line, e.message, e.raw) for e in errors]
+
+
+@given(st.lists(rows(bad=False), min_size=1, max_size=6))
+def test_valid_rows_without_escapes_take_the_fast_path(lines: list[bytes]) -> None:
+    """Valid rows with flat lists: the fast path takes them, or it would be a slow path that always declines."""
+    text = b"\n".join(lines)
+    fast = fast_batch(text, 3, "x", FIELDS, MAX_LINE)
+    assert fast is not None, text
+    assert_same_batch(fast, exact(text, 3)[0])
+
+
+GOOD = b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]}'
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"p":[0.2,0.3]}',  # duplicate key: orjson takes the last
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"\\u0070":[0.2,0.3]}',  # the same key, escaped
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"note":"a\\"b"}',  # any backslash
+        b'{"p":[[0.5],1],"q":[1,0.25],"r":[0.1,0.9]}',  # a nested list would be flattened
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1]}',  # different lengths
+        b'{"p":[0.5,1],"q":[1,0],"r":[0.1,0.9]}',  # q = 0
+        b'{"p":[0.5,true],"q":[1,0.25],"r":[0.1,0.9]}',
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]} {}',
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"n":123456789012345678901234567890}',  # beyond 64 bits
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]}\r',
+        b'{"p":[0.5,1],"q":[1,0.25]}',
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"m":{"a":1}}',
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"x":"\xff"}',  # not UTF-8
+        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"x":"\x01"}',  # a control character in a string
+    ],
+)
+def test_a_block_with_any_doubtful_line_goes_whole_to_the_exact_path(line: bytes) -> None:
+    text = b"\n".join([GOOD, line, GOOD])
+    assert fast_batch(text, 40, "x", FIELDS, MAX_LINE) is None
+    batch, errors = parse_block(text, 40, "x", FIELDS, MAX_LINE)
+    expected, expected_errors = exact(text, 40)
+    assert_same_batch(batch, expected)
+    assert [(e.line, e.message) for e in errors] == [(e.line, e.message) for e in expected_errors]
+
+
+def test_a_bad_row_is_reported_at_its_line_as_before() -> None:
+    text = b"\n".join([GOOD, GOOD, b'{"p":[0.5,2],"q":[1,0.25],"r":[0.1,0.9]}', GOOD])
+    batch, errors = parse_block(text, 100, "logs.jsonl", FIELDS, MAX_LINE)
+    assert [(error.source, error.line) for error in errors] == [("logs.jsonl", 102)]
+    assert "p[1]" in errors[0].message and errors[0].raw == b'{"p":[0.5,2],"q":[1,0.25],"r":[0.1,0.9]}'
+    assert batch.lines.tolist() == [100, 101, 103]
+
+
+def test_a_duplicate_key_keeps_the_last_value_as_orjson_does() -> None:
+    text = b'{"p":[0.5],"q":[1],"r":[0.1],"p":[0.25]}'
+    batch, errors = parse_block(text, 1, "x", FIELDS, MAX_LINE)
+    assert errors == [] and batch.p.tolist() == [0.25]
+
+
+def test_over_long_lines_are_declined_and_reported() -> None:
+    text = b"\n".join([GOOD, b'{"p":[' + b"0.5," * 40 + b'0.5],"q":[1],"r":[0.1]}'])
+    assert fast_batch(text, 1, "x", FIELDS, 100) is None
+    _, errors = parse_block(text, 1, "x", FIELDS, 100)
+    assert [error.line for error in errors] == [2] and "longer than 100 bytes" in errors[0].message
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        FieldSpec(extras=("id",)),
+        FieldSpec(p="spec.p"),
+        FieldSpec(p="q"),
+        FieldSpec(draft_tokens="d", target_tokens="t"),
+    ],
+)
+def test_fields_the_fast_path_cannot_look_up_send_every_block_to_the_exact_path(fields: FieldSpec) -> None:
+    text = b'{"p":[0.5],"q":[1],"r":[0.1],"id":3}'
+    assert fast_batch(text, 1, "x", fields, MAX_LINE) is None
+
+
+def test_other_field_names_are_looked_up_as_given() -> None:
+    fields = FieldSpec(p="target_p", q="draft-q", r="u")
+    text = b'{"u":[0.1,0.9],"draft-q":[1,0.5],"target_p":[0.5,1],"p":"not this one"}'
+    fast = fast_batch(text, 1, "x", fields, MAX_LINE)
+    assert fast is not None and fast.p.tolist() == [0.5, 1.0] and fast.r.tolist() == [0.1, 0.9]
+    assert_same_batch(fast, exact(text, 1, fields)[0])
+
+
+def test_without_simdjson_every_block_goes_to_the_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonl_fast, "_parser", False)
+    assert fast_batch(GOOD, 1, "x", FIELDS, MAX_LINE) is None
+    batch, errors = parse_block(GOOD, 1, "x", FIELDS, MAX_LINE)
+    assert errors == [] and np.array_equal(batch.p, [0.5, 1.0])
