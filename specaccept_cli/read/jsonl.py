@@ -102,14 +102,14 @@ def iter_text_blocks(
                     pending, pending_size = [], 0
                     discarding = True
             continue
-        text: bytes | None = chunk[:cut]
-        tail = chunk[cut + 1 :]
+        head, tail = chunk[:cut], chunk[cut + 1 :]
+        text: bytes | None = head
         if discarding:  # the rest of the overlong line, already counted
-            rest = text.find(b"\n")
-            text = text[rest + 1 :] if rest >= 0 else None
+            rest = head.find(b"\n")
+            text = head[rest + 1 :] if rest >= 0 else None
             discarding = False
         elif pending:
-            text = b"".join([*pending, text])
+            text = b"".join([*pending, head])
         pending, pending_size = ([tail], len(tail)) if tail else ([], 0)
         if text is not None:
             count = text.count(b"\n") + 1
@@ -121,7 +121,7 @@ def iter_text_blocks(
 
 def split_lines(lines: Lines) -> list[bytes | None]:
     """A block's lines, one by one."""
-    return lines.split(b"\n") if isinstance(lines, bytes) else lines
+    return cast(list[bytes | None], lines.split(b"\n")) if isinstance(lines, bytes) else lines
 
 
 def iter_line_blocks(

@@ -78,7 +78,7 @@ def _plain_keys(fields: FieldSpec) -> tuple[str, str, str] | None:
     keys = tuple(path[0] for path in paths if len(path) == 1 and _PLAIN_NAME.fullmatch(path[0]))
     if len(keys) != 3 or len(set(keys)) != 3:
         return None
-    return keys  # type: ignore[return-value]
+    return keys
 
 
 def _key_counts(data: npt.NDArray[np.uint8], quotes: npt.NDArray[np.intp], keys: tuple[bytes, ...]) -> list[int]:
