@@ -1,4 +1,4 @@
-"""JSONL on several cores: a process pool AROUND the pure `parse_block`, results consumed in input order.
+"""JSONL on several cores: a process pool AROUND the pure `parse_blocks`, results consumed in input order.
 
 Two ways to cut the input into independent tasks:
 
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 import numpy as np
 
 from specaccept_cli.errors import InputError, OnError, SpecacceptError
-from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_block
+from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import OpenSource, ProgressHook, Reading, Source, open_source, read_opened
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
@@ -72,8 +72,7 @@ def _evaluate_blocks(
 ) -> Results:
     """Parse and evaluate blocks in order; without per-run results, fold them into one (errors stay in order)."""
     results: Results = []
-    for first_line, lines in blocks:
-        batch, errors = parse_block(lines, first_line, source, fields, max_line_bytes)
+    for batch, errors in parse_blocks(blocks, source, fields, max_line_bytes):
         result, more = evaluate_batch(batch, plan, keep_runs)
         if keep_runs and result.batch is not None:
             result = replace(result, batch=replace(result.batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS))

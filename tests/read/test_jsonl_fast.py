@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specaccept_cli.read import jsonl_fast
-from specaccept_cli.read.jsonl import parse_block
+from specaccept_cli.read import jsonl, jsonl_fast
+from specaccept_cli.read.jsonl import EXACT_AFTER_BAD_BLOCK, parse_block, parse_blocks
 from specaccept_cli.read.jsonl_fast import fast_batch
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 
@@ -183,3 +183,24 @@ def test_without_simdjson_every_block_goes_to_the_exact_path(monkeypatch: pytest
     assert fast_batch(GOOD, 1, "x", FIELDS, MAX_LINE) is None
     batch, errors = parse_block(GOOD, 1, "x", FIELDS, MAX_LINE)
     assert errors == [] and np.array_equal(batch.p, [0.5, 1.0])
+
+
+def test_blocks_after_a_bad_one_skip_the_fast_path_with_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = b'{"p":[0.5,2],"q":[1,0.25],"r":[0.1,0.9]}'
+    texts = [b"\n".join([GOOD, bad if index in (1, 12) else GOOD]) for index in range(16)]
+    blocks = [(1 + 2 * index, text) for index, text in enumerate(texts)]
+    offered: list[int] = []
+
+    def counting(text: bytes, first_line: int, *args: Any) -> RunBatch | None:
+        offered.append(first_line)
+        return fast_batch(text, first_line, *args)
+
+    monkeypatch.setattr(jsonl, "fast_batch", counting)
+    results = list(parse_blocks(blocks, "x", FIELDS, MAX_LINE))
+    skipped = set(range(2, 2 + EXACT_AFTER_BAD_BLOCK)) | {13, 14, 15}
+    assert offered == [1 + 2 * index for index in range(16) if index not in skipped]
+    for (batch, errors), (first_line, text) in zip(results, blocks):
+        expected, expected_errors = exact(text, first_line)
+        assert_same_batch(batch, expected)
+        assert [(e.line, e.message) for e in errors] == [(e.line, e.message) for e in expected_errors]
+    assert [error.line for _, errors in results for error in errors] == [4, 26]
