@@ -23,6 +23,7 @@ bench: $(VENV)/.bench-installed
 demo: $(STAMP)
 	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
 	$(BIN)/specaccept audit examples/server-reported.jsonl.gz --reported-field reported --check-sampler --max-rows 0
+	$(BIN)/specaccept audit examples/vllm-server.log --max-rows 0
 
 # Hypothesis profile "fast" (tests/conftest.py); `make fuzz` runs the same properties "deep".
 test: $(STAMP)
@@ -44,6 +45,7 @@ examples: $(STAMP)
 	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 7 -o examples/serving-logs.jsonl.gz
 	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 8 -o examples/serving-logs.parquet
 	$(BIN)/python -m tests.specdec examples/server-reported.jsonl.gz
+	$(BIN)/python -m tests.engines examples/vllm-server.log
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

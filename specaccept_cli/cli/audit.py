@@ -30,7 +30,7 @@ from specaccept_cli.cli.output import (
     write_file,
     write_stdout,
 )
-from specaccept_cli.errors import OutputError
+from specaccept_cli.errors import OutputError, UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -55,10 +55,20 @@ if TYPE_CHECKING:
 @click.option(
     "--format",
     "input_format",
-    type=click.Choice(["auto", "jsonl", "parquet"]),
+    type=click.Choice(
+        ["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+    ),
     default="auto",
     show_default=True,
-    help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet).",
+    help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet; server output "
+    "holding vLLM, SGLang or llama.cpp metrics lines, or a Prometheus scrape (.prom), is read as engine metrics).",
+)
+@click.option(
+    "--draft-length",
+    type=click.IntRange(min=1, max=64),
+    default=None,
+    metavar="K",
+    help="Engine metrics: the server's draft length (num_speculative_tokens) when its lines do not print it.",
 )
 @field_option("p")
 @field_option("q")
@@ -194,6 +204,7 @@ class AuditOptions:
     inputs: tuple[str, ...]
     output: Literal["table", "json", "markdown", "jsonl", "csv"]
     input_format: Format
+    draft_length: int | None
     p_field: str
     q_field: str
     r_field: str
@@ -236,6 +247,8 @@ def run_audit(options: AuditOptions) -> None:
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths)
+    if options.output in ("jsonl", "csv"):
+        _refuse_engine_output(sources, options)
 
     from specaccept_cli.views import terminal as render
 
@@ -359,6 +372,7 @@ def _read(
                 progress=progress,
                 input_format=options.input_format,
                 max_line_bytes=options.max_line_bytes,
+                draft_length=options.draft_length,
             )
 
         if not options.quiet and stderr.is_terminal:
@@ -420,7 +434,7 @@ def _show(
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
-            if options.max_rows:
+            if options.max_rows and summary.engine is None:
                 console.print(render.runs_table(preview))
             console.print(
                 render.summary_view(
@@ -435,6 +449,19 @@ def _show(
                 console.print(render.comparison_view(comparison))
     if summary.skipped_rows or summary.skipped_sources:
         stderr.print(render.skipped_table(summary))
+
+
+def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
+    """Engine metrics hold interval counters, not runs: say so before any per-run output starts."""
+    from specaccept_cli.read.sources import ENGINE_FORMATS, open_source
+
+    for source in sources:
+        with open_source(source, options.input_format) as opened:
+            if opened.format in ENGINE_FORMATS:
+                raise UsageError(
+                    f"{source.name} is {opened.format} output: engine metrics hold interval counters, not runs, "
+                    f"so -o {options.output} has no per-run records to write; use -o table, json or markdown"
+                )
 
 
 def _too_many_errors(summary: Summary, max_errors: int) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import IO
 
+from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import Format, ProgressHook, Reading, Source, expand_inputs
@@ -39,6 +40,7 @@ def summarise(
     progress: ProgressHook | None = None,
     input_format: Format = "auto",
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    draft_length: int | None = None,
 ) -> Summary:
     """Summarise every run of `inputs` (paths, directories of Parquet shards, or "-" for stdin).
 
@@ -47,7 +49,14 @@ def summarise(
     out, counts them in the summary and copies their raw lines to `quarantine`; "fail" raises
     the first as an `InputError`. `sink(batch, outcome, columns)` receives per-run results in
     input order while the summary is built, so per-run output streams.
+
+    Server output (vLLM, SGLang and llama.cpp metrics lines, Prometheus scrapes: found by content,
+    or named by `input_format`) is read as intervals, not runs: exact intervals add to the counts,
+    the rest to `Summary.engine` as bounds, and no per-run result reaches `sink`. Prometheus
+    files form one series of scrapes in the order given. `draft_length` is the server's draft
+    length k when its lines do not carry it; it tightens the bounds.
     """
+
     sources = [item for item in inputs if isinstance(item, Source)]
     if len(sources) < len(inputs):  # paths as the user gave them: resolved here (a missing path is an InputError)
         sources = expand_inputs([str(item) for item in inputs])
@@ -55,12 +64,15 @@ def summarise(
     reading = Reading(fields, input_format, max_line_bytes)
     workers = default_jobs() if jobs is None else jobs
 
+    engine = EngineReading(draft_length)
+
     def evaluated() -> Iterator[Evaluated]:
         for source in sources:
             results = evaluate_source(
-                source, reading, policy, progress, jobs=workers, keep_runs=sink is not None, plan=plan
+                source, reading, policy, progress, jobs=workers, keep_runs=sink is not None, plan=plan, engine=engine
             )
             yield from policy.guard(results)
+        yield from policy.guard(engine.finish(plan, policy))
 
     summary = add_up(evaluated(), sink, plan.group_by)
     return summary + Summary(

@@ -33,8 +33,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 import numpy as np
 
 from specaccept_cli.errors import InputError, OnError, SpecacceptError
+from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
-from specaccept_cli.read.sources import OpenSource, ProgressHook, Reading, Source, open_source, read_opened
+from specaccept_cli.read.sources import (
+    ENGINE_FORMATS,
+    OpenSource,
+    ProgressHook,
+    Reading,
+    Source,
+    open_source,
+    read_opened,
+)
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
 
@@ -261,6 +270,7 @@ def evaluate_source(
     plan: Plan | None = None,
     block_bytes: int = BLOCK_BYTES,
     blocks_per_task: int = BLOCKS_PER_TASK,
+    engine: EngineReading | None = None,
 ) -> Iterator[Evaluated]:
     """Every valid run of one source, evaluated, in input order; JSONL on `jobs` processes.
 
@@ -271,6 +281,9 @@ def evaluate_source(
     if progress is not None:
         progress.start_source(source)
     with open_source(source, reading.input_format) as opened:
+        if opened.format in ENGINE_FORMATS:
+            yield from (engine or EngineReading()).evaluate(opened, plan, on_error)
+            return
         if jobs <= 1 or opened.format != "jsonl":
             batches = read_opened(opened, reading, on_error, progress)
             yield from _serial(batches, keep_runs, plan, on_error)

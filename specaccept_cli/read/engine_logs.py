@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from specaccept_cli.errors import InputError
 
 CountMatrix = npt.NDArray[np.int64]
 
-FORMATS = ("vllm-log", "sglang-log", "llamacpp-log", "prometheus")
+FORMATS = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus")
 
 MAX_DRAFT_CANDIDATES = 20_000  # drafts counts tried against printed rates; beyond, only the totals are used
 MAX_DRAFT_LENGTH = 64  # more printed per-position rates than this is not a draft length
@@ -666,12 +667,25 @@ def _decode(raw: str | bytes) -> str:
     return text.rstrip("\r\n")
 
 
+_JSON_START = re.compile(r"\s*(?:\{|\[\s*[\[\]{\"])")
+
+
+def looks_like_json(text: str | bytes) -> bool:
+    """A JSON object or array, not a log line such as SGLang's `[2025-03-05 10:21:05 TP0] ...`."""
+    head = text[:64].decode("utf-8", errors="replace") if isinstance(text, bytes) else text[:64]
+    return _JSON_START.match(head) is not None
+
+
 def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> str | None:
     """The engine format of the first metrics line among the first `limit` lines, or None."""
     for n, raw in enumerate(lines):
         if n >= limit:
             break
         text = _decode(raw)
+        if looks_like_json(text):
+            if SGLANG_REQUEST_MARKER in text and '"p":' not in text:  # responses, not logged (p, q, r) runs
+                return "sglang-requests"
+            continue
         if VLLM_MARKER in text:
             return "vllm-log"
         if SGLANG_MARKER in text and "Decode batch" in text:
@@ -711,6 +725,15 @@ class EngineLogParse:
     def __iter__(self) -> Iterator[EngineInterval | InputError]:
         if self.fmt == "prometheus":
             yield from parse_prometheus_scrapes(self.lines, self.source, tally=self.tally)
+            return
+        if self.fmt == "sglang-requests":
+            for number, raw in enumerate(self.lines, start=1):
+                self.tally.lines += 1
+                found = sglang_request_intervals(raw, self.source, number, k=self.k)
+                if not found:
+                    self.tally.ignored += 1
+                for item in found:
+                    yield self._count(item)
             return
         pending_llama: tuple[int, str, re.Match[str]] | None = None
         for number, raw in enumerate(self.lines, start=1):
@@ -1010,6 +1033,141 @@ def _interval(
     )
 
 
+# SGLang per request: the response's meta_info (python/sglang/srt/managers/tokenizer_manager.py fills
+# it when a request finishes): "spec_verify_ct" (target verify passes), "spec_accept_token_num" /
+# "spec_draft_token_num" (accepted and drafted tokens; "spec_num_correct_drafts" /
+# "spec_num_proposed_drafts" in later versions), "spec_accept_rate" (accepted / drafted),
+# "spec_accept_length" (completion tokens / verify passes) and "spec_accept_histogram" (H[n] = verify
+# passes that accepted exactly n draft tokens; "spec_correct_drafts_histogram" later). Read from JSON
+# lines holding a /generate response, an OpenAI-style response whose choices carry meta_info, a list
+# of either (a batch), or the bare meta_info.
+SGLANG_REQUEST_MARKER = '"spec_verify_ct"'
+_SGLANG_ACCEPTED = ("spec_accept_token_num", "spec_num_correct_drafts", "spec_accepted_drafts")
+_SGLANG_DRAFTED = ("spec_draft_token_num", "spec_num_proposed_drafts", "spec_proposed_drafts")
+_SGLANG_HISTOGRAM = ("spec_accept_histogram", "spec_correct_drafts_histogram")
+
+
+def _meta_infos(record: object) -> list[dict[str, Any]]:
+    """The meta_info objects of a JSON record that carry speculative counts."""
+    if isinstance(record, list):
+        return [meta for item in record for meta in _meta_infos(item)]
+    if not isinstance(record, dict):
+        return []
+    if isinstance(record.get("meta_info"), dict):
+        return _meta_infos(record["meta_info"])
+    if isinstance(record.get("choices"), list):
+        return [meta for choice in record["choices"] for meta in _meta_infos(choice)]
+    return [record] if "spec_verify_ct" in record else []
+
+
+def _count_field(meta: dict[str, Any], names: tuple[str, ...]) -> tuple[str, int | None] | str:
+    """The first of `names` present, as a whole non-negative count; an error message if it is not one."""
+    for name in names:
+        if name in meta:
+            value = meta[name]
+            if type(value) is not int or value < 0:
+                if type(value) is float and value.is_integer() and value >= 0:
+                    return name, int(value)
+                return f"{name} = {value!r} is not a whole count"
+            return name, value
+    return "", None
+
+
+def sglang_request_intervals(
+    raw: str | bytes, source: str, number: int, *, k: int | None = None
+) -> list[EngineInterval | InputError]:
+    """The intervals (one per finished request) of one JSON line of SGLang responses; [] for other lines."""
+    text = _decode(raw)
+    if SGLANG_REQUEST_MARKER not in text:
+        return []
+    try:
+        record = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return [InputError(source, number, f"an SGLang response that is not JSON ({exc})", raw=text.encode())]
+    out: list[EngineInterval | InputError] = []
+    for meta in _meta_infos(record):
+        item = _sglang_request(meta, source, number, k)
+        out.append(InputError(source, number, item, raw=text.encode()) if isinstance(item, str) else item)
+    return out
+
+
+def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | None) -> EngineInterval | str:
+    fields: dict[str, int | None] = {}
+    printed: dict[str, str] = {}
+    for role, names in (("verify", ("spec_verify_ct",)), ("accepted", _SGLANG_ACCEPTED), ("drafted", _SGLANG_DRAFTED)):
+        found = _count_field(meta, names)
+        if isinstance(found, str):
+            return found
+        name, value = found
+        fields[role] = value
+        if value is not None:
+            printed[name] = str(value)
+    verify, accepted, drafted = fields["verify"], fields["accepted"], fields["drafted"]
+    assert verify is not None  # the marker field is always there
+    hist_name = next((name for name in _SGLANG_HISTOGRAM if name in meta), None)
+    hist: list[int] | None = None
+    if hist_name is not None:
+        values = meta[hist_name]
+        if not isinstance(values, list) or any(type(n) is not int or n < 0 for n in values):
+            return f"{hist_name} is not a list of whole counts"
+        hist = values
+        printed[hist_name] = str(values)
+        if sum(hist) != verify:
+            return f"{hist_name} sums to {sum(hist)} verify passes, not spec_verify_ct {verify}"
+        from_hist = sum(a * n for a, n in enumerate(hist))
+        if accepted is not None and accepted != from_hist:
+            return f"{hist_name} accepts {from_hist} tokens, not the {accepted} counted"
+        accepted = from_hist
+    for name in ("spec_accept_rate", "spec_accept_length"):
+        if name in meta:
+            printed[name] = str(meta[name])
+    labels = {"id": str(meta["id"])} if "id" in meta else {}
+    head = ("sglang", "sglang-request", source, number, None, labels, printed)
+    if accepted is None:
+        return _interval(head, drafts=verify, k=k, notes=("no accepted-token count in this meta_info",))
+    notes: tuple[str, ...] = ()
+    if k is None and drafted is not None and verify and drafted % verify == 0:
+        k = drafted // verify
+        notes = (f"every verify pass taken to have drafted k = {k} tokens (drafted = k x passes)",)
+    if drafted is None and k is not None:
+        drafted = verify * k
+    if hist is not None and k is not None:
+        if len(hist) - 1 > k:
+            return f"{hist_name} has {len(hist) - 1} accepted tokens in a pass of at most k = {k}"
+        chain = [sum(hist[a:]) for a in range(1, k + 1)]  # passes that accepted at least i tokens
+        assert drafted is not None
+        try:
+            rec = _from_exact_positions(accepted, drafted, verify, chain)
+        except _Inconsistent as exc:
+            return f"inconsistent SGLang counts: {exc}"
+        rec.notes.extend(notes)
+        return _interval(head, draft_tokens=drafted, accepted=accepted, **rec.fields())
+    if hist is not None:  # k unknown: passes at the top bin may have run out of draft rather than been rejected
+        top = len(hist) - 1
+        low = sum(min(a + 1, top) * n for a, n in enumerate(hist))
+        high = sum((a + 1) * n for a, n in enumerate(hist))
+        return _interval(
+            head,
+            drafts=verify,
+            accepted=accepted,
+            per_position=tuple(sum(hist[a:]) for a in range(1, top + 1)),
+            accepted_hist=tuple(hist),
+            examined_bounds=(low, high),
+            alpha_bounds=_alpha_range(accepted, (low - accepted, high - accepted)),
+            tokens_per_pass=1 + accepted / verify if verify else None,
+            notes=("the draft length is unknown: give --draft-length to make this request exact",),
+        )
+    if drafted is None:
+        return _interval(
+            head, drafts=verify, accepted=accepted, tokens_per_pass=1 + accepted / verify if verify else None
+        )
+    try:
+        rec = recover_counts(accepted, drafted, drafts=verify, k=k, assume_full_drafts=False)
+    except _Inconsistent as exc:
+        return f"inconsistent SGLang counts: {exc}"
+    return _interval(head, draft_tokens=drafted, accepted=accepted, **rec.fields())
+
+
 def _alpha_bounds_from_mean(m_low: float, m_high: float, k: int | None) -> tuple[float, float] | None:
     """Alpha bounds from the mean accepted length m per run (no counts).
 
@@ -1234,8 +1392,9 @@ def prometheus_intervals(
 ) -> list[EngineInterval | InputError]:
     """vLLM intervals between two scrapes (or since the counters started, with `before` None).
 
-    A counter that went down between the scrapes is a reset (the server restarted): reported as an
-    `InputError`, with no interval, since the counts between the first scrape and the restart are lost.
+    A counter that went down between the scrapes is a reset (the server restarted): as Prometheus's
+    `increase()` does, the interval counts from the restart, and its notes say so (the counts between
+    the first scrape and the restart are lost).
     """
     out: list[EngineInterval | InputError] = []
     old = _vllm_series(before) if before is not None else {}
@@ -1246,50 +1405,20 @@ def prometheus_intervals(
                 InputError(source, after.line, f"vLLM series {_label_text(series.labels)} is not in the earlier scrape")
             )
             continue
-        ints: dict[str, int] = {}
-        bad = False
-        resets: list[str] = []
-        for role in ("drafts", "draft_tokens", "accepted"):
-            if role not in series.values:
-                continue
-            now = _integer(series.values[role])
-            then = 0 if prev is None else _integer(prev.values.get(role, "0"))
-            if now is None or then is None:
-                bad = True
-                break
-            if now < then:
-                resets.append(f"{role} {then} -> {now}")
-            ints[role] = now - then
-        positions: list[int] = []
-        if not bad and series.per_pos:
-            if sorted(series.per_pos) != list(range(len(series.per_pos))):
-                out.append(InputError(source, after.line, "vLLM per-position counters are not positions 0..k-1"))
-                continue
-            for pos in range(len(series.per_pos)):
-                now = _integer(series.per_pos[pos])
-                then = 0 if prev is None else _integer(prev.per_pos.get(pos, "0"))
-                if now is None or then is None:
-                    bad = True
-                    break
-                if now < then:
-                    resets.append(f'accepted_per_pos{{position="{pos}"}} {then} -> {now}')
-                positions.append(now - then)
-        if bad:
-            out.append(
-                InputError(source, after.line, f"vLLM counter {_label_text(series.labels)} is not a whole number")
-            )
+        ints, positions, resets = _differences(series, prev)
+        if ints is None or positions is None:
+            problem = "are not positions 0..k-1" if ints is not None else "is not a whole number"
+            out.append(InputError(source, after.line, f"vLLM counter {_label_text(series.labels)} {problem}"))
             continue
-        if resets:
-            out.append(
-                InputError(
-                    source,
-                    after.line,
-                    f"counter reset between the scrapes (lines {before.line if before else '?'} and {after.line}) "
-                    f"for {_label_text(series.labels)}: " + ", ".join(resets) + "; the server restarted, so this "
-                    "difference is not an interval",
-                )
+        notes = []
+        if resets:  # like Prometheus's increase(): after a restart the counters count from zero again
+            ints, positions, _ = _differences(series, None)
+            assert ints is not None and positions is not None
+            notes.append(
+                f"counter reset between the scrapes (lines {before.line if before else '?'} and {after.line}): "
+                + ", ".join(resets)
+                + "; counted since the restart, so what ran between the earlier scrape and the restart is lost"
             )
-            continue
         if "accepted" not in ints or "draft_tokens" not in ints:
             out.append(InputError(source, after.line, "vLLM scrape without accepted and draft token counters"))
             continue
@@ -1318,6 +1447,7 @@ def prometheus_intervals(
             continue
         if before is None:
             rec.notes.append("one scrape: counts since the counters started")
+        rec.notes.extend(notes)
         out.append(
             _interval(
                 ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
@@ -1327,6 +1457,37 @@ def prometheus_intervals(
             )
         )
     return out
+
+
+def _differences(
+    series: _VllmCounters, prev: _VllmCounters | None
+) -> tuple[dict[str, int] | None, list[int] | None, list[str]]:
+    """Counter differences (totals, per position) and the counters that went down; None where a
+    value is not a whole number (totals) or the positions are not 0..k-1 (per position)."""
+    ints: dict[str, int] = {}
+    resets: list[str] = []
+    for role in ("drafts", "draft_tokens", "accepted"):
+        if role not in series.values:
+            continue
+        now = _integer(series.values[role])
+        then = 0 if prev is None else _integer(prev.values.get(role, "0"))
+        if now is None or then is None:
+            return None, [], resets
+        if now < then:
+            resets.append(f"{role} {then} -> {now}")
+        ints[role] = now - then
+    if series.per_pos and sorted(series.per_pos) != list(range(len(series.per_pos))):
+        return ints, None, resets
+    positions: list[int] = []
+    for pos in range(len(series.per_pos)):
+        now = _integer(series.per_pos[pos])
+        then = 0 if prev is None else _integer(prev.per_pos.get(pos, "0"))
+        if now is None or then is None:
+            return None, [], resets
+        if now < then:
+            resets.append(f'accepted_per_pos{{position="{pos}"}} {then} -> {now}')
+        positions.append(now - then)
+    return ints, positions, resets
 
 
 def _from_exact_positions(accepted: int, draft_tokens: int, drafts: int, positions: list[int]) -> _Recovery:
@@ -1379,62 +1540,54 @@ def _sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval
     return out
 
 
+class ScrapeSeries:
+    """Scrapes from one or several files, in order, as one series: each consecutive pair of vLLM
+    scrapes gives the interval between them; a series of one scrape gives the counts since the
+    counters started (the server's start, or its last restart). SGLang gauges: one bound-only
+    interval per scrape. `audit before.prom after.prom` is a series of two."""
+
+    def __init__(self) -> None:
+        self.previous: PrometheusScrape | None = None
+        self.previous_source = ""
+        self.previous_tally = LineTally()
+        self.vllm_scrapes = 0
+
+    def add(self, lines: Iterable[str | bytes], source: str, tally: LineTally) -> Iterator[EngineInterval | InputError]:
+        """The intervals that the scrapes of `lines` close, in order."""
+        for item in read_prometheus_scrapes(lines, source, tally):
+            if isinstance(item, InputError):
+                yield item
+                continue
+            yield from _sglang_gauges(item, source)
+            if not any(name in VLLM_COUNTERS for name, _ in item.samples):
+                continue
+            self.vllm_scrapes += 1
+            if self.previous is not None:
+                yield from _tallied(prometheus_intervals(self.previous, item, source), tally)
+            self.previous, self.previous_source, self.previous_tally = item, source, tally
+
+    def finish(self) -> Iterator[EngineInterval | InputError]:
+        """A lone vLLM scrape: the counts since the counters started."""
+        if self.vllm_scrapes == 1 and self.previous is not None:
+            yield from _tallied(prometheus_intervals(None, self.previous, self.previous_source), self.previous_tally)
+
+
 def parse_prometheus_scrapes(
     lines: Iterable[str | bytes], source: str, *, tally: LineTally | None = None
 ) -> Iterator[EngineInterval | InputError]:
-    """Intervals from a file of one or several scrapes.
-
-    vLLM counters: several scrapes give the difference of each consecutive pair; a file of one
-    scrape gives the counts since the counters started (the server's start, or its last restart).
-    SGLang gauges: one bound-only interval per scrape.
-    """
-    tally = tally if tally is not None else LineTally()
-    previous: PrometheusScrape | None = None
-    seen_vllm = 0
-    for item in read_prometheus_scrapes(lines, source, tally):
-        if isinstance(item, InputError):
-            yield item
-            continue
-        yield from _sglang_gauges(item, source)
-        if not any(name in VLLM_COUNTERS for name, _ in item.samples):
-            continue
-        seen_vllm += 1
-        if previous is not None:
-            yield from _tallied(prometheus_intervals(previous, item, source), tally)
-        previous = item
-    if seen_vllm == 1 and previous is not None:
-        yield from _tallied(prometheus_intervals(None, previous, source), tally)
+    """Intervals from a file of one or several scrapes (see `ScrapeSeries`)."""
+    series = ScrapeSeries()
+    yield from series.add(lines, source, tally if tally is not None else LineTally())
+    yield from series.finish()
 
 
 def _tallied(items: list[EngineInterval | InputError], tally: LineTally) -> Iterator[EngineInterval | InputError]:
     for out in items:
         if isinstance(out, InputError):
             tally.bad += 1
-            if "counter reset" in out.message:
-                tally.resets += 1
+        elif any(note.startswith("counter reset") for note in out.notes):
+            tally.resets += 1
         yield out
-
-
-def diff_prometheus_files(
-    before: Iterable[str | bytes], after: Iterable[str | bytes], before_source: str, after_source: str
-) -> list[EngineInterval | InputError]:
-    """`specaccept audit before.prom after.prom`: the interval between the last scrape of each file."""
-    out: list[EngineInterval | InputError] = []
-    scrapes: list[PrometheusScrape | None] = []
-    for lines, source in ((before, before_source), (after, after_source)):
-        last: PrometheusScrape | None = None
-        for item in read_prometheus_scrapes(lines, source):
-            if isinstance(item, InputError):
-                out.append(item)
-            else:
-                last = item
-        if last is None:
-            out.append(InputError(source, None, "no vLLM or SGLang speculative-decoding samples in this scrape"))
-        scrapes.append(last)
-    first, second = scrapes
-    if first is not None and second is not None:
-        out.extend(prometheus_intervals(first, second, after_source))
-    return out
 
 
 def _label_text(labels: Mapping[str, str]) -> str:
@@ -1478,6 +1631,10 @@ def describe_interval(interval: EngineInterval) -> str:
             name = "Avg Draft acceptance rate" if "Avg Draft acceptance rate" in p else "Draft acceptance rate"
             head = f"vLLM '{name}' {p[name]} = accepted/drafted"
         return f"{head}; {alpha}; {tpp}"
+    if interval.fmt == "sglang-request":
+        passes = f"{interval.drafts} verify passes" if interval.drafts is not None else "verify passes unknown"
+        rate = f", spec_accept_rate {p['spec_accept_rate']} = accepted/drafted" if "spec_accept_rate" in p else ""
+        return f"SGLang request: {interval.accepted} accepted in {passes}{rate}; {alpha}; {tpp}"
     if interval.engine == "sglang":
         if "accept len" in p:
             head = f"SGLang 'accept len' {p['accept len']} = tokens per pass (accepted drafts + bonus) / forward passes"

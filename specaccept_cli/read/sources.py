@@ -24,12 +24,19 @@ from specaccept_cli.read.jsonl import read_jsonl
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
-Format = Literal["auto", "jsonl", "parquet"]
+# The engine formats are server output (metrics log lines, Prometheus scrapes), read by `read.engine_logs`.
+EngineFormat = Literal["vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+SourceFormat = Literal["jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+Format = Literal["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+ENGINE_FORMATS: tuple[EngineFormat, ...] = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus")
 
 STDIN = "-"
 PARQUET_MAGIC = b"PAR1"
 PARQUET_SUFFIXES = {".parquet", ".pq", ".parq"}
-JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json", ".gz", ".bz2", ".xz", ".zst", ".zstd"}
+JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json"}
+COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz", ".zst", ".zstd"}
+PROMETHEUS_SUFFIXES = {".prom"}
+SNIFF_BYTES = 1 << 20  # server output is looked at this far for a metrics line before it is taken for JSONL
 MAGIC = {
     b"\x1f\x8b": "gzip",
     b"BZh": "bz2",
@@ -176,16 +183,55 @@ def expand_inputs(inputs: list[str]) -> list[Source]:
     return sources
 
 
-def detect_format(source: Source, head: bytes, requested: Format) -> Literal["jsonl", "parquet"]:
+def detect_format(source: Source, raw: BinaryIO, head: bytes, requested: Format) -> SourceFormat:
+    """The format asked for; in auto, by extension, then by content.
+
+    Content: PAR1 magic is Parquet; text whose first byte is not `{` and which holds an engine's
+    metrics line (or a Prometheus scrape) within its first SNIFF_BYTES is that engine's output;
+    anything else is read as JSONL, whose reader then names what is wrong with it.
+    """
     if requested != "auto":
         return requested
-    if source.path is not None:
-        suffix = source.path.suffix.lower()
-        if suffix in PARQUET_SUFFIXES:
-            return "parquet"
-        if suffix in JSONL_SUFFIXES:
-            return "jsonl"
-    return "parquet" if head.startswith(PARQUET_MAGIC) else "jsonl"
+    suffixes = [suffix.lower() for suffix in source.path.suffixes] if source.path is not None else []
+    if suffixes[-1:] and suffixes[-1] in COMPRESSED_SUFFIXES:
+        suffixes.pop()  # logs.jsonl.gz is JSONL, metrics.prom.gz a scrape
+    suffix = suffixes[-1] if suffixes else ""
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    if suffix in PROMETHEUS_SUFFIXES:
+        return "prometheus"
+    compression = sniff_compression(head)
+    if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or SGLang responses (decided by the first line)
+        return "sglang-requests" if _sniff_engine(_text_sample(source, raw, compression, 1 << 16)) else "jsonl"
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    return _sniff_engine(_text_sample(source, raw, compression, SNIFF_BYTES)) or "jsonl"
+
+
+def _text_sample(source: Source, raw: BinaryIO, compression: str | None, size: int) -> bytes:
+    """The first bytes of a source's text, without consuming them (a compressed file is opened again)."""
+    if compression is None:
+        return raw.peek(size)[:size] if isinstance(raw, io.BufferedReader) else b""
+    if source.path is None or not source.path.is_file():
+        return b""  # compressed stdin or pipe: --format names an engine format
+    try:
+        with open(source.path, "rb") as again:
+            return decompress(again, source.name).read(size)
+    except Exception:  # a corrupt or unsupported stream: the real read reports it, with its line
+        return b""
+
+
+def _sniff_engine(sample: bytes) -> EngineFormat | None:
+    stripped = sample.lstrip()
+    if not stripped or (stripped[:1] == b"{" and b'"spec_verify_ct"' not in stripped[: stripped.find(b"\n")]):
+        return None  # JSONL rows, not SGLang responses: the common case decides here, without the engine parsers
+    from specaccept_cli.read.engine_logs import sniff_engine_format
+
+    lines = sample.split(b"\n")
+    if len(lines) > 1:
+        lines.pop()  # may be cut mid-line
+    found = sniff_engine_format(lines, limit=len(lines))
+    return cast(EngineFormat | None, found)
 
 
 def _open_binary(source: Source) -> BinaryIO:
@@ -210,7 +256,7 @@ class OpenSource:
     source: Source
     raw: BinaryIO
     head: bytes
-    format: Literal["jsonl", "parquet"]
+    format: SourceFormat
     compression: str | None
 
     @property
@@ -219,7 +265,7 @@ class OpenSource:
         return path is not None and path.is_file() and self.compression is None
 
     def jsonl_stream(self) -> BinaryIO:
-        """The decompressed byte stream of a JSONL source."""
+        """The decompressed byte stream of a text source (JSONL or server output)."""
         return decompress(self.raw, self.source.name)
 
     def position(self) -> Callable[[], int] | None:
@@ -236,7 +282,7 @@ def open_source(source: Source, requested: Format = "auto") -> Iterator[OpenSour
             head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
         except OSError as exc:
             raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
-        yield OpenSource(source, raw, head, detect_format(source, head, requested), sniff_compression(head))
+        yield OpenSource(source, raw, head, detect_format(source, raw, head, requested), sniff_compression(head))
     finally:
         if source.path is not None:
             raw.close()
@@ -276,6 +322,8 @@ def read_opened(
     if opened.format == "parquet":
         yield from _read_parquet(opened.source, opened.raw, reading.fields, on_error, progress)
         return
+    if opened.format in ENGINE_FORMATS:
+        raise InputError(opened.source.name, None, f"is {opened.format} output: intervals, not runs (use summarise)")
     name, max_line_bytes = opened.source.name, reading.max_line_bytes
     batches = read_jsonl(opened.jsonl_stream(), name, reading.fields, on_error, max_line_bytes)
     yield from _track(batches, progress, opened.position())

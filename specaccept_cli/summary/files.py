@@ -20,6 +20,7 @@ import orjson
 from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
+from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
@@ -83,11 +84,20 @@ def summary_object(
     if summary.sampler is not None:
         data |= summary.sampler.summary_keys()
         state["sampler"] = summary.sampler.to_dict()
+    if summary.engine is not None:
+        data["engine"] = engine_keys(summary.engine, numbers)
+        state["engine"] = summary.engine.to_dict()
     if summary.groups is not None:
         data["group_by"] = summary.group_by
         data["groups"] = {key: summary_object(group, cost_ratio) for key, group in summary.groups.items()}
     data["state"] = state
     return data
+
+
+def engine_keys(engine: EngineTally, numbers: Estimates) -> dict[str, Any]:
+    """What a summary read from engine metrics rests on: exact intervals, bounded ones, lines read."""
+    bounds = engine.alpha_bounds_with(numbers.accepted_tokens, numbers.examined_tokens)
+    return engine.to_dict() | {"alpha_bounds_all_intervals": None if bounds is None else list(bounds)}
 
 
 def summary_from_object(data: dict[str, Any]) -> Summary:
@@ -141,6 +151,7 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             sampled_tokens=int(state["sampled_tokens"]),
             reported=ReportedTally.from_dict(state["reported"]) if "reported" in state else None,
             sampler=SamplerTally.from_dict(state["sampler"]) if "sampler" in state else None,
+            engine=EngineTally.from_dict(state["engine"]) if "engine" in state else None,
             group_by=group_by,
             groups=groups,
             skipped_rows=skipped_rows,

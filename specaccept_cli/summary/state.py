@@ -20,11 +20,12 @@ import orjson
 
 from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
+from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally)
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally)
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -83,6 +84,8 @@ class Summary:
     skipped_rows: int = 0
     skipped_sources: int = 0  # sources abandoned whole or part-way (unreadable, corrupt stream)
     errors: tuple[SkippedRow, ...] = ()
+    # Built from engine metrics lines or scrapes instead of runs: what they gave and what they only bound.
+    engine: EngineTally | None = None
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -110,6 +113,7 @@ class Summary:
             skipped_rows=self.skipped_rows + other.skipped_rows,
             skipped_sources=self.skipped_sources + other.skipped_sources,
             errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
+            engine=_add_optional(self.engine, other.engine),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -128,6 +132,7 @@ class Summary:
             and self.skipped_rows == other.skipped_rows
             and self.skipped_sources == other.skipped_sources
             and self.errors == other.errors
+            and self.engine == other.engine
         )
 
     # --- counters -------------------------------------------------------------------

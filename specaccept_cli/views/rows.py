@@ -15,6 +15,7 @@ from specaccept_cli.views.format import interval, number
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.state import Summary
@@ -24,6 +25,7 @@ ALPHA_CAPTION = (
     "so accepted/drafted understates it); tokens per pass = a + 1 per target pass, averaged."
 )
 SHOWN_EXAMPLES = 10  # mismatching runs listed (the summary keeps more, for -o json)
+SHOWN_INTERVALS = 3  # engine intervals listed with what they printed (the summary keeps more, for -o json)
 
 
 def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
@@ -130,7 +132,104 @@ def audit_tables(summary: Summary) -> list[AuditTable]:
         tables += _reported_tables(summary.reported)
     if summary.sampler is not None:
         tables.append(_sampler_table(summary.sampler))
+    if summary.engine is not None:
+        tables.append(_engine_table(summary, summary.engine))
     return tables
+
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
+
+
+def _engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
+    """What the engine printed beside what it means, over the exact intervals (the counts above)."""
+    runs, drafted, accepted = summary.runs, summary.drafted_tokens, summary.accepted_tokens
+    examined = summary.examined_tokens
+    bounds = engine.alpha_bounds_with(accepted, examined)
+    # accepted / drafted is exact over every interval with token counts, bounded ones included.
+    all_drafted = drafted + engine.bounded_draft_tokens
+    rate = (accepted + engine.bounded_accepted) / all_drafted if all_drafted else None
+    alpha = interval(bounds) if bounds is not None else number(accepted / examined if examined else None)
+    per_pass = 1 + accepted / runs if runs and not engine.bounded else None
+    rows = [
+        AuditRow(
+            (
+                "lines read",
+                f"{engine.lines:,}",
+                f"{engine.metrics_lines:,} metrics lines, {engine.ignored_lines:,} other server output, "
+                f"{engine.bad_lines:,} bad (see skipped input)",
+            )
+        ),
+        AuditRow(
+            (
+                "intervals",
+                f"{engine.intervals:,}",
+                f"{engine.recovered:,} exact (their (k, a) histogram is the counts above), {engine.bounded:,} "
+                f"bounded, {engine.unquantified:,} with rates only",
+            )
+        ),
+    ]
+    if engine.running_totals:
+        rows.append(
+            AuditRow(
+                (
+                    "running totals",
+                    f"{engine.running_totals:,}",
+                    "totals since the server started (llama.cpp statistics): shown below, not added again",
+                )
+            )
+        )
+    if engine.resets:
+        rows.append(AuditRow(("counter resets", Marked(f"{engine.resets:,}", "bad"), "the server restarted")))
+    for name in engine.engines:
+        rows += _printed_rows(name, rate, per_pass, alpha)
+    if bounds is not None:
+        rows.append(
+            AuditRow(
+                (
+                    "alpha, all intervals",
+                    interval(bounds),
+                    "bounds with the intervals whose counts could not be recovered exactly",
+                )
+            )
+        )
+    for example in engine.examples[:SHOWN_INTERVALS]:
+        where, _, said = example.partition(": ")
+        rows.append(AuditRow((where, "", said), nested=True))
+    if engine.intervals + engine.running_totals > SHOWN_INTERVALS:
+        more = engine.intervals + engine.running_totals - SHOWN_INTERVALS
+        rows.append(
+            AuditRow(("", "", f"... and {more:,} more intervals (-o json keeps the first {len(engine.examples)})"))
+        )
+    engines = ", ".join(ENGINE_NAMES.get(name, name) for name in engine.engines) or "no engine"
+    return AuditTable(
+        title=f"Engine metrics: {engines} ({', '.join(engine.formats) or 'no intervals'})",
+        heading=f"Engine metrics: {engines}",
+        columns=("figure", "value", "meaning"),
+        right=("value",),
+        rows=rows,
+        note="The engine's figures recomputed over the whole log (tokens per pass over the exact intervals); "
+        "r was not logged, so r-based results are empty.",
+    )
+
+
+def _printed_rows(engine: str, rate: float | None, per_pass: float | None, alpha: str) -> list[AuditRow]:
+    """The engine's own names for its figures, each with what it measures (each engine's source, see README)."""
+    per_token = f"per-token alpha {alpha}"
+    if engine == "vllm":
+        return [
+            AuditRow(("vLLM 'Avg Draft acceptance rate'", number(rate, ".1%"), f"accepted / drafted; {per_token}")),
+            AuditRow(("vLLM 'Mean acceptance length'", number(per_pass), "tokens per pass: 1 + accepted / drafts")),
+            AuditRow(
+                (
+                    "vLLM 'Per-position acceptance rate'",
+                    "",
+                    "accepted at position i / drafts: the unconditional rate of the Per position table",
+                )
+            ),
+        ]
+    if engine == "sglang":
+        return [AuditRow(("SGLang 'accept len'", number(per_pass), "tokens per pass: (accepted + bonus) / passes"))]
+    return [AuditRow(("llama.cpp 'draft acceptance'", number(rate, ".5f"), f"accepted / generated; {per_token}"))]
 
 
 def _reported_tables(reported: ReportedTally) -> list[AuditTable]:

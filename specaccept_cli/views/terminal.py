@@ -160,7 +160,7 @@ def audit_views(summary: Summary) -> list[RenderableType]:
                 name,
                 justify="right" if name in spec.right else "left",
                 style="dim" if name == "meaning" else None,
-                overflow="fold" if name == "source" else "ellipsis",
+                overflow="fold" if name in ("source", "figure") else "ellipsis",
                 min_width=len("no-prefix-break,") if name == "explained by" else None,
             )
         for row in spec.rows:

@@ -6,6 +6,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,91 +15,25 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.read.engine_logs import (
     EngineInterval,
     LineTally,
-    diff_prometheus_files,
+    ScrapeSeries,
     parse_engine_log,
     parse_prometheus_scrapes,
     read_prometheus_scrapes,
     recover_counts,
     sniff_engine_format,
 )
+from tests.engines import (
+    counters,
+    llama_perpos_line,
+    prom_text,
+    sglang_meta,
+    simulate,
+    truth_hist,
+    vllm_full_line,
+    vllm_perpos_line,
+)
 
 SAMPLES = Path(__file__).parent / "engine_logs"
-
-# The engines' own printf-style format strings, verbatim (vllm/v1/spec_decode/metrics.py, two versions;
-# llama.cpp tools/server/server-context.cpp), so the printed lines round exactly as the engines round.
-VLLM_FULL_FORMAT = (
-    "SpecDecoding metrics: "
-    "Mean acceptance length: %.2f, "
-    "Accepted throughput: %.2f tokens/s, "
-    "Drafted throughput: %.2f tokens/s, "
-    "Accepted: %d tokens, "
-    "Drafted: %d tokens, "
-    "Per-position acceptance rate: %s, "
-    "Avg Draft acceptance rate: %.1f%%"
-)
-VLLM_PERPOS_FORMAT = (
-    "SpecDecoding metrics: "
-    "Draft acceptance rate: %.1f%%, "
-    "Mean acceptance length: %.2f, "
-    "Accepted: %d tokens, "
-    "Drafted: %d tokens, "
-    "Per-position acceptance rate: %s"
-)
-LLAMA_PERPOS_FORMAT = (
-    "slot print_timing: id  0 | task 17 | draft acceptance = %0.5f (%5d accepted / %5d generated), "
-    "mean acceptance length = %5.2f, acceptance rate per position = (%s)"
-)
-
-
-# ---------------------------------------------------------------------------------------------
-# Simulated engines: runs, the engine's counters, and the line printed with the engine's rounding
-
-
-def simulate(seed: int, runs: int, k: int, alpha: float, variable: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Draft lengths and accepted lengths: accept each position with prob alpha, stop at first rejection."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(1, k + 1, size=runs) if variable else np.full(runs, k)
-    accepts = rng.random((runs, k)) < alpha
-    first_reject = np.where(~accepts, np.arange(k), k).min(axis=1)
-    return lengths, np.minimum(first_reject, lengths)
-
-
-def counters(lengths: np.ndarray, accepted: np.ndarray, k: int) -> tuple[int, int, int, list[int]]:
-    """vLLM's SpecDecodingStats.observe_draft summed: drafts, draft tokens, accepted, per position."""
-    per_pos = [int((accepted >= i).sum()) for i in range(1, k + 1)]
-    return len(lengths), int(lengths.sum()), int(accepted.sum()), per_pos
-
-
-def truth_hist(accepted: np.ndarray, k: int) -> list[int]:
-    return [int((accepted == a).sum()) for a in range(k + 1)]
-
-
-def vllm_full_line(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int], elapsed: float = 10.0) -> str:
-    """Exactly SpecDecodingLogging.log() of vllm/v1/spec_decode/metrics.py, with a v1 front-end prefix."""
-    rates = np.array(per_pos) / drafts
-    rates_str = ", ".join(f"{p:.3f}" for p in rates)
-    msg = VLLM_FULL_FORMAT % (
-        1 + accepted / drafts,
-        accepted / elapsed,
-        draft_tokens / elapsed,
-        accepted,
-        draft_tokens,
-        rates_str,
-        accepted / draft_tokens * 100,
-    )
-    return f"(APIServer pid=4242) INFO 11-30 13:00:01 [metrics.py:120] {msg}"
-
-
-def vllm_perpos_line(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int]) -> str:
-    rates_str = ", ".join(f"{p:.3f}" for p in np.array(per_pos) / drafts)
-    msg = VLLM_PERPOS_FORMAT % (accepted / draft_tokens * 100, 1 + accepted / drafts, accepted, draft_tokens, rates_str)
-    return f"INFO 06-02 09:15:42 [metrics.py:85] {msg}"
-
-
-def llama_perpos_line(draft_tokens: int, accepted: int, steps: int, per_pos: list[int]) -> str:
-    ratio = float(np.float32(accepted) / np.float32(draft_tokens))
-    rates = ", ".join(f"{c / steps:.3f}" for c in per_pos)
-    return LLAMA_PERPOS_FORMAT % (ratio, accepted, draft_tokens, 1 + accepted / steps, rates)
 
 
 def only(items: list[EngineInterval | InputError]) -> EngineInterval:
@@ -239,25 +174,32 @@ def test_prometheus_sample_two_scrapes() -> None:
     assert interval.alpha == pytest.approx(614 / (400 + 292 + 196))
 
 
-def test_prometheus_counter_reset_is_reported() -> None:
+def test_prometheus_counter_reset_counts_from_the_restart_and_says_so() -> None:
     lines = (SAMPLES / "vllm-metrics-reset.prom").read_text().splitlines()
     tally = LineTally()
     items = list(parse_prometheus_scrapes(lines, "reset.prom", tally=tally))
-    errors = [i for i in items if isinstance(i, InputError)]
-    assert len(errors) == 1 and len(items) == 1
-    assert tally.resets == 1 and tally.bad == 1
-    assert "drafts 1000 -> 50" in errors[0].message
-    assert "counter reset" in errors[0].message and "restarted" in errors[0].message
-    assert errors[0].line is not None and errors[0].line > 1
+    assert tally.resets == 1 and tally.bad == 0
+    interval = only(items)
+    # As Prometheus's increase(): the second scrape's counters, counted from zero after the restart.
+    assert (interval.drafts, interval.draft_tokens, interval.accepted) == (50, 150, 73)
+    assert interval.per_position == (36, 22, 15)
+    (note,) = [note for note in interval.notes if note.startswith("counter reset")]
+    assert "drafts 1000 -> 50" in note and "lines 1 and 23" in note and "lost" in note
 
 
-def test_prometheus_two_files() -> None:
+def two_files(first: str, second: str) -> list[EngineInterval | InputError]:
+    series = ScrapeSeries()
+    items = [*series.add(first.splitlines(), "before.prom", LineTally())]
+    items += series.add(second.splitlines(), "after.prom", LineTally())
+    return items + list(series.finish())
+
+
+def test_prometheus_two_files_are_one_series() -> None:
     scrapes = (SAMPLES / "vllm-metrics.prom").read_text().split("\n\n")
-    out = diff_prometheus_files(scrapes[0].splitlines(), scrapes[1].splitlines(), "before.prom", "after.prom")
-    it = only(out)
-    assert it.drafts == 400 and it.counts is not None
-    reset = diff_prometheus_files(scrapes[1].splitlines(), scrapes[0].splitlines(), "a.prom", "b.prom")
-    assert len(reset) == 1 and isinstance(reset[0], InputError) and "counter reset" in reset[0].message
+    it = only(two_files(scrapes[0], scrapes[1]))
+    assert it.drafts == 400 and it.counts is not None and it.source == "after.prom"
+    backwards = only(two_files(scrapes[1], scrapes[0]))
+    assert any(note.startswith("counter reset") for note in backwards.notes)
 
 
 def test_sglang_prometheus_gauges() -> None:
@@ -368,23 +310,6 @@ def test_prometheus_round_trip_is_exact_at_any_size(seed: int, runs: int, k: int
     rest = accepted[split:]
     assert it.counts is not None and it.counts[k].tolist() == truth_hist(rest, k)
     assert it.drafts == runs - split
-
-
-def prom_text(values: tuple[int, int, int, list[int]], labels: str = 'engine="0",model_name="m"') -> list[str]:
-    drafts, draft_tokens, acc, per_pos = values
-    lines = [
-        "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.",
-        "# TYPE vllm:spec_decode_num_drafts_total counter",
-        f"vllm:spec_decode_num_drafts_total{{{labels}}} {float(drafts)}",
-        f"vllm:spec_decode_num_drafts_created{{{labels}}} 1.7e+09",
-        f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {float(draft_tokens)}",
-        f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {float(acc)}",
-    ]
-    lines += [
-        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {float(c)}'
-        for i, c in enumerate(per_pos)
-    ]
-    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,3 +480,61 @@ def test_explicit_prometheus_format_through_parse_engine_log() -> None:
     parse = parse_engine_log(lines, "m.prom", fmt="prometheus")
     items = list(parse)
     assert len(items) == 1 and parse.tally.metrics > 0 and parse.tally.ignored > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# SGLang responses: meta_info per finished request
+
+
+@pytest.mark.parametrize("wrap", ["generate", "openai", "batch", "bare"])
+def test_sglang_responses_round_trip_exactly(wrap: str) -> None:
+    k = 4
+    metas = [sglang_meta(60 + i, 30 + 7 * i, k, 0.7, f"req-{i}") for i in range(3)]
+    records: list[object]
+    if wrap == "generate":
+        records = [{"text": "...", "meta_info": meta} for meta, _ in metas]
+    elif wrap == "openai":
+        records = [{"choices": [{"index": 0, "meta_info": meta}]} for meta, _ in metas]
+    elif wrap == "batch":
+        records = [[{"text": "...", "meta_info": meta} for meta, _ in metas]]
+    else:
+        records = [meta for meta, _ in metas]
+    lines = [orjson.dumps(record).decode() for record in records]
+    assert sniff_engine_format(lines) == "sglang-requests"
+    parse = parse_engine_log(lines, "responses.jsonl", "sglang-requests")
+    items = list(parse)
+    assert all(isinstance(item, EngineInterval) and item.counts is not None for item in items)
+    total = sum(item.counts for item in items if isinstance(item, EngineInterval) and item.counts is not None)
+    truth = np.concatenate([accepted for _, accepted in metas])
+    assert total[k].tolist() == truth_hist(truth, k) and total[:k].sum() == 0
+    assert [item.labels["id"] for item in items if isinstance(item, EngineInterval)] == ["req-0", "req-1", "req-2"]
+    assert parse.tally.metrics == 3
+
+
+def test_sglang_response_without_draft_counts_needs_the_draft_length() -> None:
+    meta, accepted = sglang_meta(70, 40, 3, 0.8, "r")
+    del meta["spec_draft_token_num"]
+    line = orjson.dumps({"meta_info": meta}).decode()
+    bounded = only(list(parse_engine_log([line], "r.jsonl", "sglang-requests")))
+    assert bounded.counts is None and bounded.alpha_bounds is not None
+    low, high = bounded.alpha_bounds
+    truth = accepted.sum() / np.minimum(accepted + 1, 3).sum()
+    assert low <= truth <= high
+    exact = only(list(parse_engine_log([line], "r.jsonl", "sglang-requests", k=3)))
+    assert exact.counts is not None and exact.alpha == pytest.approx(truth, abs=0)
+
+
+def test_sglang_response_whose_counts_disagree_is_a_bad_line() -> None:
+    meta, _ = sglang_meta(71, 20, 3, 0.6, "r")
+    meta["spec_accept_token_num"] += 1
+    items = list(parse_engine_log([orjson.dumps(meta).decode()], "r.jsonl", "sglang-requests"))
+    assert len(items) == 1 and isinstance(items[0], InputError)
+    assert items[0].line == 1 and "spec_accept_histogram accepts" in items[0].message
+    meta["spec_accept_histogram"] = [1, "2"]
+    (bad,) = parse_engine_log([orjson.dumps(meta).decode()], "r.jsonl", "sglang-requests")
+    assert isinstance(bad, InputError) and "not a list of whole counts" in bad.message
+
+
+def test_logged_runs_with_sglang_fields_are_not_taken_for_responses() -> None:
+    row = orjson.dumps({"p": [0.5], "q": [0.5], "r": [0.1], "spec_verify_ct": 1}).decode()
+    assert sniff_engine_format([row]) is None

@@ -1,0 +1,157 @@
+"""Engine output -> Summary: metrics lines and Prometheus scrapes through the same front door as runs.
+
+Each interval the engine reported becomes a summary part. An interval whose (k, a) histogram
+is exact adds to the counts like logged runs do, so every estimate, interval, gate, baseline
+and group works unchanged (r-based results are null: no r was logged). An interval that only
+bounds its counts adds its totals and bounds to the `EngineTally`, never to the counts. A line
+that looks like metrics but does not parse goes to the error policy like a bad row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.read.jsonl import iter_line_blocks
+from specaccept_cli.summary.engine import EngineTally
+from specaccept_cli.summary.evaluate import Evaluated, Plan
+from specaccept_cli.summary.state import Summary, group_key
+
+if TYPE_CHECKING:  # the engine parsers load only when a source is engine output (they cost ~20 ms)
+    from specaccept_cli.read.engine_logs import EngineInterval, LineTally, ScrapeSeries
+    from specaccept_cli.read.sources import OpenSource
+
+
+def evaluate_engine_source(
+    opened: OpenSource,
+    plan: Plan,
+    on_error: OnError,
+    series: ScrapeSeries,
+    labels: dict[str, str],
+    *,
+    draft_length: int | None = None,
+) -> Iterator[Evaluated]:
+    """Every interval of one source of engine output, evaluated, in input order.
+
+    Prometheus sources continue `series` (scrapes across files form one series); the caller
+    ends it with `EngineReading.finish` after the last source. `labels` collects every label name met
+    (name -> the source it was first met in).
+    """
+    from specaccept_cli.read.engine_logs import LineTally, parse_engine_log
+
+    name = opened.source.name
+    lines = _lines(opened, name)
+    tally = LineTally()
+    if opened.format == "prometheus":
+        items: Iterable[EngineInterval | InputError] = series.add(lines, name, tally)
+    else:
+        parse = parse_engine_log(lines, name, opened.format, k=draft_length)
+        items, tally = parse, parse.tally
+    yield from _evaluate(items, plan, on_error, labels)
+    if not (tally.metrics or tally.bad) and opened.format != "prometheus":
+        raise InputError(name, None, f"no {opened.format} metrics lines among its {tally.lines} lines")
+    yield _lines_part(tally)
+
+
+def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
+    """The source's lines, decompressed, in bounded memory; a line over the length limit is dropped
+    as it streams and stays counted (as ordinary output: no engine prints metrics lines that long)."""
+    for _, block in iter_line_blocks(opened.jsonl_stream(), name):
+        for line in block:
+            yield b"" if line is None else line
+
+
+def _evaluate(
+    items: Iterable[EngineInterval | InputError], plan: Plan, on_error: OnError, labels: dict[str, str]
+) -> Iterator[Evaluated]:
+    for item in items:
+        if isinstance(item, InputError):
+            on_error(item)
+            continue
+        for label in item.labels:
+            labels.setdefault(label, item.source)
+        part = interval_summary(item)
+        groups = None
+        if plan.group_by is not None:
+            groups = {group_key(item.labels.get(plan.group_by)): part}
+        yield Evaluated(part, part.runs, groups)
+
+
+def _lines_part(tally: LineTally) -> Evaluated:
+    """What a source's line counts add: every line read is counted, as metrics, ordinary output or bad."""
+    engine = EngineTally(
+        lines=tally.lines,
+        metrics_lines=tally.metrics,
+        ignored_lines=tally.ignored,
+        bad_lines=tally.bad,
+        resets=tally.resets,
+    )
+    return Evaluated(Summary(engine=engine), 0)
+
+
+# Formats whose figures are totals since the server started, repeating the per-request lines' counts.
+RUNNING_TOTALS = frozenset({"llamacpp-stats"})
+
+
+def interval_summary(interval: EngineInterval) -> Summary:
+    """One interval as a summary part: exact counts when recovered, else totals and bounds only."""
+    said = "; ".join((interval.describe(), *interval.notes))
+    common = EngineTally(
+        engines=(interval.engine,),
+        formats=(interval.fmt,),
+        intervals=1,
+        examples=(f"{interval.source}:{interval.line}: {said}",),
+    )
+    if interval.fmt in RUNNING_TOTALS:
+        return Summary(engine=replace(common, intervals=0, running_totals=1))
+    if interval.counts is not None:
+        return Summary(counts=interval.counts, engine=replace(common, recovered=1))
+    if interval.accepted is None or interval.draft_tokens is None:
+        return Summary(engine=replace(common, unquantified=1))
+    low, high = interval.examined_bounds or _examined_range(interval.accepted, interval.draft_tokens)
+    bounded = replace(
+        common,
+        bounded=1,
+        bounded_accepted=interval.accepted,
+        bounded_draft_tokens=interval.draft_tokens,
+        bounded_examined_low=low,
+        bounded_examined_high=high,
+    )
+    return Summary(engine=bounded)
+
+
+def _examined_range(accepted: int, draft_tokens: int) -> tuple[int, int]:
+    """Examined tokens knowing only the totals: at least one rejection unless every token was accepted."""
+    return (accepted + (1 if accepted < draft_tokens else 0), draft_tokens)
+
+
+class EngineReading:
+    """Engine output across the sources of one audit: the Prometheus series continues from file to file."""
+
+    def __init__(self, draft_length: int | None = None) -> None:
+        self.draft_length = draft_length
+        self.series: ScrapeSeries | None = None  # made when the first engine source is met
+        self.labels: dict[str, str] = {}
+        self.last_source: str | None = None
+
+    def evaluate(self, opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
+        if self.series is None:
+            from specaccept_cli.read.engine_logs import ScrapeSeries
+
+            self.series = ScrapeSeries()
+        self.last_source = opened.source.name
+        return evaluate_engine_source(opened, plan, on_error, self.series, self.labels, draft_length=self.draft_length)
+
+    def finish(self, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
+        """The interval a lone vLLM scrape gives (counts since the server started), once every source is read;
+        then a --group-by label that no interval carried is an error (a typo would make one group "null")."""
+        if self.series is None:
+            return
+        yield from _evaluate(self.series.finish(), plan, on_error, self.labels)
+        if plan.group_by is not None and plan.group_by not in self.labels and self.last_source is not None:
+            known = ", ".join(sorted(self.labels)) or "none"
+            raise InputError(
+                self.last_source, None, f"no interval carries the label {plan.group_by!r} to group by (labels: {known})"
+            )

@@ -1,0 +1,116 @@
+"""`EngineTally`: what a summary built from engine metrics (not from runs) knows, and what it does not.
+
+A serving engine's metrics lines and counters give, per interval, either the exact (k, a)
+histogram of its drafts (vLLM's per-position counters with a fixed draft length) or only
+totals and printed rates. Exact intervals go into the summary's counts like logged runs;
+the rest stay here as totals and bounds, so nothing read is dropped and nothing bounded is
+passed off as exact. Additive like the rest of the state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MAX_KEPT_INTERVALS = 20  # intervals kept for the view: what the engine printed beside what it means
+
+
+@dataclass(frozen=True)
+class EngineTally:
+    """Engine metrics read into a summary: line counts, exact and bounded intervals."""
+
+    engines: tuple[str, ...] = ()  # e.g. ("vllm",), in the order first seen
+    formats: tuple[str, ...] = ()  # the exact variants, e.g. ("vllm-log-v1-full",)
+    lines: int = 0  # every line read
+    metrics_lines: int = 0  # lines (or scrape differences) that gave an interval
+    ignored_lines: int = 0  # ordinary server output
+    bad_lines: int = 0  # looked like metrics but did not parse or add up (reported under the error policy)
+    resets: int = 0  # Prometheus counter resets (a restart between scrapes)
+    intervals: int = 0
+    recovered: int = 0  # intervals whose (k, a) histogram is exact: they are in the summary's counts
+    # Intervals that could not be recovered exactly: their token totals and the bounds they allow.
+    bounded: int = 0
+    bounded_accepted: int = 0
+    bounded_draft_tokens: int = 0
+    bounded_examined_low: int = 0
+    bounded_examined_high: int = 0
+    unquantified: int = 0  # intervals with printed rates only, no token counts (SGLang's 'accept len')
+    running_totals: int = 0  # lines that repeat counts since the start (llama.cpp's statistics): shown, not added
+    # describe() of the first intervals, in input order: what the engine printed and what it means.
+    examples: tuple[str, ...] = ()
+
+    def __add__(self, other: EngineTally) -> EngineTally:
+        return EngineTally(
+            engines=tuple(dict.fromkeys(self.engines + other.engines)),
+            formats=tuple(dict.fromkeys(self.formats + other.formats)),
+            lines=self.lines + other.lines,
+            metrics_lines=self.metrics_lines + other.metrics_lines,
+            ignored_lines=self.ignored_lines + other.ignored_lines,
+            bad_lines=self.bad_lines + other.bad_lines,
+            resets=self.resets + other.resets,
+            intervals=self.intervals + other.intervals,
+            recovered=self.recovered + other.recovered,
+            bounded=self.bounded + other.bounded,
+            bounded_accepted=self.bounded_accepted + other.bounded_accepted,
+            bounded_draft_tokens=self.bounded_draft_tokens + other.bounded_draft_tokens,
+            bounded_examined_low=self.bounded_examined_low + other.bounded_examined_low,
+            bounded_examined_high=self.bounded_examined_high + other.bounded_examined_high,
+            unquantified=self.unquantified + other.unquantified,
+            running_totals=self.running_totals + other.running_totals,
+            examples=(self.examples + other.examples)[:MAX_KEPT_INTERVALS],
+        )
+
+    def alpha_bounds_with(self, accepted: int, examined: int) -> tuple[float, float] | None:
+        """Bounds on alpha over every interval with token counts: the exact ones (`accepted`,
+        `examined` from the counts) plus the bounded ones; None when nothing was bounded."""
+        if not self.bounded:
+            return None
+        total = accepted + self.bounded_accepted
+        low_examined = examined + self.bounded_examined_low
+        high_examined = examined + self.bounded_examined_high
+        if high_examined <= 0:
+            return None
+        return (total / high_examined, total / low_examined if low_examined > 0 else 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engines": list(self.engines),
+            "formats": list(self.formats),
+            "lines": self.lines,
+            "metrics_lines": self.metrics_lines,
+            "ignored_lines": self.ignored_lines,
+            "bad_lines": self.bad_lines,
+            "counter_resets": self.resets,
+            "intervals": self.intervals,
+            "recovered_intervals": self.recovered,
+            "bounded_intervals": self.bounded,
+            "bounded_accepted_tokens": self.bounded_accepted,
+            "bounded_drafted_tokens": self.bounded_draft_tokens,
+            "bounded_examined_tokens": [self.bounded_examined_low, self.bounded_examined_high],
+            "unquantified_intervals": self.unquantified,
+            "running_totals": self.running_totals,
+            "examples": list(self.examples),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineTally:
+        low, high = data["bounded_examined_tokens"]
+        return cls(
+            engines=tuple(data["engines"]),
+            formats=tuple(data["formats"]),
+            lines=data["lines"],
+            metrics_lines=data["metrics_lines"],
+            ignored_lines=data["ignored_lines"],
+            bad_lines=data["bad_lines"],
+            resets=data["counter_resets"],
+            intervals=data["intervals"],
+            recovered=data["recovered_intervals"],
+            bounded=data["bounded_intervals"],
+            bounded_accepted=data["bounded_accepted_tokens"],
+            bounded_draft_tokens=data["bounded_drafted_tokens"],
+            bounded_examined_low=low,
+            bounded_examined_high=high,
+            unquantified=data["unquantified_intervals"],
+            running_totals=data.get("running_totals", 0),
+            examples=tuple(data["examples"]),
+        )
