@@ -38,6 +38,7 @@ pysimdjson is imported on first use; without it every block declines and the exa
 from __future__ import annotations
 
 import re
+import threading
 from functools import cache
 from itertools import chain
 from operator import attrgetter
@@ -54,10 +55,12 @@ _NEWLINE, _QUOTE, _COMMA, _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT =
 _REFUSALS = (ValueError, RuntimeError, KeyError, TypeError, AttributeError, IndexError)
 _BYTE_SIZE = attrgetter("size")  # bytes in a simdjson ArrayBuffer
 
-_parser: Any = None  # a simdjson.Parser, made once per process (it keeps its buffers); False without simdjson
+_parser: Any = None  # the simdjson module once imported; False without it
+_parsers = threading.local()  # a simdjson.Parser per thread: it keeps its buffers, and it is not thread-safe
 
 
 def _get_parser() -> Any:
+    """This thread's simdjson parser, or False when pysimdjson is not installed."""
     global _parser
     if _parser is None:
         try:
@@ -65,8 +68,13 @@ def _get_parser() -> Any:
         except ImportError:  # pragma: no cover - depends on the installation
             _parser = False
         else:
-            _parser = simdjson.Parser()
-    return _parser
+            _parser = simdjson
+    if _parser is False:
+        return False
+    parser = getattr(_parsers, "parser", None)
+    if parser is None:
+        parser = _parsers.parser = _parser.Parser()
+    return parser
 
 
 @cache

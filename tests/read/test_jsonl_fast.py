@@ -8,6 +8,7 @@ given, `parse_block` on the block's text must give exactly what the line-by-line
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -204,3 +205,13 @@ def test_blocks_after_a_bad_one_skip_the_fast_path_with_the_same_results(monkeyp
         assert_same_batch(batch, expected)
         assert [(e.line, e.message) for e in errors] == [(e.line, e.message) for e in expected_errors]
     assert [error.line for _, errors in results for error in errors] == [4, 26]
+
+
+def test_threads_parse_blocks_at_once_each_with_its_own_parser() -> None:
+    text = b"\n".join([GOOD] * 200)
+    expected = exact(text, 1)[0]
+    with ThreadPoolExecutor(4) as pool:
+        batches = list(pool.map(lambda _: fast_batch(text, 1, "x", FIELDS, MAX_LINE), range(40)))
+    for batch in batches:
+        assert batch is not None
+        assert_same_batch(batch, expected)
