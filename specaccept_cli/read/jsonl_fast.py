@@ -28,9 +28,12 @@ orjson would read the same three lists:
   correctly; integers convert like `float(int)`); it also refuses integers beyond 64 bits, which orjson
   takes: such a block is declined, which is safe;
 - booleans, nulls, strings or objects in a list make `as_buffer` raise: declined;
+- fields carried per run (`FieldSpec.extras`) are looked up in each row like the lists; such a key may
+  occur at most once per line (a missing one is None, as on the exact path), and its values must be
+  numbers, strings, booleans or nulls (counts must be counts);
 - values out of range, lists of different lengths, drafts longer than MAX_DRAFT_LENGTH, over-long,
-  blank or whitespace-padded lines, a byte order mark, CRLF line ends, greedy logs, extra fields to
-  carry (`FieldSpec.extras`), dotted paths and field names outside [A-Za-z0-9_-]: declined.
+  blank or whitespace-padded lines, a byte order mark, CRLF line ends, greedy logs, dotted paths and
+  field names outside [A-Za-z0-9_-]: declined.
 
 pysimdjson is imported on first use; without it every block declines and the exact path reads everything.
 """
@@ -42,18 +45,20 @@ import threading
 from functools import cache
 from itertools import chain
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.rule.validate import count_problem
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NEWLINE, _QUOTE, _COMMA, _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = b'\n",[]{}'
 # What pysimdjson raises on a document it refuses, or on a lookup or a type that does not fit.
 _REFUSALS = (ValueError, RuntimeError, KeyError, TypeError, AttributeError, IndexError)
 _BYTE_SIZE = attrgetter("size")  # bytes in a simdjson ArrayBuffer
+_SCALARS = (int, float, str, bool, type(None))
 
 _parser: Any = None  # the simdjson module once imported; False without it
 _parsers = threading.local()  # a simdjson.Parser per thread: it keeps its buffers, and it is not thread-safe
@@ -77,34 +82,56 @@ def _get_parser() -> Any:
     return parser
 
 
+class _Keys(NamedTuple):
+    lists: tuple[str, str, str]  # the keys of p, q and r
+    extras: tuple[str, ...]  # the keys of the fields carried per run (FieldSpec.extras)
+
+
 @cache
-def _plain_keys(fields: FieldSpec) -> tuple[str, str, str] | None:
-    """The three top-level keys the fast path can look up for `fields`, or None when it must decline them all."""
-    if fields.greedy or fields.extras:
+def _plain_keys(fields: FieldSpec) -> _Keys | None:
+    """The top-level keys the fast path looks up for `fields`, or None when it must decline every block."""
+    if fields.greedy:
         return None
-    paths = [parse_field_path(name) for name in (fields.p, fields.q, fields.r)]
+    names = (fields.p, fields.q, fields.r, *fields.extras)
+    paths = [parse_field_path(name) for name in names]
     keys = tuple(path[0] for path in paths if len(path) == 1 and _PLAIN_NAME.fullmatch(path[0]))
-    if len(keys) != 3 or len(set(keys)) != 3:
+    if len(keys) != len(names) or len(set(keys)) != len(keys):
         return None
-    return keys
+    return _Keys((keys[0], keys[1], keys[2]), keys[3:])
 
 
-def _key_counts(data: npt.NDArray[np.uint8], quotes: npt.NDArray[np.intp], keys: tuple[bytes, ...]) -> list[int]:
-    """How many strings of the block equal each key.
+def _key_strings(
+    data: npt.NDArray[np.uint8], quotes: npt.NDArray[np.intp], keys: tuple[str, ...]
+) -> list[npt.NDArray[np.intp]]:
+    """Where the strings of the block that equal each key start.
 
     With no backslash in the block, the even-numbered quotes start its strings (were it otherwise, the
     block would not parse, and be declined all the same).
     """
     starts = quotes[0::2]
     last = data.shape[0] - 1
-    following = [data[np.minimum(starts + offset, last)] for offset in range(1, max(map(len, keys)) + 2)]
-    counts = []
-    for key in keys:
+    encoded = [key.encode() for key in keys]
+    following = [data[np.minimum(starts + offset, last)] for offset in range(1, max(map(len, encoded)) + 2)]
+    found = []
+    for key in encoded:
         match = following[len(key)] == _QUOTE
-        for char, found in zip(key, following):
-            match &= found == char
-        counts.append(int(np.count_nonzero(match)))
-    return counts
+        for char, byte in zip(key, following):
+            match &= byte == char
+        found.append(starts[match])
+    return found
+
+
+def _extras_are_plain(fields: FieldSpec, extras: dict[str, list[object]]) -> bool:
+    """Every extra value is what orjson would give (a number, string, boolean or null), and counts are counts.
+
+    simdjson hands out objects and lists as its own proxies, not as dicts and lists: such a block is declined.
+    """
+    for name, values in extras.items():
+        if any(type(value) not in _SCALARS for value in values):
+            return False
+        if name in fields.counts and any(count_problem(name, value) is not None for value in values):
+            return False
+    return True
 
 
 def _is_plain_block(data: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp], max_line_bytes: int) -> bool:
@@ -135,6 +162,7 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
     keys = _plain_keys(fields)
     if keys is None or not text or text[-1] != _CLOSE_OBJECT or text.find(b"\\") >= 0:
         return None
+    p_key, q_key, r_key = keys.lists
     parser = _get_parser()
     if parser is False:
         return None
@@ -144,15 +172,19 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
         return None
     lines = newlines.shape[0] + 1
     quotes = np.flatnonzero(data == _QUOTE)
-    if any(count != lines for count in _key_counts(data, quotes, tuple(key.encode() for key in keys))):
-        return None
+    strings = _key_strings(data, quotes, (*keys.lists, *keys.extras))
+    if any(found.shape[0] != lines for found in strings[:3]):
+        return None  # each list's key once per line: at least once, since every row's lookup must succeed
+    if any(np.any(np.diff(np.searchsorted(newlines, found)) == 0) for found in strings[3:]):
+        return None  # an extra field's key at most once per line (a missing one is None, as on the exact path)
 
     document = bytearray(len(text) + 2)
     document[0], document[1:-1], document[-1] = _OPEN_LIST, text, _CLOSE_LIST
     np.frombuffer(document, dtype=np.uint8)[newlines + 1] = _COMMA
     buffers: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     add_p, add_q, add_r = (found.append for found in buffers)
-    p_key, q_key, r_key = keys
+    extras: dict[str, list[object]] = {name: [] for name in fields.extras}
+    extra_adds = [(key, extras[name].append) for name, key in zip(fields.extras, keys.extras)]
     try:
         rows = parser.parse(document)
         if len(rows) != lines:
@@ -161,6 +193,9 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
             add_p(row[p_key].as_buffer(of_type="d"))
             add_q(row[q_key].as_buffer(of_type="d"))
             add_r(row[r_key].as_buffer(of_type="d"))
+        for key, add in extra_adds:  # a column at a time: the loop above stays the hot one
+            for row in rows:
+                add(row.get(key))
     except _REFUSALS:
         return None
     finally:
@@ -172,7 +207,7 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
     offsets = np.zeros(lines + 1, dtype=np.int64)
     np.cumsum(sizes[0] // 8, out=offsets[1:])
     p, q, r = (np.frombuffer(bytearray().join(found), dtype=np.float64) for found in buffers)
-    if find_bad_runs(offsets, p, q, r):
+    if find_bad_runs(offsets, p, q, r) or not _extras_are_plain(fields, extras):
         return None
     return RunBatch(
         source=source,
@@ -181,5 +216,5 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
         p=p,
         q=q,
         r=r,
-        extras={},
+        extras=extras,
     )
