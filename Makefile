@@ -20,10 +20,14 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
 
+# The HTML report goes to demo/ (git-ignored); open it in any browser.
 demo: $(STAMP)
 	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
 	$(BIN)/specaccept audit examples/server-reported.jsonl.gz --reported-field reported --check-sampler --max-rows 0
 	$(BIN)/specaccept audit examples/vllm-server.log --max-rows 0
+	mkdir -p demo
+	$(BIN)/specaccept report examples/server-reported.jsonl.gz --reported-field reported --check-sampler -o demo/report.html
+	@echo "HTML report written to demo/report.html"
 
 # Hypothesis profile "fast" (tests/conftest.py); `make fuzz` runs the same properties "deep".
 test: $(STAMP)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.evaluate import Plan
     from specaccept_cli.summary.files import merge_summaries, read_summary_file, summary_from_object, summary_object
     from specaccept_cli.summary.state import Summary
+    from specaccept_cli.summary.windows import WindowSpec, drift_test
 
 __version__ = "0.1.0"
 
@@ -53,6 +54,8 @@ _LAZY = {
     "compare": "specaccept_cli.checks",
     "Comparison": "specaccept_cli.checks",
     "GateResult": "specaccept_cli.checks",
+    "WindowSpec": "specaccept_cli.summary.windows",
+    "drift_test": "specaccept_cli.summary.windows",
 }
 
 __all__ = [
@@ -66,11 +69,13 @@ __all__ = [
     "RunBatch",
     "SpecacceptError",
     "Summary",
+    "WindowSpec",
     "__version__",
     "accept_prefix",
     "accept_prefix_batch",
     "check_gates",
     "compare",
+    "drift_test",
     "estimate",
     "merge_summaries",
     "read_all",

@@ -29,6 +29,7 @@ from specaccept_cli.summary.probability import normal_cdf
 if TYPE_CHECKING:  # at run time checks need only attributes: `check` builds its options without numpy
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
+    from specaccept_cli.summary.windows import WindowTally
 
 # Gate option names (as in the command line) -> (Estimates attribute, label).
 GATE_METRICS: dict[str, tuple[str, str]] = {
@@ -240,3 +241,19 @@ def audit_failures(
                     f"(statistic {result.statistic:.4g})"
                 )
     return failures
+
+
+def drift_failure(windows: WindowTally | None, significance: float) -> list[str]:
+    """`--check-drift`: one line when alpha is not constant over the log, or when that cannot be tested."""
+    from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position, drift_test
+
+    drift = None if windows is None else drift_test(windows)
+    if windows is None or drift is None:
+        return [f"drift cannot be tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs"]
+    if drift.p_value >= significance:
+        return []
+    return [
+        f"drift: alpha is not constant over the log (p = {drift.p_value:.3g} < --significance {significance:g}); "
+        f"likeliest change at {describe_position(windows, drift.change_at)}: "
+        f"{_fmt(drift.alpha_before)} before, {_fmt(drift.alpha_after)} after"
+    ]

@@ -62,6 +62,7 @@ LAZY_COMMANDS = {
     "merge": "specaccept_cli.cli.summaries:merge",
     "simulate": "specaccept_cli.cli.models:simulate",
     "expect": "specaccept_cli.cli.models:expect",
+    "report": "specaccept_cli.cli.report:report",
 }
 
 

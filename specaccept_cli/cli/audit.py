@@ -19,6 +19,8 @@ from specaccept_cli.cli.options import (
     gate_options,
     github_option,
     output_option,
+    window_options,
+    window_spec,
 )
 from specaccept_cli.cli.output import (
     CheckedOutput,
@@ -34,6 +36,8 @@ from specaccept_cli.errors import OutputError, UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.read.policy import Mode
     from specaccept_cli.read.sources import Format, Source
@@ -174,6 +178,14 @@ if TYPE_CHECKING:
     default=None,
     help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
 )
+@window_options
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="PATH",
+    help="Also write a self-contained HTML report with plots to PATH (as `specaccept report` does).",
+)
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -202,7 +214,7 @@ class AuditOptions:
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
-    output: Literal["table", "json", "markdown", "jsonl", "csv"]
+    output: Literal["table", "json", "markdown", "jsonl", "csv", "html"]  # html: `report`, nothing on stdout
     input_format: Format
     draft_length: int | None
     p_field: str
@@ -233,6 +245,10 @@ class AuditOptions:
     quarantine: str | None
     max_line_bytes: int
     jobs: int | None
+    time_field: str | None = None
+    window: str | None = None
+    check_drift: bool = False
+    html_path: str | None = None
 
 
 def run_audit(options: AuditOptions) -> None:
@@ -278,11 +294,17 @@ def run_audit(options: AuditOptions) -> None:
     from specaccept_cli.checks import audit_failures
     from specaccept_cli.views.markdown import markdown_report
 
-    markdown = markdown_report(summary, numbers, gates, comparison) if options.github else None
+    markdown = markdown_report(summary, numbers, gates, comparison, options.significance) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
         audits.append(_too_many_errors(summary, options.max_errors))
+    if options.check_drift:
+        from specaccept_cli.checks import drift_failure
+
+        audits += drift_failure(summary.windows, options.significance)
+    if options.html_path is not None:
+        write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths, options.significance)
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
 
 
@@ -311,6 +333,8 @@ def _input_paths(options: AuditOptions) -> list[str]:
     if options.baseline is None:
         ctx = click.get_current_context()
         for name in ("max_drop", "significance"):
+            if name == "significance" and options.check_drift:  # the drift test's level too
+                continue
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
     return paths
@@ -326,7 +350,10 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     for name in options.id_fields:
         if name in own_columns:
             raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
-    extras = (*options.id_fields, *(name for name in (options.group_by, reported_field) if name is not None))
+    extras = (
+        *options.id_fields,
+        *(name for name in (options.group_by, reported_field, options.time_field) if name is not None),
+    )
     fields = FieldSpec(
         p=options.p_field,
         q=options.q_field,
@@ -343,6 +370,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         reported_field=reported_field,
         check_sampler=options.check_sampler,
         sampler_significance=options.sampler_significance,
+        windows=window_spec(options.time_field, options.window),
     )
     return fields, plan
 
@@ -430,7 +458,7 @@ def _show(
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 
-        write_stdout(markdown_report(summary, numbers, gates, comparison).encode())
+        write_stdout(markdown_report(summary, numbers, gates, comparison, options.significance).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
@@ -443,6 +471,10 @@ def _show(
             )
             for view in render.audit_views(summary):
                 console.print(view)
+            if summary.windows is not None and len(summary.windows):  # engine metrics have intervals, not runs
+                from specaccept_cli.views.timeline import timeline_view
+
+                console.print(timeline_view(summary.windows, numbers.alpha, options.significance))
             if gates:
                 console.print(render.gates_view(gates))
             if comparison is not None:
@@ -483,3 +515,34 @@ def _quarantine_file(path: str | None) -> Iterator[CheckedOutput | None]:
         except OSError as exc:
             raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
         yield CheckedOutput(handle, f"quarantine file {path}")
+
+
+def write_report(
+    path: str,
+    summary: Summary,
+    numbers: Estimates,
+    comparison: Comparison | None,
+    cost_ratio: float | None,
+    sources: Sequence[str],
+    significance: float,
+) -> None:
+    """Render the report and write it atomically to `path` (drift verdicts at `significance`)."""
+    from specaccept_cli.views.html import Baseline, render_report
+
+    baseline = None
+    if comparison is not None:
+        baseline = Baseline(
+            comparison.max_drop,
+            [
+                (
+                    row.label,
+                    row.baseline,
+                    row.baseline_standard_error,
+                    row.current,
+                    row.current_standard_error,
+                    row.verdict,
+                )
+                for row in comparison.metrics
+            ],
+        )
+    write_file(path, render_report(summary, numbers, sources, baseline, cost_ratio, significance).encode())

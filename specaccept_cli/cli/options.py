@@ -114,3 +114,48 @@ def github_option(command: FC) -> FC:
         is_flag=True,
         help="GitHub Actions: append the markdown report to $GITHUB_STEP_SUMMARY; an ::error:: line per failed check.",
     )(command)
+
+
+def window_options(command: FC) -> FC:
+    """Acceptance over the log: --time-field, --window, --check-drift."""
+    options = [
+        click.option(
+            "--time-field",
+            callback=check_field_path,
+            metavar="FIELD",
+            help="Dotted path of each run's time (epoch seconds or ms, ISO-8601, or a Parquet timestamp): "
+            "windows of time instead of runs in input order.",
+        ),
+        click.option(
+            "--window",
+            metavar="WIDTH",
+            help="Window width: a duration (30s, 5m, 1h, 1d) with --time-field, else a number of runs. "
+            "Default: about 25-50 windows over the log.",
+        ),
+        click.option(
+            "--check-drift",
+            is_flag=True,
+            help="Exit 1 when the drift test finds alpha not constant over the log (p < --significance).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def window_spec(time_field: str | None, window: str | None) -> Any:
+    """The `WindowSpec` of --time-field and --window (a usage error when WIDTH does not fit the kind)."""
+    from specaccept_cli.summary.windows import WindowSpec, parse_duration
+
+    if window is None:
+        return WindowSpec(time_field)
+    if time_field is not None:
+        try:
+            return WindowSpec(time_field, parse_duration(window))
+        except ValueError as exc:
+            raise click.BadParameter(f"{exc} (with --time-field)", param_hint="--window") from None
+    if not window.strip().isdigit() or int(window) < 1:
+        raise click.BadParameter(
+            f"{window!r} is not a number of runs (a duration like 5m needs --time-field)", param_hint="--window"
+        )
+    return WindowSpec(None, int(window))

@@ -74,7 +74,7 @@ def summarise(
             yield from policy.guard(results)
         yield from policy.guard(engine.finish(plan, policy))
 
-    summary = add_up(evaluated(), sink, plan.group_by)
+    summary = add_up(evaluated(), sink, plan.group_by, plan.windows)
     return summary + Summary(
         skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
     )

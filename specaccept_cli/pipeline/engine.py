@@ -9,15 +9,21 @@ that looks like metrics but does not parse goes to the error policy like a bad r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan
-from specaccept_cli.summary.state import Summary, group_key
+from specaccept_cli.summary.state import CountMatrix, Summary, group_key
+from specaccept_cli.summary.windows import WindowTally, epoch_seconds
 
 if TYPE_CHECKING:  # the engine parsers load only when a source is engine output (they cost ~20 ms)
     from specaccept_cli.read.engine_logs import EngineInterval, LineTally, ScrapeSeries
@@ -73,10 +79,73 @@ def _evaluate(
         for label in item.labels:
             labels.setdefault(label, item.source)
         part = interval_summary(item)
+        sequence = None
+        if plan.windows is not None and item.counts is not None:
+            k, accepted = interval_runs(item.counts)
+            if plan.windows.time_field is None:
+                sequence = (k, accepted)  # windows of runs, in the order of the intervals
+            else:
+                moment = interval_time(item.timestamp)
+                if moment is None:
+                    on_error(InputError(item.source, item.line, _untimed(item.timestamp)))
+                    continue
+                times = np.full(k.shape[0], moment, dtype=np.float64)
+                part = replace(part, windows=WindowTally.of_times(plan.windows, times, k, accepted))
         groups = None
         if plan.group_by is not None:
-            groups = {group_key(item.labels.get(plan.group_by)): part}
-        yield Evaluated(part, part.runs, groups)
+            groups = {group_key(item.labels.get(plan.group_by)): replace(part, windows=None)}
+        yield Evaluated(part, part.runs, groups, sequence=sequence)
+
+
+def interval_runs(counts: CountMatrix) -> tuple[IntArray, IntArray]:
+    """An interval's runs as (k, accepted) arrays, each accepted length spread evenly through the interval.
+
+    The engine counted the runs of an interval, not their order; spread evenly, a window of runs
+    that cuts an interval takes its share of every accepted length, so windows and the drift test see
+    the interval as the homogeneous stretch it is known to be, not a sorted one.
+    """
+    k_index, a_index = np.nonzero(counts)
+    runs = counts[k_index, a_index]
+    k = np.repeat(k_index, runs).astype(np.int64)
+    accepted = np.repeat(a_index, runs).astype(np.int64)
+    # Run j of a cell of n runs sits at (j + 0.5) / n of the interval; sorting by that interleaves the cells.
+    within = np.concatenate([(np.arange(n) + 0.5) / n for n in runs.tolist()]) if runs.shape[0] else np.zeros(0)
+    order = np.lexsort((accepted, within))
+    return k[order], accepted[order]
+
+
+_VLLM_CLOCK = re.compile(r"^(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)$")
+
+
+def interval_time(timestamp: str | None, now: datetime | None = None) -> float | None:
+    """The interval's time in Unix seconds: ISO-8601 and epoch stamps as they are; vLLM's `MM-DD hh:mm:ss`,
+    which has no year, in the latest year that does not put it in the future (UTC, as vLLM's servers log)."""
+    if timestamp is None:
+        return None
+    found = epoch_seconds(timestamp)
+    if found is not None:
+        return found
+    if timestamp.strip().lstrip("-").isdigit():
+        return epoch_seconds(int(timestamp))
+    clock = _VLLM_CLOCK.match(timestamp.strip())
+    if clock is None:
+        return None
+    now = now or datetime.now(UTC)
+    month, day, hour, minute, second = map(int, clock.groups())
+    for year in (now.year, now.year - 1, now.year - 4):  # Feb 29 needs a leap year
+        try:
+            moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+        except ValueError:
+            continue
+        if moment <= now + timedelta(days=1):
+            return moment.timestamp()
+    return None
+
+
+def _untimed(timestamp: str | None) -> str:
+    if timestamp is None:
+        return "this metrics line carries no time stamp, so it cannot go in a window of time (drop --time-field)"
+    return f"time stamp {timestamp!r} is not a time"
 
 
 def _lines_part(tally: LineTally) -> Evaluated:
@@ -90,6 +159,8 @@ def _lines_part(tally: LineTally) -> Evaluated:
     )
     return Evaluated(Summary(engine=engine), 0)
 
+
+IntArray = npt.NDArray[np.int64]
 
 # Formats whose figures are totals since the server started, repeating the per-request lines' counts.
 RUNNING_TOTALS = frozenset({"llamacpp-stats"})

@@ -147,12 +147,16 @@ def _half_ulp(printed: str) -> Fraction:
     return Fraction(1, 2 * 10**decimals)
 
 
-def _fits(printed: str, exact: Fraction) -> bool:
-    """Whether `exact` prints as `printed` under round-to-nearest (either way at a tie)."""
+FLOAT32_EPSILON = Fraction(1, 2**23)
+
+
+def _fits(printed: str, exact: Fraction, relative_error: Fraction = Fraction(0)) -> bool:
+    """Whether `exact` prints as `printed` under round-to-nearest (either way at a tie), after the
+    engine computed it with up to `relative_error` (llama.cpp divides in float32)."""
     text = printed.strip().rstrip("%")
     if text.lower() in ("nan", "-nan", "inf"):
         return False
-    return abs(exact - Fraction(text)) <= _half_ulp(printed)
+    return abs(exact - Fraction(text)) <= _half_ulp(printed) + abs(exact) * relative_error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -960,7 +964,8 @@ class EngineLogParse:
             printed["mean acceptance length"] = mean
         if rate_text is not None:
             printed["acceptance rate per position"] = rate_text
-        if draft_tokens > 0 and not _fits(ratio, Fraction(accepted, draft_tokens)):
+        # server-context.cpp: (float) n_draft_accepted / n_draft_total, a float32 quotient printed with %0.5f.
+        if draft_tokens > 0 and not _fits(ratio, Fraction(accepted, draft_tokens), FLOAT32_EPSILON):
             return self._error(number, text, f"inconsistent llama.cpp line: {ratio} is not {accepted}/{draft_tokens}")
         slot = LLAMA_SLOT.search(text)
         labels = {"slot": slot.group("slot"), "task": slot.group("task")} if slot is not None else {}

@@ -18,9 +18,12 @@ from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Summary, add_groups, group_key
+from specaccept_cli.summary.windows import WindowSpec, WindowTally, epoch_seconds, time_problem
 
 # Per-run columns computed beside the rule (e.g. "reported", "mismatch"), for per-run records.
 RunColumns = dict[str, npt.NDArray[np.generic]]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 RunSink = Callable[[RunBatch, BatchOutcome, RunColumns], None]
 
 
@@ -32,6 +35,7 @@ class Plan:
     reported_field: str | None = None  # compare the server's reported counts with the rule's
     check_sampler: bool = False  # calibration and r-uniformity tests
     sampler_significance: float = 0.001
+    windows: WindowSpec | None = None  # acceptance over the log, by a time field or in input order
 
 
 @dataclass(frozen=True)
@@ -51,13 +55,22 @@ class Evaluated:
     batch: RunBatch | None = None
     outcome: BatchOutcome | None = None
     columns: RunColumns = field(default_factory=dict)
+    # Windows of runs: each run's (k, accepted) in input order, for `add_up` to place by position
+    # (a worker cannot know how many runs came before its block).
+    sequence: tuple[IntArray, IntArray] | None = None
 
     def __add__(self, other: Evaluated) -> Evaluated:
         """Two blocks folded into one (only when per-run results are not kept)."""
         groups = self.groups
         if other.groups is not None:
             groups = add_groups(dict(groups or {}), other.groups)
-        return Evaluated(self.summary + other.summary, self.runs + other.runs, groups)
+        sequence = self.sequence or other.sequence  # a block without runs' order (engine intervals) adds none
+        if self.sequence is not None and other.sequence is not None:
+            sequence = (
+                np.concatenate([self.sequence[0], other.sequence[0]]),
+                np.concatenate([self.sequence[1], other.sequence[1]]),
+            )
+        return Evaluated(self.summary + other.summary, self.runs + other.runs, groups, sequence=sequence)
 
 
 def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
@@ -75,6 +88,13 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         reported, valid, errors = parse_reported(batch, plan.reported_field)
         if errors:  # rows whose reported count is not a count: bad input like any other
             batch, reported = batch.select(valid), reported[valid]
+    seconds, spec = None, plan.windows
+    if spec is not None and spec.time_field is not None:
+        seconds, valid, time_errors = parse_times(batch, spec.time_field)
+        if time_errors:  # rows whose time is not a time: bad input like any other
+            batch, seconds = batch.select(valid), seconds[valid]
+            reported = None if reported is None else reported[valid]
+            errors = sorted(errors + time_errors, key=lambda error: error.line or 0)
     # Per-run token sums only where they are used: splitting by group, diagnosing reported counts.
     outcome = evaluate(batch, per_run=plan.group_by is not None or reported is not None)
     reported_tally, columns = None, {}
@@ -85,28 +105,64 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         Summary.of_outcome(outcome),
         reported=reported_tally,
         sampler=SamplerTally.of_batch(batch, outcome, plan.sampler_significance) if plan.check_sampler else None,
+        windows=None
+        if seconds is None or spec is None
+        else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
     )
     groups = None if plan.group_by is None else split_by_group(outcome, batch.extras[plan.group_by])
+    sequence = None
+    if spec is not None and seconds is None:
+        sequence = (outcome.k, outcome.accepted)
     if not keep_runs:
-        return Evaluated(part, len(batch), groups), errors
-    return Evaluated(part, len(batch), groups, batch, outcome, columns), errors
+        return Evaluated(part, len(batch), groups, sequence=sequence), errors
+    return Evaluated(part, len(batch), groups, batch, outcome, columns, sequence), errors
 
 
-def add_up(results: Iterable[Evaluated], sink: RunSink | None = None, group_by: str | None = None) -> Summary:
+def parse_times(batch: RunBatch, name: str) -> tuple[npt.NDArray[np.float64], BoolArray, list[InputError]]:
+    """Each run's time in Unix seconds (see `epoch_seconds`), which are valid, and an error for each that is not."""
+    values = batch.extras[name]
+    seconds = np.zeros(len(values), dtype=np.float64)
+    valid = np.ones(len(values), dtype=bool)
+    errors: list[InputError] = []
+    for index, value in enumerate(values):
+        moment = epoch_seconds(value)
+        if moment is None:
+            errors.append(InputError(batch.source, int(batch.lines[index]), time_problem(name, value)))
+            valid[index] = False
+        else:
+            seconds[index] = moment
+    return seconds, valid, errors
+
+
+def add_up(
+    results: Iterable[Evaluated],
+    sink: RunSink | None = None,
+    group_by: str | None = None,
+    windows: WindowSpec | None = None,
+) -> Summary:
     """Add up evaluated blocks in input order, handing per-run results to `sink` (they must have been kept).
 
     With `group_by`, the summary holds groups even when there were no runs. Groups are added
-    in place: a block touches only its own groups, however many there are in all.
+    in place: a block touches only its own groups, however many there are in all. With `windows`,
+    the summary holds windows even when there were no runs; windows of runs are placed here, where
+    the input order is known.
     """
     summary = Summary()
     groups: dict[str, Summary] = {}
+    by_runs = None if windows is None or windows.time_field is not None else WindowTally.empty(windows)
     for result in results:
         if sink is not None and result.batch is not None:  # engine intervals have no runs to hand on
             assert result.outcome is not None, "per-run results were not kept"
             sink(result.batch, result.outcome, result.columns)
         if result.groups:
             add_groups(groups, result.groups)
+        if by_runs is not None and result.sequence is not None:
+            by_runs = by_runs.extended(*result.sequence)
         summary = summary + result.summary
+    if by_runs is not None:
+        summary = replace(summary, windows=by_runs)
+    elif windows is not None and summary.windows is None:  # no runs had a time
+        summary = replace(summary, windows=WindowTally.empty(windows))
     if group_by is None:
         return summary
     return replace(summary, group_by=group_by, groups=groups)

@@ -24,6 +24,7 @@ from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.windows import WindowTally, drift_test, window_estimates
 from specaccept_cli.text import json_controls_escaped
 
 SCHEMA = "specaccept.summary/1"
@@ -84,6 +85,9 @@ def summary_object(
     if summary.sampler is not None:
         data |= summary.sampler.summary_keys()
         state["sampler"] = summary.sampler.to_dict()
+    if summary.windows is not None:
+        data |= windows_keys(summary.windows)
+        state["windows"] = summary.windows.to_dict()
     if summary.engine is not None:
         data["engine"] = engine_keys(summary.engine, numbers)
         state["engine"] = summary.engine.to_dict()
@@ -92,6 +96,23 @@ def summary_object(
         data["groups"] = {key: summary_object(group, cost_ratio) for key, group in summary.groups.items()}
     data["state"] = state
     return data
+
+
+def windows_keys(tally: WindowTally) -> dict[str, Any]:
+    """The keys windows add to the summary object: how they were cut, each window's numbers, the drift test."""
+    drift = drift_test(tally)
+    return {
+        "windows_by": {
+            "unit": tally.unit,
+            "time_field": tally.time_field,
+            "width": tally.width,
+            "requested_width": tally.requested,
+            # Runs windows describe one order of runs: merged summaries are appended, not interleaved.
+            "order": "time" if tally.unit == "seconds" else "input",
+        },
+        "windows": [window.to_dict() for window in window_estimates(tally)],
+        "drift": None if drift is None else drift.to_dict(),
+    }
 
 
 def engine_keys(engine: EngineTally, numbers: Estimates) -> dict[str, Any]:
@@ -157,6 +178,7 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             skipped_rows=skipped_rows,
             skipped_sources=skipped_sources,
             errors=errors,
+            windows=WindowTally.from_dict(state["windows"]) if "windows" in state else None,
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
@@ -256,6 +278,7 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
                 ("groups", f"'{GROUPS_KEY}'"),
                 ("reported", "reported counts"),
                 ("sampler", "sampler tally"),
+                ("windows", "windows"),
             ):
                 if (getattr(summary, part) is None) != (getattr(total, part) is None):
                     has, lacks = (

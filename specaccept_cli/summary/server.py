@@ -39,6 +39,10 @@ RULES: dict[str, str] = {
 }
 MAX_EXAMPLES = 20
 R_HISTOGRAM_BINS = 4096
+THRESHOLD_BINS = 20  # bins of min(1, p/q) for the reliability plot: [0, 0.05), ..., [0.95, 1]
+# Reported counts above this share the last column of the reported x recomputed matrix (a bogus
+# count must not make the tally large).
+MAX_MATRIX_COUNT = 64
 
 
 def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]:
@@ -109,13 +113,15 @@ class ReportedTally:
     explains: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULES, 0))
     unexplained: int = 0
     examples: list[Mismatch] = field(default_factory=list)  # the first MAX_EXAMPLES, in input order
+    # (recomputed, reported) -> runs, reported counts clipped at MAX_MATRIX_COUNT: the report's heatmap.
+    pairs: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @classmethod
     def of_batch(
         cls, batch: RunBatch, outcome: BatchOutcome, reported: IntArray
     ) -> tuple[ReportedTally, ReportedCheck]:
         mismatch = reported != outcome.accepted
-        tally = cls(runs=len(batch), mismatches=int(mismatch.sum()))
+        tally = cls(runs=len(batch), mismatches=int(mismatch.sum()), pairs=_pair_counts(outcome.accepted, reported))
         if tally.mismatches:
             where = np.flatnonzero(mismatch)
             alternatives = {
@@ -146,6 +152,9 @@ class ReportedTally:
             explains={rule: self.explains.get(rule, 0) + other.explains.get(rule, 0) for rule in RULES},
             unexplained=self.unexplained + other.unexplained,
             examples=(self.examples + other.examples)[:MAX_EXAMPLES],
+            pairs={
+                pair: self.pairs.get(pair, 0) + other.pairs.get(pair, 0) for pair in sorted({*self.pairs, *other.pairs})
+            },
         )
 
     def diagnosis(self) -> list[dict[str, Any]]:
@@ -170,11 +179,19 @@ class ReportedTally:
             "explains": dict(self.explains),
             "unexplained": self.unexplained,
             "examples": [example.to_dict() for example in self.examples],
+            "pairs": [[recomputed, reported, runs] for (recomputed, reported), runs in sorted(self.pairs.items())],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReportedTally:
+        pairs: dict[tuple[int, int], int] = {}
+        for recomputed, reported, runs in data.get("pairs", []):  # absent from files of earlier versions
+            if min(int(recomputed), int(reported), int(runs)) < 0 or int(reported) > MAX_MATRIX_COUNT:
+                raise ValueError("reported pairs hold a negative or out-of-range count")
+            key = (int(recomputed), int(reported))
+            pairs[key] = pairs.get(key, 0) + int(runs)
         return cls(
+            pairs=pairs,
             runs=int(data["runs"]),
             mismatches=int(data["mismatches"]),
             explains={rule: int(data["explains"].get(rule, 0)) for rule in RULES},
@@ -193,6 +210,14 @@ class ReportedTally:
         )
 
 
+def _pair_counts(recomputed: IntArray, reported: IntArray) -> dict[tuple[int, int], int]:
+    """Runs by (recomputed, reported) count, reported clipped at MAX_MATRIX_COUNT."""
+    clipped = np.minimum(reported, MAX_MATRIX_COUNT)
+    cells, runs = np.unique(recomputed * (MAX_MATRIX_COUNT + 1) + clipped, return_counts=True)
+    rows, columns = np.divmod(cells, MAX_MATRIX_COUNT + 1)
+    return {(int(a), int(b)): int(n) for a, b, n in zip(rows, columns, runs)}
+
+
 @dataclass(frozen=True)
 class TestResult:
     statistic: float | None
@@ -205,6 +230,18 @@ class TestResult:
 
 def _empty_histogram() -> IntArray:
     return np.zeros(R_HISTOGRAM_BINS, dtype=np.int64)
+
+
+def _empty_threshold_bins() -> IntArray:
+    return np.zeros((2, THRESHOLD_BINS), dtype=np.int64)
+
+
+def threshold_bin_counts(t: npt.NDArray[np.float64], kept: BoolArray) -> IntArray:
+    """[examined, accepted] tokens per bin of t = min(1, p/q): what a reliability plot needs."""
+    bins = np.minimum((t * THRESHOLD_BINS).astype(np.int64), THRESHOLD_BINS - 1)
+    examined = np.bincount(bins, minlength=THRESHOLD_BINS)
+    accepted = np.bincount(bins[kept], minlength=THRESHOLD_BINS)
+    return np.stack([examined, accepted]).astype(np.int64)
 
 
 @dataclass
@@ -225,6 +262,8 @@ class SamplerTally:
     expected_fixed: int = 0  # sum of t over examined tokens, x THRESHOLD_SCALE
     variance_fixed: int = 0  # sum of t (1 - t) over examined tokens, x THRESHOLD_SCALE
     r_histogram: IntArray = field(default_factory=_empty_histogram)
+    # [examined, accepted] examined tokens per bin of min(1, p/q) (THRESHOLD_BINS): the reliability plot.
+    threshold_bins: IntArray = field(default_factory=_empty_threshold_bins)
 
     @classmethod
     def of_batch(cls, batch: RunBatch, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
@@ -233,7 +272,8 @@ class SamplerTally:
         starts = batch.offsets[:-1]
         position = np.arange(batch.p.shape[0], dtype=np.int64) - np.repeat(starts, k)
         examined = position < np.repeat(examined_per_run, k)
-        t = accept_thresholds(batch.p, batch.q)[examined]
+        thresholds = accept_thresholds(batch.p, batch.q)
+        t = thresholds[examined]
         bins = np.minimum((batch.r * R_HISTOGRAM_BINS).astype(np.int64), R_HISTOGRAM_BINS - 1)
         return cls(
             significance=significance,
@@ -242,6 +282,7 @@ class SamplerTally:
             expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum()),
             variance_fixed=int(np.rint(t * (1.0 - t) * THRESHOLD_SCALE).astype(np.int64).sum()),
             r_histogram=np.bincount(bins, minlength=R_HISTOGRAM_BINS).astype(np.int64),
+            threshold_bins=threshold_bin_counts(t, (batch.r <= thresholds)[examined]),
         )
 
     def __add__(self, other: SamplerTally) -> SamplerTally:
@@ -252,6 +293,7 @@ class SamplerTally:
             expected_fixed=self.expected_fixed + other.expected_fixed,
             variance_fixed=self.variance_fixed + other.variance_fixed,
             r_histogram=self.r_histogram + other.r_histogram,
+            threshold_bins=self.threshold_bins + other.threshold_bins,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -263,6 +305,7 @@ class SamplerTally:
             and self.expected_fixed == other.expected_fixed
             and self.variance_fixed == other.variance_fixed
             and bool(np.array_equal(self.r_histogram, other.r_histogram))
+            and bool(np.array_equal(self.threshold_bins, other.threshold_bins))
         )
 
     @property
@@ -314,6 +357,7 @@ class SamplerTally:
             "variance_fixed": self.variance_fixed,
             "r_histogram_bins": R_HISTOGRAM_BINS,
             "r_histogram": [[int(i), int(self.r_histogram[i])] for i in nonzero],
+            "threshold_bins": self.threshold_bins.tolist(),
         }
 
     @classmethod
@@ -332,8 +376,19 @@ class SamplerTally:
             expected_fixed=int(data["expected_fixed"]),
             variance_fixed=int(data["variance_fixed"]),
             r_histogram=histogram,
+            threshold_bins=_threshold_bins_from(data.get("threshold_bins")),
         )
         counters = (tally.examined_tokens, tally.accepted_tokens, tally.expected_fixed, tally.variance_fixed)
         if not 0.0 < tally.significance < 1.0 or min(counters) < 0:
             raise ValueError("sampler tally holds a significance outside (0, 1) or a negative counter")
         return tally
+
+
+def _threshold_bins_from(rows: object) -> IntArray:
+    """The reliability tally of a saved summary (zeros when an earlier version wrote none)."""
+    if rows is None:
+        return _empty_threshold_bins()
+    bins = np.array(rows, dtype=np.int64)
+    if bins.shape != (2, THRESHOLD_BINS) or bool((bins < 0).any()) or bool((bins[1] > bins[0]).any()):
+        raise ValueError("threshold_bins hold the wrong shape, a negative count or more accepted than examined")
+    return bins

@@ -22,10 +22,11 @@ from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
+from specaccept_cli.summary.windows import WindowTally
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally)
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally)
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -84,6 +85,8 @@ class Summary:
     skipped_rows: int = 0
     skipped_sources: int = 0  # sources abandoned whole or part-way (unreadable, corrupt stream)
     errors: tuple[SkippedRow, ...] = ()
+    # Acceptance over the log: windows of time or of runs (summary.windows), when asked for.
+    windows: WindowTally | None = None
     # Built from engine metrics lines or scrapes instead of runs: what they gave and what they only bound.
     engine: EngineTally | None = None
 
@@ -113,6 +116,7 @@ class Summary:
             skipped_rows=self.skipped_rows + other.skipped_rows,
             skipped_sources=self.skipped_sources + other.skipped_sources,
             errors=(self.errors + other.errors)[:MAX_KEPT_ERRORS],
+            windows=_add_optional(self.windows, other.windows),
             engine=_add_optional(self.engine, other.engine),
         )
 
@@ -132,6 +136,7 @@ class Summary:
             and self.skipped_rows == other.skipped_rows
             and self.skipped_sources == other.skipped_sources
             and self.errors == other.errors
+            and self.windows == other.windows
             and self.engine == other.engine
         )
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from specaccept_cli.checks import DEFAULT_SIGNIFICANCE
 from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS
 from specaccept_cli.text import safe_text
 from specaccept_cli.views import rows as shared
 
@@ -40,6 +42,7 @@ def markdown_report(
     numbers: Estimates | None = None,
     gates: Sequence[GateResult] = (),
     comparison: Comparison | None = None,
+    drift_significance: float = DEFAULT_SIGNIFICANCE,
 ) -> str:
     """The summary, gate results and baseline comparison as GitHub-flavoured markdown (ends with a newline)."""
     parts = []
@@ -66,6 +69,8 @@ def markdown_report(
                 *([f"… and {more:,} more (the summary keeps the first {len(rows)})."] if more > 0 else []),
             ]
         parts += _markdown_audits(summary)
+        if summary.windows is not None and len(summary.windows) >= MIN_DRIFT_WINDOWS:
+            parts += ["### Over the log", shared.drift_line(summary.windows, drift_significance)[1]]
     if gates:
         parts += [
             "### Gates",

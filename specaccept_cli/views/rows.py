@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.state import Summary
+    from specaccept_cli.summary.windows import WindowTally
 
 ALPHA_CAPTION = (
     "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
@@ -133,14 +134,14 @@ def audit_tables(summary: Summary) -> list[AuditTable]:
     if summary.sampler is not None:
         tables.append(_sampler_table(summary.sampler))
     if summary.engine is not None:
-        tables.append(_engine_table(summary, summary.engine))
+        tables.append(engine_table(summary, summary.engine))
     return tables
 
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
 
 
-def _engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
+def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
     """What the engine printed beside what it means, over the exact intervals (the counts above)."""
     runs, drafted, accepted = summary.runs, summary.drafted_tokens, summary.accepted_tokens
     examined = summary.examined_tokens
@@ -303,3 +304,20 @@ def _sampler_table(sampler: SamplerTally) -> AuditTable:
         right=("statistic", "p-value"),
         rows=rows,
     )
+
+
+def drift_line(windows: WindowTally, significance: float) -> tuple[bool | None, str]:
+    """The drift test in one sentence, and whether alpha moved (None: too few windows to test)."""
+    from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position, drift_test
+
+    drift = drift_test(windows)
+    if drift is None:
+        return None, f"drift test: needs at least {MIN_DRIFT_WINDOWS} windows holding runs."
+    where = describe_position(windows, drift.change_at)
+    detail = (
+        f"CUSUM statistic {drift.statistic:.2f}, p = {drift.p_value:.3g}; likeliest change at {where}: "
+        f"alpha {number(drift.alpha_before)} before, {number(drift.alpha_after)} after"
+    )
+    if drift.p_value < significance:
+        return True, f"alpha is NOT constant over the log: {detail}."
+    return False, f"alpha looks constant over the log: {detail}."

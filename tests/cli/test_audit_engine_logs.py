@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import orjson
 import pytest
 
 from specaccept_cli.pipeline import summarise
+from specaccept_cli.pipeline.engine import interval_runs, interval_time
 from tests.engines import (
     counters,
     prom_text,
@@ -204,3 +206,71 @@ def test_sglang_responses_in_a_jsonl_file_are_recognised_and_grouped_by_request(
     # The same file named as runs is read as runs, and says what is missing.
     as_runs = invoke("audit", str(path), "--format", "jsonl")
     assert as_runs.exit_code == 2 and "missing field 'p'" in as_runs.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Intervals over time: windows and the drift test
+
+
+def test_an_intervals_runs_are_spread_so_any_window_gets_its_share() -> None:
+    counts = np.zeros((5, 5), dtype=np.int64)
+    counts[4] = [90, 40, 25, 10, 35]
+    k, accepted = interval_runs(counts)
+    assert np.bincount(accepted, minlength=5).tolist() == counts[4].tolist() and set(k.tolist()) == {4}
+    share = np.cumsum(accepted) - np.arange(1, accepted.shape[0] + 1) * accepted.mean()
+    assert np.abs(share).max() <= 5 * 4  # at most (cells x k) tokens away from proportional, anywhere
+
+
+def test_vllm_clock_times_take_the_latest_year_not_in_the_future() -> None:
+    now = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
+    assert interval_time("01-02 11:59:00", now) == datetime(2026, 1, 2, 11, 59, tzinfo=UTC).timestamp()
+    assert interval_time("12-31 23:00:00", now) == datetime(2025, 12, 31, 23, tzinfo=UTC).timestamp()
+    assert interval_time("2025-03-05 10:21:05") == datetime(2025, 3, 5, 10, 21, 5, tzinfo=UTC).timestamp()
+    assert interval_time("1764507600000") == 1764507600.0  # a Prometheus sample time stamp, in ms
+    assert interval_time("yesterday") is None and interval_time(None) is None
+
+
+def stepped_log(step_at: int, intervals: int = 40) -> tuple[list[str], int]:
+    """A vLLM log whose alpha steps from 0.8 to 0.65 at interval `step_at`, one interval a minute."""
+    lines, runs = [], 0
+    for i in range(intervals):
+        lengths, accepted = simulate(500 + i, runs=300, k=K, alpha=0.8 if i < step_at else 0.65)
+        clock = f"11-30 12:{i:02d}:00"
+        lines.append(vllm_full_line(*counters(lengths, accepted, K)).replace("11-30 13:00:01", clock))
+        runs += 300
+    return lines, runs
+
+
+def test_engine_intervals_have_windows_and_a_drift_test(tmp_path: Path) -> None:
+    lines, runs = stepped_log(step_at=20)
+    path = write_lines(tmp_path / "server.log", lines)
+    drifting = invoke("audit", str(path), "--check-drift", "-o", "json")
+    assert drifting.exit_code == 1 and "drift" in drifting.stderr
+    data = orjson.loads(drifting.stdout)
+    assert data["windows_by"]["order"] == "input" and sum(w["runs"] for w in data["windows"]) == runs
+    drift = data["drift"]
+    assert drift["p_value"] < 1e-6 and abs(drift["change_at"] - runs / 2) < runs * 0.05
+    assert drift["alpha_before"] > 0.75 > drift["alpha_after"]
+    by_minute = audit_json(str(path), "--time-field", "timestamp", "--window", "5m")
+    assert [w["runs"] for w in by_minute["windows"]] == [1500] * 8
+    steady = write_lines(tmp_path / "steady.log", stepped_log(step_at=40)[0])
+    assert invoke("audit", str(steady), "--check-drift", "--significance", "0.001").exit_code == 0
+
+
+def test_a_time_field_needs_time_stamps_on_the_metrics_lines(tmp_path: Path) -> None:
+    result = invoke("audit", str(SAMPLES / "vllm-v1-perpos.log"), "--time-field", "timestamp")
+    assert result.exit_code == 0, result.stderr  # MM-DD hh:mm:ss: placed in the latest such moment
+    lengths, accepted = simulate(9, runs=200, k=K, alpha=0.7)
+    scrape = write_lines(tmp_path / "now.prom", prom_text(counters(lengths, accepted, K)))  # no time stamp
+    timeless = invoke("audit", str(scrape), "--time-field", "timestamp")
+    assert timeless.exit_code == 2 and "carries no time stamp" in timeless.stderr
+
+
+def test_the_report_of_an_engine_log_shows_what_the_engine_printed(tmp_path: Path) -> None:
+    lines, runs = stepped_log(step_at=20)
+    report = tmp_path / "report.html"
+    result = invoke("report", str(write_lines(tmp_path / "server.log", lines)), "-o", str(report))
+    assert result.exit_code == 0, result.stderr
+    page = report.read_text()
+    assert "<h2>Engine metrics: vLLM</h2>" in page and "Avg Draft acceptance rate" in page
+    assert 'data-plot="timeline"' in page and f"{runs:,}" in page

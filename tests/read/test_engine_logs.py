@@ -538,3 +538,11 @@ def test_sglang_response_whose_counts_disagree_is_a_bad_line() -> None:
 def test_logged_runs_with_sglang_fields_are_not_taken_for_responses() -> None:
     row = orjson.dumps({"p": [0.5], "q": [0.5], "r": [0.1], "spec_verify_ct": 1}).decode()
     assert sniff_engine_format([row]) is None
+
+
+def test_llamacpp_ratio_is_a_float32_quotient() -> None:
+    """493/574 = 0.8588850..., but llama.cpp divides in float32 (0.85888499) and prints 0.85888."""
+    line = llama_perpos_line(574, 493, 287, [287, 206])
+    assert "0.85888 (" in line
+    interval = only(list(parse_engine_log([line], "llama.log")))
+    assert interval.accepted == 493 and interval.draft_tokens == 574

@@ -133,3 +133,41 @@ def test_tallies_add_and_round_trip() -> None:
     assert ReportedTally.from_dict(whole_reported.to_dict()).to_dict() == whole_reported.to_dict()
     assert SamplerTally.from_dict(whole_sampler.to_dict()) == whole_sampler
     assert set(whole_reported.explains) == set(RULES)
+
+
+def test_report_tallies_by_hand() -> None:
+    """The reported x recomputed pairs and the min(1, p/q) bins the report's plots draw.
+
+    run 1: thresholds 1, 0.25; r 0.1, 0.5 -> a = 1 (examined: t = 1 kept, t = 0.25 rejected); reported 1
+    run 2: threshold 0.5; r 0.3 -> a = 1 (t = 0.5 kept); reported 2 (bonus counted)
+    run 3: threshold 0.5; r 0.9 -> a = 0 (t = 0.5 rejected); reported 99 (clipped to 64)
+    """
+    rows = [
+        {"p": [0.9, 0.2], "q": [0.5, 0.8], "r": [0.1, 0.5], "reported": 1},
+        {"p": [0.25], "q": [0.5], "r": [0.3], "reported": 2},
+        {"p": [0.25], "q": [0.5], "r": [0.9], "reported": 99},
+    ]
+    reported, sampler = tally(rows)
+    assert reported.pairs == {(1, 1): 1, (1, 2): 1, (0, 64): 1}
+    examined, accepted = sampler.threshold_bins.tolist()
+    assert (examined[19], accepted[19]) == (1, 1)  # t = 1 lands in the last bin
+    assert (examined[5], accepted[5]) == (1, 0)  # t = 0.25
+    assert (examined[10], accepted[10]) == (2, 1)  # t = 0.5, twice
+    assert sum(examined) == 4 and sum(accepted) == 2
+
+
+def test_report_tallies_add_and_round_trip() -> None:
+    target, draft = model_pair(vocab=12, quality=0.6, seed=3)
+    rows = list(speculative_runs(target, draft, runs=300, k=4, seed=4, fault="bonus-counted"))
+    whole_reported, whole_sampler = tally(rows)
+    first, second = tally(rows[:120]), tally(rows[120:])
+    assert first[0] + second[0] == whole_reported
+    assert first[1] + second[1] == whole_sampler
+    assert ReportedTally.from_dict(whole_reported.to_dict()) == whole_reported
+    assert SamplerTally.from_dict(whole_sampler.to_dict()) == whole_sampler
+    data = whole_sampler.to_dict()
+    data["threshold_bins"][1][0] = data["threshold_bins"][0][0] + 1
+    with pytest.raises(ValueError, match="more accepted than examined"):
+        SamplerTally.from_dict(data)
+    older = {key: value for key, value in whole_sampler.to_dict().items() if key != "threshold_bins"}
+    assert int(SamplerTally.from_dict(older).threshold_bins.sum()) == 0  # files of earlier versions still read

@@ -1,0 +1,81 @@
+"""`specaccept report`: the audit as one self-contained HTML file (also `audit --html PATH`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from specaccept_cli.cli.audit import AuditOptions, audit, run_audit, write_report
+
+# audit's options that mean nothing for a report: its own output, the table's rows, the per-run columns.
+NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields"}
+
+
+def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
+    """Audit INPUT... and write the HTML report to -o PATH; the checks exit 1 as in `audit`."""
+    if summaries:
+        if options["inputs"]:
+            raise click.UsageError("give logs (INPUT...) or --summary files, not both")
+        _report_of_summaries(html_path, summaries, options)
+        return
+    fixed: dict[str, Any] = {
+        "output": "html",
+        "html_path": html_path,
+        "max_rows": 0,
+        "show_conventions": False,
+        "id_fields": (),
+    }
+    run_audit(AuditOptions(**options, **fixed))
+
+
+def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[str, Any]) -> None:
+    """The report of saved summaries, added as `merge` adds them (shards audited apart, on other machines)."""
+    from specaccept_cli.checks import compare
+    from specaccept_cli.summary.estimates import estimate
+    from specaccept_cli.summary.files import merge_summaries, read_summary_file, summary_of
+
+    merged = merge_summaries([(path, read_summary_file(path)) for path in paths])
+    summary = summary_of(merged, " + ".join(paths))
+    numbers = estimate(summary)
+    comparison, baseline, significance = None, options["baseline"], options["significance"]
+    if baseline is not None:
+        baseline_numbers = estimate(summary_of(read_summary_file(baseline), baseline))
+        comparison = compare(baseline_numbers, numbers, options["max_drop"], significance)
+    write_report(html_path, summary, numbers, comparison, options["cost_ratio"], list(paths), significance)
+
+
+report = click.Command(
+    "report",
+    callback=_report,
+    params=[
+        click.Option(
+            ["-o", "--output", "html_path"],
+            required=True,
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="PATH",
+            help="Where to write the HTML report (written atomically).",
+        ),
+        click.Option(
+            ["--summary", "summaries"],
+            multiple=True,
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="PATH",
+            help="Draw the report from saved summaries (--summary-out of audits of shards) instead of logs; "
+            "repeatable: they add up as `merge` adds them. Only drawn: no gate or check is applied.",
+        ),
+        *(param for param in audit.params if param.name not in NOT_FOR_REPORTS),
+    ],
+    short_help="Write the audit as one self-contained HTML file with plots.",
+    help="""Audit INPUT... (as `audit` does, with the same options) and write one self-contained HTML
+report: headline cards, plots with hover values, and what each engine would report.
+
+The file runs no script and loads nothing (a Content-Security-Policy forbids both): attach it
+to an incident or a pull request, or keep it as a CI artifact.
+
+\b
+Examples:
+  specaccept report logs.jsonl.gz -o report.html
+  specaccept report logs.parquet --group-by model --baseline main.json -o report.html
+  specaccept report --summary shard-0.json --summary shard-1.json -o report.html""",
+)

@@ -1,0 +1,535 @@
+"""Acceptance over the log: windows of time or of runs, and a test of whether alpha stays constant.
+
+A window tally is additive state like the rest of the summary. Each window keeps seven integer
+sums over its runs (runs, drafted, accepted, examined, and the sums of a^2, e^2 and a*e that the
+interval of a ratio over runs needs), so every window's alpha, interval and tokens per pass derive
+from it, and so does the drift test.
+
+- Windows of **time** (`--time-field`) are aligned to the Unix epoch (a 5-minute window starts at a
+  multiple of 300 s), so tallies of shards add key by key and merge exactly, in any order.
+- Windows of **runs** (no time field) count valid runs in input order: they describe one sequence
+  of runs. Adding two such tallies appends the second after the first (inputs one after another),
+  which is exact for the inputs of one audit but is an order, not a merge.
+
+The tally holds at most `cap` windows, so memory stays flat: past that, neighbouring windows merge
+and the width grows (runs and explicit durations double; automatic durations climb a ladder of
+round durations, each a multiple of the last, so merged shards still align). Without `--window`
+the cap is AUTO_WINDOWS, giving about 25-50 windows over any log.
+
+The drift test is a CUSUM of run-level residuals, a - alpha * e, summed window by window in log
+order. With runs independent, the partial sums scaled by sigma * sqrt(n) follow a Brownian bridge,
+whose largest absolute value has Kolmogorov's distribution (see `drift_test`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from specaccept_cli.summary.probability import kolmogorov_sf
+
+IntArray = npt.NDArray[np.int64]
+Unit = Literal["seconds", "runs"]
+
+AUTO_WINDOWS = 50  # automatic widths: at most this many windows (so 25-50 once the log is long enough)
+MAX_WINDOWS = 1000  # an explicit --window: at most this many windows before they merge in pairs
+FIRST_RUN_WIDTH = 8  # automatic run windows start this wide and double
+# Automatic time widths, in seconds: round durations, each a whole multiple of the one before
+# (1 s, 5 s, 10 s, 30 s, 1 min, 5 min, 10 min, 30 min, 1 h, 2 h, 6 h, 12 h, 1 day, 1 week; then doubling).
+TIME_LADDER = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 43200, 86400, 604800)
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# Columns of `WindowTally.sums`.
+RUNS, DRAFTED, ACCEPTED, EXAMINED, SUM_AA, SUM_EE, SUM_AE = range(7)
+COLUMNS = ("runs", "drafted", "accepted", "examined", "sum_aa", "sum_ee", "sum_ae")
+
+# Discretely monitored Brownian bridge: the sup over m equally spaced points falls short of the
+# continuous sup by about this many sqrt(1/m) (Broadie, Glasserman and Kou's continuity correction).
+DISCRETE_MONITORING_SHIFT = 0.5826
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """How runs fall into windows: by a time field (`width` in seconds) or by input order (`width` in runs).
+
+    `width` None means automatic. The library's `Plan` carries one of these.
+    """
+
+    time_field: str | None = None
+    width: int | None = None
+
+    @property
+    def unit(self) -> Unit:
+        return "runs" if self.time_field is None else "seconds"
+
+
+def parse_duration(text: str) -> int:
+    """`30s`, `5m`, `1h`, `2d` -> seconds. Raises ValueError on anything else (a whole number and a unit)."""
+    cleaned = text.strip().lower()
+    unit = DURATION_UNITS.get(cleaned[-1:]) if cleaned else None
+    digits = cleaned[:-1]
+    if unit is None or not digits.isdigit() or int(digits) == 0:
+        raise ValueError(f"{text!r} is not a duration like 30s, 5m, 1h or 1d")
+    return int(digits) * unit
+
+
+def duration_text(seconds: int) -> str:
+    """The largest unit that divides `seconds` exactly: 300 -> '5m', 90 -> '90s'."""
+    for suffix, size in sorted(DURATION_UNITS.items(), key=lambda item: -item[1]):
+        if seconds % size == 0:
+            return f"{seconds // size}{suffix}"
+    return f"{seconds}s"  # pragma: no cover - every whole number of seconds is divisible by 1
+
+
+# --- time values -----------------------------------------------------------------------------
+
+# Epoch numbers are read by their size: below 1e11 seconds (until the year 5138), then
+# milliseconds, microseconds, nanoseconds.
+_EPOCH_SCALES = ((1e11, 1.0), (1e14, 1e-3), (1e17, 1e-6), (math.inf, 1e-9))
+
+
+def epoch_seconds(value: object) -> float | None:
+    """A logged time as Unix seconds, or None when it is not one.
+
+    Accepts epoch numbers (seconds, or milliseconds/microseconds/nanoseconds told apart by their
+    size), ISO-8601 strings (`2026-11-30T14:05:00Z`, `+02:00` offsets; no offset means UTC) and the
+    datetimes a Parquet timestamp column gives (naive ones are UTC); from 1970 up to 1e11 s.
+    """
+    seconds = None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        number = float(value)
+        if not math.isfinite(number) or number < 0:
+            return None
+        seconds = next(number * scale for limit, scale in _EPOCH_SCALES if number < limit)
+    else:
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value.strip())
+            except ValueError:
+                return None
+        if isinstance(value, datetime):
+            moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+            seconds = moment.timestamp()
+    # From 1970 to the year 5138: beyond that a number is not a time this tool can place in a window.
+    return seconds if seconds is not None and 0.0 <= seconds < _EPOCH_SCALES[0][0] else None
+
+
+def time_problem(name: str, value: object) -> str:
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    return f"{name} = {shown} is not a time (epoch seconds or milliseconds, or an ISO-8601 string)"
+
+
+# --- the tally -------------------------------------------------------------------------------
+
+
+def _run_sums(k: IntArray, accepted: IntArray) -> IntArray:
+    """Per run, the seven columns (runs = 1)."""
+    examined = np.minimum(accepted + 1, k)
+    return np.stack(
+        [np.ones_like(k), k, accepted, examined, accepted * accepted, examined * examined, accepted * examined], axis=1
+    )
+
+
+def _sum_by_key(keys: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
+    """Rows added up by key: (sorted distinct keys, their sums). Exact integer sums, one pass when keys are sorted."""
+    if not keys.shape[0]:
+        return keys.astype(np.int64), np.zeros((0, rows.shape[1]), dtype=np.int64)
+    if bool((keys[1:] < keys[:-1]).any()):  # runs come in order; times need not
+        order = np.argsort(keys, kind="stable")
+        keys, rows = keys[order], rows[order]
+    firsts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    return keys[firsts].astype(np.int64), np.add.reduceat(rows, firsts, axis=0).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class WindowTally:
+    """Windows of one log: [starts[i], ends[i]) in seconds since the epoch or in 0-based run positions.
+
+    `sums[i]` holds the window's seven integer sums (see COLUMNS). Only windows holding runs are kept.
+    `requested` is the width asked for (None: automatic); `width` is the width in force.
+    """
+
+    unit: Unit
+    time_field: str | None
+    requested: int | None
+    width: int
+    starts: IntArray
+    ends: IntArray
+    sums: IntArray
+
+    @classmethod
+    def empty(cls, spec: WindowSpec) -> WindowTally:
+        width = spec.width or (TIME_LADDER[0] if spec.unit == "seconds" else FIRST_RUN_WIDTH)
+        none = np.zeros(0, dtype=np.int64)
+        return cls(spec.unit, spec.time_field, spec.width, width, none, none, np.zeros((0, 7), dtype=np.int64))
+
+    @classmethod
+    def of_times(
+        cls, spec: WindowSpec, seconds: npt.NDArray[np.float64], k: IntArray, accepted: IntArray
+    ) -> WindowTally:
+        """Runs with their times (Unix seconds): each falls in the epoch-aligned window holding its time."""
+        tally = cls.empty(spec)
+        whole_seconds = np.floor(seconds).astype(np.int64)
+        keys, sums = _sum_by_key(whole_seconds // tally.width, _run_sums(k, accepted))
+        return tally._with(keys * tally.width, (keys + 1) * tally.width, sums)._within_cap()
+
+    @property
+    def cap(self) -> int:
+        return AUTO_WINDOWS if self.requested is None else MAX_WINDOWS
+
+    @property
+    def runs(self) -> int:
+        return int(self.sums[:, RUNS].sum())
+
+    def __len__(self) -> int:
+        return int(self.starts.shape[0])
+
+    def _with(self, starts: IntArray, ends: IntArray, sums: IntArray, width: int | None = None) -> WindowTally:
+        return WindowTally(self.unit, self.time_field, self.requested, width or self.width, starts, ends, sums)
+
+    def extended(self, k: IntArray, accepted: IntArray) -> WindowTally:
+        """Runs windows: these runs appended after the ones already counted (input order)."""
+        assert self.unit == "runs", "time windows are built from times (of_times)"
+        first = int(self.ends[-1]) if len(self) else 0
+        if not k.shape[0]:
+            return self
+        positions = np.arange(first, first + k.shape[0], dtype=np.int64)
+        keys, sums = _sum_by_key(positions // self.width, _run_sums(k, accepted))
+        starts = np.maximum(keys * self.width, first)
+        ends = np.minimum((keys + 1) * self.width, first + k.shape[0])
+        if len(self) and int(keys[0]) * self.width < first:  # the last window was partly filled: top it up
+            merged = self.sums.copy()
+            merged[-1] += sums[0]
+            head = self._with(self.starts, np.concatenate([self.ends[:-1], ends[:1]]), merged)
+            return head._with(
+                np.concatenate([head.starts, starts[1:]]),
+                np.concatenate([head.ends, ends[1:]]),
+                np.concatenate([merged, sums[1:]]),
+            )._within_cap()
+        return self._with(
+            np.concatenate([self.starts, starts]), np.concatenate([self.ends, ends]), np.concatenate([self.sums, sums])
+        )._within_cap()
+
+    def _coarser_width(self) -> int:
+        if self.unit == "seconds" and self.requested is None:
+            larger = [width for width in TIME_LADDER if width > self.width]
+            return larger[0] if larger else self.width * 2
+        return self.width * 2
+
+    def coarsened(self, width: int) -> WindowTally:
+        """The same runs in windows of `width` (a multiple of the current width)."""
+        if width == self.width:
+            return self
+        if self.unit == "seconds":
+            keys, sums = _sum_by_key(self.starts // width, self.sums)
+            return self._with(keys * width, (keys + 1) * width, sums, width)
+        # Runs: windows are consecutive from position 0, so window i joins the others of i // factor.
+        factor = width // self.width
+        keys, sums = _sum_by_key(np.arange(len(self), dtype=np.int64) // factor, self.sums)
+        bounds = np.searchsorted(np.arange(len(self)) // factor, keys)
+        last = np.append(bounds[1:], len(self)) - 1
+        return self._with(self.starts[bounds], self.ends[last], sums, width)
+
+    def _within_cap(self) -> WindowTally:
+        tally = self
+        while len(tally) > tally.cap:
+            tally = tally.coarsened(tally._coarser_width())
+        return tally
+
+    def _compatible(self, other: WindowTally) -> None:
+        mine = (self.unit, self.time_field, self.requested)
+        theirs = (other.unit, other.time_field, other.requested)
+        if mine != theirs:
+            raise ValueError(f"cannot add windows of different kinds ({_kind(*mine)}; {_kind(*theirs)})")
+
+    def __add__(self, other: WindowTally) -> WindowTally:
+        """Time windows add key by key (exact, any order); run windows append `other` after `self`."""
+        self._compatible(other)
+        width = max(self.width, other.width)  # widths of one kind climb one ladder: the larger is a multiple
+        left, right = self.coarsened(width), other.coarsened(width)
+        if self.unit == "seconds":
+            keys, sums = _sum_by_key(
+                np.concatenate([left.starts, right.starts]) // width, np.concatenate([left.sums, right.sums])
+            )
+            return left._with(keys * width, (keys + 1) * width, sums)._within_cap()
+        shift = int(left.ends[-1]) if len(left) else 0
+        return left._with(
+            np.concatenate([left.starts, right.starts + shift]),
+            np.concatenate([left.ends, right.ends + shift]),
+            np.concatenate([left.sums, right.sums]),
+        )._within_cap()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WindowTally):
+            return NotImplemented
+        return (
+            (self.unit, self.time_field, self.requested, self.width)
+            == (other.unit, other.time_field, other.requested, other.width)
+            and bool(np.array_equal(self.starts, other.starts))
+            and bool(np.array_equal(self.ends, other.ends))
+            and bool(np.array_equal(self.sums, other.sums))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # --- the machine format ------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "time_field": self.time_field,
+            "requested": self.requested,
+            "width": self.width,
+            "columns": list(COLUMNS),
+            "windows": [
+                [int(start), int(end), *(int(x) for x in row)]
+                for start, end, row in zip(self.starts, self.ends, self.sums)
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WindowTally:
+        unit = data["unit"]
+        if unit not in ("seconds", "runs") or list(data["columns"]) != list(COLUMNS):
+            raise ValueError("windows hold an unknown unit or columns")
+        width, requested = int(data["width"]), data["requested"]
+        rows = [[int(x) for x in row] for row in data["windows"]]
+        if width < 1 or any(len(row) != 2 + len(COLUMNS) for row in rows):
+            raise ValueError("windows hold a width below 1 or a row of the wrong length")
+        table = np.array(rows, dtype=np.int64).reshape(-1, 2 + len(COLUMNS))
+        starts, ends, sums = table[:, 0], table[:, 1], table[:, 2:]
+        if bool((sums < 0).any()) or bool((ends <= starts).any()) or bool((np.diff(starts) <= 0).any()):
+            raise ValueError("windows hold a negative sum or windows out of order")
+        if bool((sums[:, RUNS] == 0).any()) or bool((sums[:, ACCEPTED] > sums[:, EXAMINED]).any()):
+            raise ValueError("windows hold an empty window or more accepted than examined tokens")
+        if unit == "seconds":
+            aligned = bool((starts % width == 0).all()) and bool((ends == starts + width).all())
+        else:
+            aligned = starts.shape[0] == 0 or (int(starts[0]) == 0 and bool((starts[1:] == ends[:-1]).all()))
+        cap = AUTO_WINDOWS if requested is None else MAX_WINDOWS
+        if not aligned or starts.shape[0] > cap:
+            raise ValueError(f"windows are not aligned to their width, or more than {cap}")
+        time_field = data["time_field"]
+        return cls(
+            unit=unit,
+            time_field=None if time_field is None else str(time_field),
+            requested=None if requested is None else int(requested),
+            width=width,
+            starts=np.ascontiguousarray(starts),
+            ends=np.ascontiguousarray(ends),
+            sums=np.ascontiguousarray(sums),
+        )
+
+
+def _kind(unit: str, time_field: str | None, requested: int | None) -> str:
+    width = "automatic" if requested is None else str(requested)
+    return f"by {unit}" + (f" of {time_field!r}" if time_field else "") + f", width {width}"
+
+
+# --- estimates per window, and the drift test -----------------------------------------------
+
+Z_95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class WindowEstimate:
+    """One window's numbers (start and end in the tally's unit)."""
+
+    start: int
+    end: int
+    runs: int
+    drafted_tokens: int
+    accepted_tokens: int
+    examined_tokens: int
+    alpha: float | None
+    alpha_ci: tuple[float, float] | None
+    tokens_per_pass: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "runs": self.runs,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "alpha": self.alpha,
+            "alpha_ci": None if self.alpha_ci is None else list(self.alpha_ci),
+            "tokens_per_pass": self.tokens_per_pass,
+        }
+
+
+def _residual_squares(sums: IntArray, alpha: float) -> npt.NDArray[np.float64]:
+    """Per row, the sum over its runs of (a - alpha e)^2, from the integer moments."""
+    aa, ee, ae = (sums[:, column].astype(np.float64) for column in (SUM_AA, SUM_EE, SUM_AE))
+    residual: npt.NDArray[np.float64] = np.maximum(0.0, aa - 2.0 * alpha * ae + alpha * alpha * ee)
+    return residual
+
+
+def window_estimates(tally: WindowTally) -> list[WindowEstimate]:
+    """Each window's alpha with its 95% interval (delta method over the window's runs), in log order."""
+    rows = []
+    for start, end, window in zip(tally.starts.tolist(), tally.ends.tolist(), tally.sums):
+        runs, examined, accepted = int(window[RUNS]), int(window[EXAMINED]), int(window[ACCEPTED])
+        alpha = accepted / examined if examined else None
+        interval = None
+        if alpha is not None and runs >= 2:
+            spread = math.sqrt(runs / (runs - 1) * float(_residual_squares(window[None, :], alpha)[0])) / examined
+            interval = (max(0.0, alpha - Z_95 * spread), min(1.0, alpha + Z_95 * spread))
+        rows.append(
+            WindowEstimate(
+                start=start,
+                end=end,
+                runs=runs,
+                drafted_tokens=int(window[DRAFTED]),
+                accepted_tokens=accepted,
+                examined_tokens=examined,
+                alpha=alpha,
+                alpha_ci=interval,
+                tokens_per_pass=(accepted + runs) / runs,
+            )
+        )
+    return rows
+
+
+def excludes(window: WindowEstimate, alpha: float | None) -> bool:
+    """Does the window's 95% interval leave out the whole-log alpha?"""
+    if alpha is None or window.alpha_ci is None:
+        return False
+    low, high = window.alpha_ci
+    return alpha < low or alpha > high
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Is alpha constant over the log? A CUSUM test, and the likeliest change point."""
+
+    statistic: float  # max |CUSUM| / (sigma sqrt(n)): Kolmogorov-distributed under a constant alpha
+    p_value: float
+    change_at: int  # where the CUSUM peaks: a window boundary (seconds since the epoch, or a run position)
+    alpha_before: float | None
+    alpha_after: float | None
+    windows: int
+    variance: Literal["runs", "windows"]  # which spread estimate was the larger, and so was used
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "statistic": self.statistic,
+            "p_value": self.p_value,
+            "change_at": self.change_at,
+            "alpha_before": self.alpha_before,
+            "alpha_after": self.alpha_after,
+            "windows": self.windows,
+            "variance": self.variance,
+        }
+
+
+MIN_DRIFT_WINDOWS = 3
+
+
+def drift_test(tally: WindowTally) -> Drift | None:
+    """CUSUM of run residuals a - alpha e over the windows in log order; None with under 3 windows.
+
+    S_i = sum over windows up to i of (accepted - alpha examined), alpha the whole log's. If alpha
+    is constant and runs are independent, S at run fraction t, divided by sigma sqrt(n), tends to a
+    Brownian bridge; its largest absolute value has Kolmogorov's distribution (`kolmogorov_sf`).
+    The sum is seen only at window ends, which lowers the maximum a little: the p-value applies
+    the continuity correction for m monitoring points (DISCRETE_MONITORING_SHIFT / sqrt(m)).
+
+    sigma^2 is the larger of two estimates: the spread of residuals over runs (right when runs are
+    independent), and the spread of window sums standardised by sqrt(runs), about alpha before and
+    after the peak (so a real step does not inflate it). The second is itself an estimate from m - 2
+    window sums: when it is used, the p-value averages Kolmogorov's tail over its chi-square spread
+    (`kolmogorov_sf_estimated_scale`). Runs of one request share a prompt and lean the same way;
+    when they sit near each other in the log, the window spread sees that and the test stays
+    honest. What it cannot see is correlation across windows (a request spread thinly over the
+    whole log); that calls for a cluster-robust variance over requests.
+    """
+    windows = len(tally)
+    sums = tally.sums
+    runs = tally.runs
+    examined = int(sums[:, EXAMINED].sum())
+    if windows < MIN_DRIFT_WINDOWS or examined == 0 or runs < 2:
+        return None
+    alpha = int(sums[:, ACCEPTED].sum()) / examined
+    residuals = sums[:, ACCEPTED] - alpha * sums[:, EXAMINED]  # per window: sum over its runs of a - alpha e
+    run_variance = float(_residual_squares(sums, alpha).sum()) / runs
+    if run_variance <= 0.0:  # every run kept all or none: nothing varies, nothing drifts
+        return Drift(0.0, 1.0, int(tally.ends[0]), alpha, alpha, windows, "runs")
+    # Locate the peak with the run variance (a constant factor does not move it), then judge it
+    # with the larger of the two spreads.
+    cusum = np.abs(np.cumsum(residuals)[:-1])
+    peak = int(np.argmax(cusum))
+    window_variance = _window_variance(sums, peak)
+    variance = max(run_variance, window_variance)
+    statistic = float(cusum[peak] / math.sqrt(variance * runs))
+    shifted = statistic + DISCRETE_MONITORING_SHIFT / math.sqrt(windows)
+    if run_variance >= window_variance:
+        p_value = kolmogorov_sf(shifted)
+    else:  # sigma^2 estimated from m - 2 window sums: average over its chi-square spread
+        p_value = kolmogorov_sf_estimated_scale(shifted, windows - 2)
+    before, after = sums[: peak + 1], sums[peak + 1 :]
+    return Drift(
+        statistic=statistic,
+        p_value=p_value,
+        change_at=int(tally.ends[peak]),
+        alpha_before=_alpha(before),
+        alpha_after=_alpha(after),
+        windows=windows,
+        variance="runs" if run_variance >= window_variance else "windows",
+    )
+
+
+def kolmogorov_sf_estimated_scale(x: float, degrees: int) -> float:
+    """P(K / sqrt(V) > x) for V = chi2(degrees) / degrees independent of K: Kolmogorov's tail when the
+    scale was estimated with `degrees` degrees of freedom (as Student's t is the normal's). Simpson's rule
+    over V on [0, 1 + 12 sd]."""
+    if degrees < 1:
+        return 1.0
+    half = degrees / 2.0
+    upper = 1.0 + 12.0 * math.sqrt(2.0 / degrees)
+    steps = 400
+    width = upper / steps
+    log_norm = half * math.log(half) - math.lgamma(half)  # density of V = chi2 / degrees
+
+    def integrand(v: float) -> float:
+        if v <= 0.0:
+            return 0.0
+        density = math.exp(log_norm + (half - 1.0) * math.log(v) - half * v)
+        return density * kolmogorov_sf(x * math.sqrt(v))
+
+    total = integrand(0.0) + integrand(upper)
+    total += sum((4.0 if i % 2 else 2.0) * integrand(i * width) for i in range(1, steps))
+    return min(1.0, max(0.0, total * width / 3.0))
+
+
+def _window_variance(sums: IntArray, peak: int) -> float:
+    """Spread per run of window residual sums, about alpha before and after the peak (m - 2 degrees of freedom).
+
+    Window sums divided by sqrt(runs) have the variance of one run's residual when runs are
+    independent, and more when runs of a window lean together (requests). Fitting alpha on each
+    side of the likeliest change keeps a real step from inflating it.
+    """
+    spread = 0.0
+    for part in (sums[: peak + 1], sums[peak + 1 :]):
+        alpha = _alpha(part) or 0.0
+        spread += float(np.sum((part[:, ACCEPTED] - alpha * part[:, EXAMINED]) ** 2 / part[:, RUNS]))
+    return spread / max(1, int(sums.shape[0]) - 2)
+
+
+def _alpha(sums: IntArray) -> float | None:
+    examined = int(sums[:, EXAMINED].sum())
+    return int(sums[:, ACCEPTED].sum()) / examined if examined else None
+
+
+def describe_position(tally: WindowTally, position: int) -> str:
+    """A window boundary for people: an ISO-8601 UTC time, or 'run N' (1-based: the first run after it)."""
+    if tally.unit == "runs":
+        return f"run {position + 1:,}"
+    return datetime.fromtimestamp(position, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
