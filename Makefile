@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint fuzz bench examples clean
+.PHONY: demo test lint fuzz bench bench-dask examples clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+
+# One process vs --jobs 2 vs a Dask cluster of 2 workers (Dask comes with the dev extra).
+bench-dask: $(STAMP)
+	$(BIN)/python benchmarks/bench_dask.py
 
 # The HTML report goes to demo/ (git-ignored); open it in any browser.
 demo: $(STAMP)

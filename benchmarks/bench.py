@@ -188,13 +188,13 @@ README_START = "<!-- bench:start (make bench writes this part) -->"
 README_END = "<!-- bench:end -->"
 
 
-def update_readme(report: str) -> bool:
+def update_readme(report: str, start_marker: str = README_START, end_marker: str = README_END) -> bool:
     """Put the latest report between the README's markers, so the README always shows the latest run."""
     text = README.read_text()
-    start, end = text.find(README_START), text.find(README_END)
+    start, end = text.find(start_marker), text.find(end_marker)
     if start < 0 or end < start:
         return False
-    README.write_text(text[: start + len(README_START)] + "\n" + report + text[end:])
+    README.write_text(text[: start + len(start_marker)] + "\n" + report + text[end:])
     return True
 
 

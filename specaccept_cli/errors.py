@@ -32,6 +32,10 @@ class InputError(SpecacceptError):
         where = self.source if self.line is None else f"{self.source}:{self.line}"
         return f"{where}: {self.message}"
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, int | None, str, bytes | None]]:
+        """Pickled with its fields, so an error raised on a worker (a process pool, a Dask cluster) arrives whole."""
+        return type(self), (self.source, self.line, self.message, self.raw)
+
 
 class UsageError(SpecacceptError):
     """A bad option value or combination found after Click's own parsing."""

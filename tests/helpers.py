@@ -11,11 +11,15 @@ import random
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import click
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 from click.testing import CliRunner, Result
 
 from specaccept_cli.cli import cli
@@ -187,9 +191,9 @@ def invoke(*args: str, input: bytes | str | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
-def invoke_env(env: dict[str, str], *args: str) -> Result:
+def invoke_env(env: dict[str, str], *args: str, input: bytes | str | None = None) -> Result:
     """`invoke` with extra environment variables (GITHUB_STEP_SUMMARY, ...)."""
-    return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=False)
+    return CliRunner(env=env).invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
 def summarised(rows: Iterable[object], directory: Path, name: str = "log", group_by: str | None = None) -> Summary:
@@ -238,3 +242,42 @@ def shell(command: str) -> subprocess.CompletedProcess[bytes]:
     """Run a `sh -c` line in which "$SPECACCEPT" is this Python (for pipes, `| head`, `>&-`, /dev/full)."""
     env = {**os.environ, "COLUMNS": "120", "TERM": "dumb", "NO_COLOR": "1", "SPECACCEPT": sys.executable}
     return subprocess.run(["sh", "-c", command], capture_output=True, env=env, timeout=120, check=False)
+
+
+# --- object storage and clusters (tests/distributed) -------------------------------------------
+
+BUCKET = "serving-logs"
+PREFIX = "logs/2026-11-30"
+HOSTS = ("host-a", "host-b", "host-c", "host-d", "host-e")
+
+
+@dataclass(frozen=True)
+class Shards:
+    directory: Path
+    files: list[Path]  # in the order of the S3 listing (sorted keys)
+    url: str  # the prefix holding the same files in the bucket
+    runs: int
+
+
+@dataclass(frozen=True)
+class S3:
+    endpoint: str
+    client: object  # a boto3 S3 client
+
+
+def simulated_rows(runs: int, seed: int) -> list[dict[str, object]]:
+    """Simulated runs as rows, each with a host (for --group-by); acceptance varies by host."""
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, object]] = []
+    for chunk in simulate(runs, 0.72, 1, 8, seed):
+        offsets = chunk.offsets.tolist()
+        p, q, r = chunk.p.tolist(), chunk.q.tolist(), chunk.r.tolist()
+        hosts = rng.integers(0, len(HOSTS), size=len(offsets) - 1).tolist()
+        for index, (start, end) in enumerate(pairwise(offsets)):
+            rows.append({"p": p[start:end], "q": q[start:end], "r": r[start:end], "host": HOSTS[hosts[index]]})
+    return rows
+
+
+def write_parquet(path: Path, rows: list[dict[str, object]], row_group_size: int) -> Path:
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=row_group_size)
+    return path

@@ -17,6 +17,7 @@ from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import Format, ProgressHook, Reading, Source, expand_inputs
+from specaccept_cli.read.storage import Storage
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunSink, add_up
@@ -41,6 +42,7 @@ def summarise(
     input_format: Format = "auto",
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     draft_length: int | None = None,
+    storage: Storage | None = None,
 ) -> Summary:
     """Summarise every run of `inputs` (paths, directories of Parquet shards, or "-" for stdin).
 
@@ -54,12 +56,13 @@ def summarise(
     or named by `input_format`) is read as intervals, not runs: exact intervals add to the counts,
     the rest to `Summary.engine` as bounds, and no per-run result reaches `sink`. Prometheus
     files form one series of scrapes in the order given. `draft_length` is the server's draft
-    length k when its lines do not carry it; it tightens the bounds.
+    length k when its lines do not carry it; it tightens the bounds. `storage`: options for
+    s3:// and gs:// inputs (`read.storage`).
     """
 
     sources = [item for item in inputs if isinstance(item, Source)]
     if len(sources) < len(inputs):  # paths as the user gave them: resolved here (a missing path is an InputError)
-        sources = expand_inputs([str(item) for item in inputs])
+        sources = expand_inputs([str(item) for item in inputs], storage)
     policy = ErrorPolicy(on_error, quarantine)
     reading = Reading(fields, input_format, max_line_bytes)
     workers = default_jobs() if jobs is None else jobs
@@ -74,7 +77,11 @@ def summarise(
             yield from policy.guard(results)
         yield from policy.guard(engine.finish(plan, policy))
 
-    summary = add_up(evaluated(), sink, plan.group_by, plan.windows)
-    return summary + Summary(
+    return add_up(evaluated(), sink, plan.group_by, plan.windows) + skipped_input(policy)
+
+
+def skipped_input(policy: ErrorPolicy) -> Summary:
+    """What an error policy left out, as a summary to add to what was read."""
+    return Summary(
         skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
     )

@@ -44,6 +44,7 @@ from specaccept_cli.read.sources import (
     open_source,
     read_opened,
 )
+from specaccept_cli.read.storage import RemoteObject, open_seekable
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
 
@@ -127,7 +128,7 @@ def _range_task(*args: Any) -> tuple[int, int, Results]:
 
 
 def _parse_range(
-    path: str,
+    path: str | RemoteObject,
     start: int,
     end: int,
     source: str,
@@ -145,7 +146,7 @@ def _parse_range(
     """
     origin = 1 if start == 0 else 2
     count = 0
-    with open(path, "rb", buffering=0) as handle:
+    with open_seekable(path) as handle:
         handle.seek(start)
         reader = cast(BinaryIO, _RangeReader(handle, end - start))
 
@@ -197,10 +198,10 @@ def _shift(result: Evaluated, errors: list[InputError], shift: int) -> Evaluated
     return replace(result, batch=replace(result.batch, lines=result.batch.lines + shift))
 
 
-def newline_aligned_ranges(path: Path, size: int, block_bytes: int) -> list[tuple[int, int]]:
+def newline_aligned_ranges(path: Path | RemoteObject, size: int, block_bytes: int) -> list[tuple[int, int]]:
     """Cut [0, size) into ranges of about `block_bytes`, each ending just after a newline (or at the end)."""
     bounds = [0]
-    with open(path, "rb", buffering=0) as handle:
+    with open_seekable(path) as handle:
         target = block_bytes
         while target < size:
             handle.seek(target - 1)

@@ -73,30 +73,30 @@ def _list_parts(array: pa.Array, name: str, source: str, tokens: bool = False) -
     return offsets, values
 
 
-def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnError) -> Iterator[RunBatch]:
-    """Stream one Parquet file as batches of valid runs; rows are numbered from 1."""
+def read_parquet_file(
+    path: Path | pa.NativeFile,
+    source: str,
+    fields: FieldSpec,
+    on_error: OnError,
+    row_groups: tuple[int, int] | None = None,
+) -> Iterator[RunBatch]:
+    """Stream one Parquet file (a path, or a file opened in object storage) as batches of valid runs.
+
+    Rows are numbered from 1; with `row_groups` (start, end), only those groups are read and their
+    rows keep the numbers they have in the whole file, from the footer's row counts.
+    """
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False)
         schema_names = parquet.schema_arrow.names
+        groups = None if row_groups is None else list(range(*row_groups))
+        first_row = 1 + sum(parquet.metadata.row_group(index).num_rows for index in range(groups[0] if groups else 0))
     except _DAMAGED as exc:
         raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
-    if fields.greedy:
-        assert fields.draft_tokens is not None and fields.target_tokens is not None
-        names: tuple[str, ...] = (fields.draft_tokens, fields.target_tokens)
-    else:
-        names = (fields.p, fields.q, fields.r)
-    wanted = [*names, *fields.extras]
-    convert = _to_greedy_batch if fields.greedy else _to_run_batch
-    for name in wanted:
-        if _top_level(name, schema_names) not in schema_names:
-            shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
-            raise InputError(source, None, f"missing column '{name}' (columns: {shown})")
-    columns = list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
-    first_row = 1
+    columns = columns_to_read(schema_names, source, fields)
     try:
-        batches = _prefetched(parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns))
+        batches = _prefetched(parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns))
         for record_batch in batches:
-            batch, errors = convert(record_batch, first_row, source, fields)
+            batch, errors = runs_of_record_batch(record_batch, first_row, source, fields)
             for error in errors:
                 on_error(error)
             yield batch
@@ -106,6 +106,33 @@ def read_parquet_file(path: Path, source: str, fields: FieldSpec, on_error: OnEr
         raise InputError(
             source, None, f"cannot read Parquet data after {read} row{'s' if read != 1 else ''} ({exc})"
         ) from None
+
+
+def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> list[str]:
+    """The top-level columns the fields live in; a missing one is an error of the whole source."""
+    if fields.greedy:
+        assert fields.draft_tokens is not None and fields.target_tokens is not None
+        names: tuple[str, ...] = (fields.draft_tokens, fields.target_tokens)
+    else:
+        names = (fields.p, fields.q, fields.r)
+    wanted = [*names, *fields.extras]
+    for name in wanted:
+        if _top_level(name, schema_names) not in schema_names:
+            shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
+            raise InputError(source, None, f"missing column '{name}' (columns: {shown})")
+    return list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
+
+
+def runs_of_record_batch(
+    record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec
+) -> tuple[RunBatch, list[InputError]]:
+    """One Arrow record batch (rows numbered from `first_row`) -> its valid runs, and an error per bad row.
+
+    What the Parquet reader does to each batch; engines that hand out Arrow batches (Spark's
+    `mapInArrow`, Ray's `map_batches`) call it too (`pipeline.engines`).
+    """
+    convert = _to_greedy_batch if fields.greedy else _to_run_batch
+    return convert(record_batch, first_row, source, fields)
 
 
 _END = object()

@@ -16,11 +16,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import read_jsonl
+from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
@@ -51,9 +52,16 @@ MAGIC = {
 class Source:
     """One input as the user named it, with a way to ask how far reading has got (for progress)."""
 
-    name: str  # as shown in messages and per-run output: the path, or "<stdin>"
-    path: Path | None  # None for stdin
+    name: str  # as shown in messages and per-run output: the path, the URL, or "<stdin>"
+    path: Path | None  # None for stdin and for objects in storage
     size: int | None  # bytes on disk, when known
+    remote: RemoteObject | None = None  # an object in storage (s3://, gs://)
+    # Parquet: read only row groups [start, end) (a distributed task's share); rows keep the file's numbers.
+    row_groups: tuple[int, int] | None = None
+
+    @property
+    def is_stdin(self) -> bool:
+        return self.path is None and self.remote is None
 
 
 def sniff_compression(head: bytes) -> str | None:
@@ -163,12 +171,17 @@ def decompress(raw: BinaryIO, source: str) -> BinaryIO:
     return cast(BinaryIO, SalvagingReader(cast(BinaryIO, stream)))
 
 
-def expand_inputs(inputs: list[str]) -> list[Source]:
-    """Resolve the command line's inputs; a directory stands for its Parquet shards (sorted, recursive)."""
+def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Source]:
+    """Resolve the command line's inputs; a directory stands for its Parquet shards (sorted, recursive),
+    a storage prefix for its Parquet and JSONL objects (`read.storage`)."""
     sources: list[Source] = []
     for item in inputs:
         if item == STDIN:
             sources.append(Source("<stdin>", None, None))
+            continue
+        if is_url(item):
+            objects = (storage or Storage()).expand(item)
+            sources += [Source(remote.url, None, remote.size, remote) for remote in objects]
             continue
         path = Path(item)
         if path.is_dir():
@@ -192,7 +205,8 @@ def detect_format(source: Source, raw: BinaryIO, head: bytes, requested: Format)
     """
     if requested != "auto":
         return requested
-    suffixes = [suffix.lower() for suffix in source.path.suffixes] if source.path is not None else []
+    named = source.path if source.path is not None else PurePosixPath(source.remote.url) if source.remote else None
+    suffixes = [suffix.lower() for suffix in named.suffixes] if named is not None else []
     if suffixes[-1:] and suffixes[-1] in COMPRESSED_SUFFIXES:
         suffixes.pop()  # logs.jsonl.gz is JSONL, metrics.prom.gz a scrape
     suffix = suffixes[-1] if suffixes else ""
@@ -212,10 +226,10 @@ def _text_sample(source: Source, raw: BinaryIO, compression: str | None, size: i
     """The first bytes of a source's text, without consuming them (a compressed file is opened again)."""
     if compression is None:
         return raw.peek(size)[:size] if isinstance(raw, io.BufferedReader) else b""
-    if source.path is None or not source.path.is_file():
+    if source.remote is None and (source.path is None or not source.path.is_file()):
         return b""  # compressed stdin or pipe: --format names an engine format
     try:
-        with open(source.path, "rb") as again:
+        with source.remote.open_stream() if source.remote else open(cast(Path, source.path), "rb") as again:
             return decompress(again, source.name).read(size)
     except Exception:  # a corrupt or unsupported stream: the real read reports it, with its line
         return b""
@@ -235,6 +249,8 @@ def _sniff_engine(sample: bytes) -> EngineFormat | None:
 
 
 def _open_binary(source: Source) -> BinaryIO:
+    if source.remote is not None:
+        return source.remote.open_stream()
     if source.path is None:
         if sys.stdin is None:
             raise InputError(source.name, None, "stdin is closed")
@@ -270,7 +286,7 @@ class OpenSource:
 
     def position(self) -> Callable[[], int] | None:
         """How many raw bytes have been read, for progress; None for stdin (size unknown)."""
-        return None if self.source.path is None else self.raw.tell
+        return None if self.source.is_stdin else self.raw.tell
 
 
 @contextlib.contextmanager
@@ -284,7 +300,7 @@ def open_source(source: Source, requested: Format = "auto") -> Iterator[OpenSour
             raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
         yield OpenSource(source, raw, head, detect_format(source, raw, head, requested), sniff_compression(head))
     finally:
-        if source.path is not None:
+        if not source.is_stdin:
             raw.close()
 
 
@@ -334,8 +350,13 @@ def _read_parquet(
 ) -> Iterator[RunBatch]:
     from specaccept_cli.read.parquet import read_parquet_file
 
-    if source.path is not None and source.path.is_file():
-        yield from _track(read_parquet_file(source.path, source.name, fields, on_error), progress, None, source.size)
+    if source.remote is not None or (source.path is not None and source.path.is_file()):
+        with contextlib.ExitStack() as stack:
+            file: Any = source.path
+            if source.remote is not None:
+                file = stack.enter_context(source.remote.open_random())
+            parquet = read_parquet_file(file, source.name, fields, on_error, source.row_groups)
+            yield from _track(parquet, progress, None, source.size)
         return
     # Parquet needs to seek: stdin, or a pipe given as a path (`<(cat x.parquet)`), is spooled to disk,
     # not memory, from the stream already opened (its first bytes were peeked, not consumed).

@@ -1,0 +1,257 @@
+"""Object storage: `s3://`, `gs://` and `file://` inputs through `pyarrow.fs`, which pyarrow already ships.
+
+A URL names one object or a prefix; a prefix (Hive-style `key=value/` folders included) stands
+for every Parquet and JSONL object under it, sorted by key, markers such as `_SUCCESS` left out.
+Options (`--storage-option KEY=VALUE`) and credentials travel in a `Storage`, a small picklable
+value that a worker process turns into a file system of its own; its text form never shows a
+value, so a secret given as an option cannot reach a message or a log. Credentials otherwise
+come where the cloud's own tools look: the `AWS_*` variables (`AWS_ENDPOINT_URL` included, so an
+S3-compatible store needs no flag), `~/.aws/`, instance metadata, Google's default credentials.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, BinaryIO, cast
+
+from specaccept_cli.errors import InputError, UsageError
+
+SCHEMES = ("s3", "gs", "gcs", "file")
+# Object names a prefix stands for (the local rule for directories is Parquet only: a folder of
+# local files is named file by file just as easily; a bucket prefix is the unit logs are kept in).
+OBJECT_SUFFIXES = (".parquet", ".pq", ".parq", ".jsonl", ".ndjson", ".json", ".gz", ".bz2", ".xz", ".zst", ".zstd")
+# Read-ahead for remote objects: each read of the raw file is one ranged GET, so a large buffer
+# keeps the number of requests low without holding much memory.
+REMOTE_BUFFER_BYTES = 8 << 20
+
+# --storage-option KEY -> (file system argument, how its text becomes a value), per scheme.
+_BOOLEAN = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def _boolean(text: str) -> bool:
+    try:
+        return _BOOLEAN[text.strip().lower()]
+    except KeyError:
+        raise UsageError(f"not a yes/no value: {text!r} (use true or false)") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"not a number of seconds: {text!r}") from None
+
+
+_S3_OPTIONS: dict[str, tuple[str, Any]] = {
+    "endpoint": ("endpoint_override", str),
+    "endpoint_url": ("endpoint_override", str),
+    "endpoint_override": ("endpoint_override", str),
+    "region": ("region", str),
+    "anonymous": ("anonymous", _boolean),
+    "scheme": ("scheme", str),
+    "access_key": ("access_key", str),
+    "secret_key": ("secret_key", str),
+    "session_token": ("session_token", str),
+    "role_arn": ("role_arn", str),
+    "connect_timeout": ("connect_timeout", _seconds),
+    "request_timeout": ("request_timeout", _seconds),
+    "force_virtual_addressing": ("force_virtual_addressing", _boolean),
+}
+_GCS_OPTIONS: dict[str, tuple[str, Any]] = {
+    "endpoint": ("endpoint_override", str),
+    "endpoint_override": ("endpoint_override", str),
+    "anonymous": ("anonymous", _boolean),
+    "scheme": ("scheme", str),
+    "project_id": ("project_id", str),
+    "access_token": ("access_token", str),
+}
+STORAGE_OPTIONS = sorted({*_S3_OPTIONS, *_GCS_OPTIONS})
+
+
+def is_url(item: str) -> bool:
+    """True for an input that names object storage (or a `file://` URL), not a local path."""
+    scheme, separator, _ = item.partition("://")
+    return bool(separator) and scheme.lower() in SCHEMES
+
+
+def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE` texts -> (key, value) pairs, keys checked (the values are checked where they are used)."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        key = key.strip().lower().replace("-", "_")
+        if not separator or not key:
+            raise UsageError(f"--storage-option takes KEY=VALUE, not {pair.partition('=')[0]!r}")
+        if key not in STORAGE_OPTIONS:
+            raise UsageError(f"unknown storage option {key!r} (known: {', '.join(STORAGE_OPTIONS)})")
+        options[key] = value
+    return tuple(options.items())
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How to reach object storage: options for the file systems, as plain picklable pairs.
+
+    `repr` lists the option names only: values may be secrets.
+    """
+
+    options: tuple[tuple[str, str], ...] = ()
+
+    def __repr__(self) -> str:
+        return f"Storage(options={[key for key, _ in self.options]})"
+
+    def filesystem(self, url: str) -> tuple[Any, str]:
+        """The pyarrow file system for `url` and the object's path inside it (one per process and options)."""
+        scheme, _, rest = url.partition("://")
+        scheme = scheme.lower()
+        if scheme == "file":
+            return _filesystem("file", ()), rest
+        return _filesystem(scheme, self.options), rest.rstrip("/")
+
+    def expand(self, url: str) -> list[RemoteObject]:
+        """The objects a URL names: itself, or the Parquet and JSONL objects under a prefix (sorted by key)."""
+        import pyarrow.fs as pafs
+
+        filesystem, path = self.filesystem(url)
+        info = _call(url, lambda: filesystem.get_file_info(path))
+        if info.type == pafs.FileType.File:
+            return [RemoteObject(url, self, info.size)]
+        if info.type != pafs.FileType.Directory:
+            raise InputError(url, None, "no such object or prefix")
+        selector = pafs.FileSelector(path, recursive=True)
+        listed = _call(url, lambda: filesystem.get_file_info(selector))
+        base = url.rstrip("/")
+        found = sorted(
+            (item.path, item.size)
+            for item in listed
+            if item.type == pafs.FileType.File and _is_log_object(item.path[len(path) :])
+        )
+        if not found:
+            raise InputError(url, None, "prefix holds no Parquet or JSONL objects")
+        return [RemoteObject(base + item[len(path) :], self, size) for item, size in found]
+
+
+def _is_log_object(relative: str) -> bool:
+    """A data object under a prefix: a Parquet or JSONL name, no part of its key hidden (`_SUCCESS`, `.crc`)."""
+    parts = PurePosixPath(relative.lstrip("/")).parts
+    if not parts or any(part.startswith(("_", ".")) for part in parts):
+        return False
+    return parts[-1].lower().endswith(OBJECT_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    """One object in storage: where it is, how to reach it, its size when the listing told it."""
+
+    url: str
+    storage: Storage
+    size: int | None = None
+
+    def open_random(self) -> Any:
+        """A seekable pyarrow file (every read a ranged request), for Parquet and byte ranges."""
+        filesystem, path = self.storage.filesystem(self.url)
+        return _call(self.url, lambda: filesystem.open_input_file(path))
+
+    def open_stream(self) -> BinaryIO:
+        """The object's bytes, buffered so that its first bytes can be peeked (compression, format)."""
+        return cast(BinaryIO, io.BufferedReader(_GrowingReads(self.open_random()), REMOTE_BUFFER_BYTES))
+
+
+class _GrowingReads(io.RawIOBase):
+    """A remote file read in requests that start small and double up to the buffer's size.
+
+    Looking at an object's first bytes (its format, its compression) then costs one small request,
+    not a whole read-ahead buffer: a Parquet object is read by its footer afterwards, not as a stream.
+    """
+
+    FIRST_BYTES = 1 << 16
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.limit = self.FIRST_BYTES
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        size = min(len(view), self.limit)
+        self.limit = min(self.limit * 2, REMOTE_BUFFER_BYTES)
+        data = self.file.read(size)
+        view[: len(data)] = data
+        return len(data)
+
+    def tell(self) -> int:
+        return int(self.file.tell())
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+def open_seekable(location: str | os.PathLike[str] | RemoteObject) -> BinaryIO:
+    """A local file or an object, unbuffered and seekable: for reading byte ranges of it."""
+    if isinstance(location, RemoteObject):
+        return cast(BinaryIO, location.open_random())
+    return open(location, "rb", buffering=0)
+
+
+def _call(url: str, action: Any) -> Any:
+    """A storage call, its failures turned into one line naming the URL (never the credentials)."""
+    try:
+        return action()
+    except FileNotFoundError:
+        raise InputError(url, None, "no such object") from None
+    except PermissionError as exc:
+        raise InputError(url, None, f"access denied ({_first_line(exc)})") from None
+    except OSError as exc:
+        raise InputError(url, None, f"cannot read: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _environment_endpoint(scheme: str) -> str | None:
+    """The S3 endpoint from the environment, as the AWS tools read it (pyarrow itself does not)."""
+    if scheme != "s3":
+        return None
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+@functools.lru_cache(maxsize=16)
+def _filesystem(scheme: str, options: tuple[tuple[str, str], ...]) -> Any:
+    """One file system per scheme and options in each process: connections and credentials are reused."""
+    import pyarrow.fs as pafs
+
+    if scheme == "file":
+        return pafs.LocalFileSystem()
+    table = _S3_OPTIONS if scheme == "s3" else _GCS_OPTIONS
+    arguments: dict[str, Any] = {}
+    for key, value in options:
+        if key not in table:
+            raise UsageError(f"storage option {key!r} does not apply to {scheme}://")
+        name, convert = table[key]
+        arguments[name] = convert(value)
+    endpoint = arguments.get("endpoint_override") or _environment_endpoint(scheme)
+    if endpoint is not None:
+        arguments.update(_split_endpoint(endpoint, arguments.get("scheme")))
+    try:
+        if scheme == "s3":
+            return pafs.S3FileSystem(**arguments)
+        return pafs.GcsFileSystem(**arguments)
+    except (TypeError, ValueError, OSError) as exc:
+        raise UsageError(f"cannot set up {scheme}:// storage: {_first_line(exc)}") from None
+
+
+def _split_endpoint(endpoint: str, scheme: str | None) -> Mapping[str, str]:
+    """`http://host:port` -> endpoint_override "host:port" and scheme "http" (pyarrow wants them apart)."""
+    given, separator, rest = endpoint.partition("://")
+    if separator:
+        return {"endpoint_override": rest.rstrip("/"), "scheme": scheme or given.lower()}
+    return {"endpoint_override": endpoint.rstrip("/"), **({"scheme": scheme} if scheme else {})}
