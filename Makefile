@@ -27,8 +27,8 @@ bench-dask: $(STAMP)
 # The HTML report goes to demo/ (git-ignored); open it in any browser.
 demo: $(STAMP)
 	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
-	$(BIN)/specaccept audit examples/server-reported.jsonl.gz --reported-field reported --check-sampler --max-rows 0
-	$(BIN)/specaccept audit examples/vllm-server.log --max-rows 0
+	$(BIN)/specaccept audit examples/server-reported.jsonl.gz --reported-field reported --check-sampler
+	$(BIN)/specaccept audit examples/vllm-server.log
 	mkdir -p demo
 	$(BIN)/specaccept report examples/server-reported.jsonl.gz --reported-field reported --check-sampler -o demo/report.html
 	@echo "HTML report written to demo/report.html"

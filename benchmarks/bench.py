@@ -264,6 +264,9 @@ def main() -> None:
     output_times = side_by_side(
         {"summary": [*audit, str(jsonl)], "per-run": [SPECACCEPT, "audit", "-o", "jsonl", str(jsonl)]}, args.repeat
     )
+    # Every run its own group: simulate writes a distinct "id" per run.
+    grouped_command = [*audit, "--group-by", "id", str(jsonl)]
+    grouping = side_by_side({"grouped": grouped_command, "ungrouped": [*audit, str(jsonl)]}, args.repeat)
     startup = side_by_side(
         {"check": [SPECACCEPT, *CHECK_ARGS], "import": [sys.executable, "-c", "import click, rich"]},
         args.check_repeat,
@@ -271,6 +274,8 @@ def main() -> None:
     growth_times = {size: times if size == args.runs else side_by_side(engines(size), args.repeat) for size in sizes}
     print("peak memory (one run each, sampled every 10 ms) ...", flush=True)
     memory = {name: run(command, sample_memory=True) for name, command in main_engines.items() if "--jobs" not in name}
+    grouped_name = f"specaccept JSONL `--group-by id` ({args.runs:,} groups)"
+    memory[grouped_name] = run(grouped_command, sample_memory=True)
     growth_memory = {
         size: {
             kind: memory[f"specaccept {kind}"]
@@ -296,6 +301,12 @@ def main() -> None:
         ),
         ("`check` / `import click, rich`", startup["check"], startup["import"], "<= 1.3x"),
         ("`-o jsonl` / `-o json`, JSONL", output_times["per-run"], output_times["summary"], "<= 1.3x"),
+        (
+            f"`--group-by id` ({args.runs:,} groups) / no groups, JSONL",
+            grouping["grouped"],
+            grouping["ungrouped"],
+            "<= 10x",
+        ),
     ]
     first, last = f"{sizes[0]:,}", f"{sizes[-1]:,}"
     lines = [
@@ -319,6 +330,8 @@ def main() -> None:
             f"| RSS growth {first} -> {last} runs, {kind} | {rss_growth(kind):+.0f} MB | | <= 50 MB |"
             for kind in ("JSONL", "Parquet")
         ),
+        f"| specaccept peak RSS, `--group-by id`, {args.runs:,} groups (all processes) | "
+        f"{memory[grouped_name]['rss_sum'] / MB:.0f} MB | | <= 500 MB |",
         "",
         f"How cost grows with the input (each size timed on its own, median of {args.repeat}, side by side):",
         "",
@@ -356,6 +369,7 @@ def main() -> None:
             for name, t in (
                 ("specaccept JSONL `-o jsonl`", output_times["per-run"]),
                 ("specaccept JSONL `-o json` (beside it)", output_times["summary"]),
+                (f"specaccept JSONL `--group-by id` ({args.runs:,} groups)", grouping["grouped"]),
                 ("specaccept `check`", startup["check"]),
                 ("`python -c 'import click, rich'`", startup["import"]),
             )

@@ -67,13 +67,43 @@ class GateResult:
         return self.value is not None and self.value >= self.threshold
 
     def message(self) -> str:
+        threshold = shown_threshold(self.threshold)
         if self.value is None:
-            return f"{self.label} has no value (no runs to estimate it from); {self.option} {self.threshold:g} fails"
+            return f"{self.label} has no value (no runs to estimate it from); {self.option} {threshold} fails"
         relation = "is at least" if self.passed else "is below"
-        return f"{self.label} = {self.value:.6g} {relation} {self.option} {self.threshold:g}"
+        short = f"{self.value:.6g}"
+        if (float(short) >= self.threshold) != self.passed:  # rounded onto or across the threshold
+            short = shown_against(self.value, self.threshold)
+        return f"{self.label} = {short} {relation} {self.option} {threshold}"
 
     def to_dict(self) -> dict[str, Any]:
         return _pick(self, "option", "metric", "threshold", "value", "passed")
+
+
+def shown_threshold(threshold: float) -> str:
+    """A threshold as the user wrote it (its shortest exact form)."""
+    short = format(threshold, "g")
+    return short if float(short) == threshold else repr(threshold)
+
+
+def shown_against(value: float, threshold: float, decimals: int = 4) -> str:
+    """`value` with enough decimals that it never reads equal to a `threshold` it differs from.
+
+    At least `decimals`, and at least as many as the threshold has, so rounding cannot carry the
+    value across the threshold: against `--min-alpha 0.5017`, 0.501696 shows as 0.501696, not 0.5017.
+    """
+    written = shown_threshold(threshold)
+    if "e" not in written and "." in written:
+        decimals = max(decimals, len(written.split(".")[1]))
+
+    def faithful(shown: str) -> bool:  # on the value's side of the threshold, and equal only if it is
+        return (float(shown) < threshold) == (value < threshold) and (float(shown) != threshold or value == threshold)
+
+    shown = f"{value:.{decimals}f}"
+    while not faithful(shown) and decimals < 20:
+        decimals += 1
+        shown = f"{value:.{decimals}f}"
+    return shown if faithful(shown) else repr(value)
 
 
 def check_gates(summary: Estimates, thresholds: Mapping[str, float | None]) -> list[GateResult]:

@@ -29,6 +29,8 @@ def _pinned_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "dumb")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.delenv("FORCE_COLOR", raising=False)
+    # A summary records when it was made: pinned, so two runs of a command write the same bytes.
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764460800")
 
 
 @pytest.fixture

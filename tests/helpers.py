@@ -223,6 +223,13 @@ def audit_json(rows: list[dict[str, object]], directory: Path, name: str) -> dic
     return result
 
 
+def without_provenance(summary_bytes: bytes) -> bytes:
+    """A summary file's bytes without `provenance`: what two summaries of the same runs share, however made."""
+    data = orjson.loads(summary_bytes)
+    del data["provenance"]
+    return json_bytes(data)
+
+
 def run_process(
     *args: str, input: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[bytes]:

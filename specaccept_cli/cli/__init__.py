@@ -1,6 +1,7 @@
 """The `specaccept` group: the one place where domain errors become messages and exit codes.
 
-Exit status: 0 ok, 1 a gate failed, 2 usage or input error, 130 interrupted.
+Exit status: 0 ok, 1 a gate failed, 2 usage or input error; interrupted (Ctrl-C), it cleans up and
+then dies of SIGINT, as the shell convention asks (a shell shows status 130).
 Each command lives in its own module and loads only when it runs (heavy modules such as
 numpy, pyarrow and rich are imported inside the commands that need them), so
 `specaccept check` starts about as fast as click itself. Shared options are in
@@ -122,5 +123,27 @@ def cli() -> None:
     """
 
 
+def _die_of_sigint() -> None:
+    """End the way an interrupted Unix program does: killed by SIGINT, not exiting 130.
+
+    A calling shell tells the two apart: only a child killed by SIGINT stops a loop such as
+    `for f in *.jsonl; do specaccept audit "$f"; done`. Everything was cleaned up on the way here
+    (temporary files removed, workers stopped, stdout flushed, the message written); where the signal cannot end the
+    process (no SIGINT on this platform), the caller exits 130 instead.
+    """
+    import signal
+
+    sigint = getattr(signal, "SIGINT", None)
+    if sigint is None or not hasattr(os, "kill"):  # pragma: no cover - POSIX has both
+        return
+    signal.signal(sigint, signal.SIG_DFL)
+    os.kill(os.getpid(), sigint)
+
+
 def main() -> None:
-    cli(prog_name="specaccept")
+    try:
+        cli(prog_name="specaccept")
+    except SystemExit as exc:
+        if exc.code == EXIT_INTERRUPTED:
+            _die_of_sigint()
+        raise

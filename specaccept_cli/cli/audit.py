@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 import click
 
 from specaccept_cli.cli.options import (
     FiniteFloat,
+    WholeNumber,
     check_field_path,
     comparison_options,
     cost_ratio_option,
@@ -26,6 +27,8 @@ from specaccept_cli.cli.output import (
     CheckedOutput,
     atomic_file,
     binary_stdout,
+    check_step_summary,
+    check_writable,
     conclude_checks,
     describe_inputs,
     printing_to_stdout,
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
     from specaccept_cli.rule.vectorized import BatchOutcome
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
+    from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.views.progress import RichProgress
     from specaccept_cli.views.terminal import QuietPipeConsole, RunPreview
@@ -92,10 +96,22 @@ if TYPE_CHECKING:
     callback=check_field_path,
     help="Also summarise each value of this field (dotted path) apart.",
 )
+@click.option(
+    "--max-groups",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    metavar="N",
+    help="With --group-by: show and write the N largest groups, the rest together as 'other' (0: every group).",
+)
 @cost_ratio_option
 @click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report.")
 @click.option(
-    "--max-rows", type=click.IntRange(min=0), default=20, show_default=True, help="Runs shown in the table view."
+    "--max-rows",
+    type=WholeNumber(min=0),
+    default=0,
+    show_default=True,
+    help="Also show the first N runs (with their --id-field values) in the table view.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.option(
@@ -105,7 +121,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-mismatches",
-    type=click.IntRange(min=0),
+    type=WholeNumber(min=0),
     help="Gate: exit 1 when more runs than this disagree with their reported count.",
 )
 @click.option(
@@ -152,10 +168,15 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-errors",
-    type=click.IntRange(min=0),
+    type=WholeNumber(min=0),
     default=None,
     metavar="N",
     help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="With --on-error skip: exit 0 even when every row was skipped (by default no valid run is exit 1).",
 )
 @click.option(
     "--quarantine",
@@ -166,7 +187,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-line-bytes",
-    type=click.IntRange(min=1),
+    type=WholeNumber(min=1),
     default=DEFAULT_MAX_LINE_BYTES,
     show_default=True,
     metavar="N",
@@ -175,7 +196,7 @@ if TYPE_CHECKING:
 @click.option(
     "-j",
     "--jobs",
-    type=click.IntRange(min=1),
+    type=WholeNumber(min=1),
     default=None,
     help="Processes parsing JSONL in parallel (default: the number of usable CPU cores; 1: no worker processes).",
 )
@@ -212,7 +233,9 @@ def audit(**options: Any) -> None:
     each: the --min-* gates, a --baseline comparison (a significant drop, or a
     metric that cannot be tested), --max-mismatches, --check-sampler and
     --max-errors. A bad row stops the audit
-    (exit 2) unless --on-error skip, which counts it and lists it on stderr.
+    (exit 2) unless --on-error skip, which counts it and lists it on stderr;
+    a non-empty input with no valid run at all is then exit 1 (--allow-empty
+    accepts it). A field that no row has (--group-by, --id-field) is exit 2.
 
     \b
     Examples:
@@ -239,6 +262,7 @@ class AuditOptions:
     r_field: str
     id_fields: tuple[str, ...]
     group_by: str | None
+    max_groups: int
     cost_ratio: float | None
     show_conventions: bool
     max_rows: int
@@ -259,6 +283,7 @@ class AuditOptions:
     github: bool
     on_error: Mode
     max_errors: int | None
+    allow_empty: bool
     quarantine: str | None
     max_line_bytes: int
     jobs: int | None
@@ -282,19 +307,31 @@ def run_audit(options: AuditOptions) -> None:
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths, _storage(options))
+    # So is an output that cannot be written: found now, not after reading the whole input.
+    if options.summary_out is not None:
+        check_writable(options.summary_out, "--summary-out")
+    if options.html_path is not None:
+        check_writable(options.html_path, "HTML report")
+    if options.github:
+        check_step_summary()
     if options.output in ("jsonl", "csv"):
         _refuse_engine_output(sources, options)
 
     from specaccept_cli.views import terminal as render
 
     stderr = render.QuietPipeConsole(stderr=True)
-    preview = render.RunPreview(options.max_rows)
+    preview = render.RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     with _quarantine_file(options.quarantine) as quarantine:
         summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
     from specaccept_cli.checks import check_gates, compare
     from specaccept_cli.summary.estimates import estimate
 
+    if not options.check_sampler and summary.sampler is not None:
+        # Shown, not gated or saved: a summary file holds the sampler tally only when --check-sampler asked for it.
+        shown, summary = summary, replace(summary, sampler=None)
+    else:
+        shown = summary
     numbers = estimate(summary)
 
     thresholds = {
@@ -308,16 +345,22 @@ def run_audit(options: AuditOptions) -> None:
         if baseline_summary is None
         else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
-    _show(options, summary, numbers, gates, comparison, preview, stderr)
+    provenance = None
+    if options.summary_out is not None or options.output == "json":
+        provenance = _provenance(options, sources, fields, plan)
+    _show(options, summary, shown, numbers, gates, comparison, preview, stderr, provenance)
 
     from specaccept_cli.checks import audit_failures
     from specaccept_cli.views.markdown import markdown_report
 
-    markdown = markdown_report(summary, numbers, gates, comparison, options.significance) if options.github else None
+    markdown = markdown_report(shown, numbers, gates, comparison, options.significance) if options.github else None
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
         audits.append(_too_many_errors(summary, options.max_errors))
+    nothing_valid = not summary.runs and summary.engine is None  # engine metrics may only bound their runs
+    if nothing_valid and (summary.skipped_rows or summary.skipped_sources) and not options.allow_empty:
+        audits.append(f"no valid run: {_skipped(summary)} (--on-error skip; --allow-empty accepts that)")
     if options.check_drift:
         from specaccept_cli.checks import drift_failure
 
@@ -346,7 +389,11 @@ def _input_paths(options: AuditOptions) -> list[str]:
     if options.max_mismatches is not None and options.reported_field is None:
         raise click.UsageError("--max-mismatches needs --reported-field")
     if options.on_error == "fail":
-        for name, value in (("--max-errors", options.max_errors), ("--quarantine", options.quarantine)):
+        for name, value in (
+            ("--max-errors", options.max_errors),
+            ("--quarantine", options.quarantine),
+            ("--allow-empty", options.allow_empty or None),
+        ):
             if value is not None:
                 raise click.UsageError(f"{name} applies to --on-error skip")
     if options.scheduler is not None:
@@ -389,7 +436,8 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     plan = Plan(
         group_by=None if per_run_only else options.group_by,
         reported_field=reported_field,
-        check_sampler=options.check_sampler,
+        # The sampler tests cost next to nothing: shown whenever r is logged, a failure gated only when asked.
+        check_sampler=options.check_sampler or (options.draft_tokens_field is None and not per_run_only),
         sampler_significance=options.sampler_significance,
         windows=window_spec(options.time_field, options.window),
     )
@@ -447,7 +495,7 @@ def _read(
     if options.output == "table" and options.max_rows and options.scheduler is None:
 
         def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
-            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
+            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist(), batch.extras)
 
         return run(keep)
     return run()
@@ -456,20 +504,26 @@ def _read(
 def _show(
     options: AuditOptions,
     summary: Summary,
+    shown: Summary,
     numbers: Estimates,
     gates: list[GateResult],
     comparison: Comparison | None,
     preview: RunPreview,
     stderr: QuietPipeConsole,
+    provenance: Provenance | None = None,
 ) -> None:
-    """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form."""
+    """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form.
+
+    `shown` is `summary` with what the views show beyond the saved summary (the sampler tests).
+    """
     from specaccept_cli.summary.files import json_bytes, summary_object
     from specaccept_cli.views import terminal as render
+    from specaccept_cli.views.rows import headline_rows
 
     # The machine format only when it is written (with many groups it is most of the work), and once.
     machine = None
     if options.summary_out is not None or options.output == "json":
-        machine = summary_object(summary, options.cost_ratio, numbers)
+        machine = summary_object(summary, options.cost_ratio, numbers, provenance, options.max_groups)
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
@@ -482,18 +536,23 @@ def _show(
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 
-        write_stdout(markdown_report(summary, numbers, gates, comparison, options.significance).encode())
+        write_stdout(markdown_report(shown, numbers, gates, comparison, options.significance).encode())
     elif options.output == "table":
         with printing_to_stdout():
             console = render.QuietPipeConsole()
+            console.print(render.headline(headline_rows(shown, numbers, gates, comparison)))
             if options.max_rows and summary.engine is None and options.scheduler is None:  # runs stay on workers
                 console.print(render.runs_table(preview))
             console.print(
                 render.summary_view(
-                    summary, numbers, cost_ratio=options.cost_ratio, conventions=options.show_conventions
+                    summary,
+                    numbers,
+                    cost_ratio=options.cost_ratio,
+                    conventions=options.show_conventions,
+                    max_groups=options.max_groups,
                 )
             )
-            for view in render.audit_views(summary):
+            for view in render.audit_views(shown):
                 console.print(view)
             if summary.windows is not None and len(summary.windows):  # engine metrics have intervals, not runs
                 from specaccept_cli.views.timeline import timeline_view
@@ -505,6 +564,22 @@ def _show(
                 console.print(render.comparison_view(comparison))
     if summary.skipped_rows or summary.skipped_sources:
         stderr.print(render.skipped_table(summary))
+
+
+def _skipped(summary: Summary) -> str:
+    from specaccept_cli.views.rows import skipped_phrase
+
+    return f"skipped {skipped_phrase(summary)}"
+
+
+def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan) -> Provenance:
+    """What the saved summary was made of: every source read, and the settings that changed its numbers."""
+    from specaccept_cli.summary.provenance import Provenance, describe_input, reading_settings
+
+    return Provenance.now(
+        [describe_input(source.name, source.path, source.size) for source in sources],
+        reading_settings(fields, plan, options.on_error, options.max_line_bytes),
+    )
 
 
 def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
@@ -521,10 +596,7 @@ def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
 
 
 def _too_many_errors(summary: Summary, max_errors: int) -> str:
-    what = f"{summary.skipped_rows} bad row{'s' if summary.skipped_rows != 1 else ''}"
-    if summary.skipped_sources:
-        what += f" and {summary.skipped_sources} unreadable source{'s' if summary.skipped_sources != 1 else ''}"
-    return f"skipped {what}: more than --max-errors {max_errors}"
+    return f"{_skipped(summary)}: more than --max-errors {max_errors}"
 
 
 @contextlib.contextmanager

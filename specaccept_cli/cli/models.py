@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from specaccept_cli.cli.options import FiniteFloat, cost_ratio_option, output_option
+from specaccept_cli.cli.options import FiniteFloat, WholeNumber, check_output_path, cost_ratio_option, output_option
 from specaccept_cli.cli.output import (
     atomic_file,
     binary_stdout,
@@ -17,7 +17,7 @@ from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 
 @click.command(short_help="Write honest synthetic logs with a known alpha.")
-@click.option("--runs", type=click.IntRange(min=0), required=True, help="Number of drafted runs.")
+@click.option("--runs", type=WholeNumber(min=0), required=True, help="Number of drafted runs.")
 @click.option("--alpha", type=FiniteFloat(0.0, 1.0), default=None, help="Per-token acceptance probability.")
 @click.option(
     "--alpha-by-position",
@@ -27,14 +27,16 @@ from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
     help="Acceptance probability of draft position 1, 2, ... (the last repeats); instead of --alpha.",
 )
 @click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
-@click.option("--seed", type=click.IntRange(min=0), default=None, help="Seed for a reproducible log.")
+@click.option("--seed", type=WholeNumber(min=0), default=None, help="Seed for a reproducible log.")
 @click.option(
     "-o",
     "--output",
     "output_path",
     type=click.Path(dir_okay=False, writable=True, allow_dash=True),
     default="-",
-    help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet).",
+    metavar="PATH",
+    callback=check_output_path,
+    help="JSONL (stdout by default; .gz compresses) or Parquet (.parquet). A path, not a format.",
 )
 def simulate(
     runs: int,

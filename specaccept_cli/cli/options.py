@@ -41,13 +41,24 @@ def field_option(name: str) -> Callable[[FC], FC]:
 
 
 class FiniteFloat(click.FloatRange):
-    """A float in a range; unlike click.FloatRange, nan and inf are refused (nan compares false to any bound)."""
+    """A float in a range; unlike click.FloatRange, nan and inf are refused (nan compares false to any bound).
+
+    Named "number", so a typo reads "'abc' is not a valid number", not "... a valid float range".
+    """
+
+    name = "number"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class WholeNumber(click.IntRange):
+    """click.IntRange named "integer": a typo reads "'abc' is not a valid integer", not "... integer range"."""
+
+    name = "integer"
 
 
 def output_option(choices: tuple[str, ...], help_text: str) -> Callable[[FC], FC]:
@@ -60,6 +71,22 @@ def output_option(choices: tuple[str, ...], help_text: str) -> Callable[[FC], FC
         show_default=True,
         help=help_text,
     )
+
+
+OUTPUT_FORMATS = ("table", "json", "markdown", "jsonl", "csv")
+
+
+def check_output_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """`-o` of a command that writes a file: a path, never a format name (`-o json` is a format elsewhere).
+
+    `merge a.json -o json` used to write a file named `json` and print nothing; a file of that
+    name is still possible, spelled as a path (`./json`).
+    """
+    if value in OUTPUT_FORMATS:
+        raise click.BadParameter(
+            f"{value!r} is an output format in other commands; here -o takes a path (a file of that name: ./{value})"
+        )
+    return value
 
 
 def cost_ratio_option(command: FC) -> FC:

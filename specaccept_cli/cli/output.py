@@ -115,6 +115,44 @@ def write_file(path: str, data: bytes) -> None:
         raise SpecacceptError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def check_writable(path: str, option: str) -> None:
+    """Before any work: `path` can be written atomically (a temporary file in its directory, then a rename).
+
+    The probe is the write itself, minus the data: a missing or read-only directory, a path that is a
+    directory, a full inode table all fail here as they would at the end.
+    """
+    import tempfile
+
+    reason = None
+    if os.path.isdir(path):
+        reason = "is a directory"
+    else:
+        try:
+            fd, probe = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".specaccept-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+    if reason is not None:
+        raise SpecacceptError(f"cannot write {option} {path}: {reason}")
+
+
+def check_step_summary() -> None:
+    """Before any work: the GitHub step summary (when the runner set one) can be appended to."""
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not step_summary:
+        return
+    try:
+        with open(step_summary, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise _cannot_append(step_summary, exc) from None
+
+
+def _cannot_append(step_summary: str, exc: OSError) -> SpecacceptError:
+    return SpecacceptError(f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}")
+
+
 def describe_inputs(paths: list[str], shown: int = 3) -> str:
     names = ["stdin" if path == "-" else path for path in paths]
     more = len(names) - shown
@@ -163,6 +201,6 @@ def report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
             with open(step_summary, "a", encoding="utf-8") as handle:
                 handle.write(markdown + "\n")
         except OSError as exc:
-            raise SpecacceptError(f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}") from None
+            raise _cannot_append(step_summary, exc) from None
     for title, message in annotations:
         click.echo(workflow_command("error", message, title=title), err=True)

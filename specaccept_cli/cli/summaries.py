@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import click
 
-from specaccept_cli.cli.options import comparison_options, github_option, output_option
-from specaccept_cli.cli.output import conclude_checks, printing_to_stdout, write_file, write_stdout
+from specaccept_cli.cli.options import (
+    check_output_path,
+    comparison_options,
+    gate_options,
+    github_option,
+    output_option,
+)
+from specaccept_cli.cli.output import conclude_checks, describe_inputs, printing_to_stdout, write_file, write_stdout
 
 
 @click.command(short_help="Compare two saved summaries, as audit --baseline does.")
@@ -61,23 +67,77 @@ def diff(
     "output_path",
     type=click.Path(dir_okay=False, allow_dash=True),
     default="-",
-    help="Where to write the merged summary (stdout by default); written atomically.",
+    metavar="PATH",
+    callback=check_output_path,
+    help="Where to write the merged summary (stdout by default); written atomically. A path, not a format.",
 )
-def merge(summaries: tuple[str, ...], output_path: str) -> None:
+@gate_options
+@github_option
+def merge(
+    summaries: tuple[str, ...],
+    output_path: str,
+    min_alpha: float | None,
+    min_tokens_per_pass: float | None,
+    min_acceptance_rate: float | None,
+    github: bool,
+) -> None:
     """Merge summaries of shards into exactly the summary of all of them.
 
     Counters add, and every estimate is recomputed from the sum. Summaries with
-    `groups` merge group by group.
+    `groups` merge group by group. The same file twice, two summaries of the same
+    input, or summaries made with different fields or options are refused (exit 2).
+    The gates apply to the merged total, as `audit`'s do to its logs (exit 1).
 
     \b
     Example:
-      specaccept merge shard-*.json -o all.json
+      specaccept merge shard-*.json -o all.json --min-alpha 0.6 --github
     """
     from specaccept_cli.summary.files import json_bytes, merge_summaries, read_summary_file
 
+    _refuse_the_same_file_twice(summaries)
     merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)
     if output_path == "-":
         write_stdout(data)
     else:
         write_file(output_path, data)
+    thresholds = {
+        "min_alpha": min_alpha,
+        "min_tokens_per_pass": min_tokens_per_pass,
+        "min_acceptance_rate": min_acceptance_rate,
+    }
+    if github or any(value is not None for value in thresholds.values()):
+        _conclude_merge(merged, thresholds, github, describe_inputs(list(summaries)))
+
+
+def _conclude_merge(merged: dict[str, object], thresholds: dict[str, float | None], github: bool, where: str) -> None:
+    """The gates on the merged total, and with --github its report: what `audit` does after its output."""
+    from specaccept_cli.checks import check_gates
+    from specaccept_cli.summary.estimates import estimate
+    from specaccept_cli.summary.files import summary_of
+    from specaccept_cli.views.markdown import markdown_report
+
+    total = summary_of(merged, "merged summary")
+    numbers = estimate(total)
+    gates = check_gates(numbers, thresholds)
+    markdown = markdown_report(total, numbers, gates) if github else None
+    conclude_checks(gates, None, markdown, where, where)
+
+
+def _refuse_the_same_file_twice(paths: tuple[str, ...]) -> None:
+    """`merge x.json x.json` (or a link to it) would count x's runs twice, whatever x recorded of its inputs."""
+    import os
+
+    from specaccept_cli.errors import InputError
+
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # reading it reports the problem, naming the file
+        file = (info.st_dev, info.st_ino)
+        if file in seen:
+            again = "again" if seen[file] == path else f"again (as {seen[file]})"
+            raise InputError(path, None, f"given {again}: its runs would count twice")
+        seen[file] = path

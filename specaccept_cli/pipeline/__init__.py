@@ -13,17 +13,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import IO
 
+from specaccept_cli.errors import UsageError
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import Format, ProgressHook, Reading, Source, expand_inputs
 from specaccept_cli.read.storage import Storage
-from specaccept_cli.rule.batch import FieldSpec
+from specaccept_cli.rule.batch import FieldSpec, absent_from_both
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunSink, add_up
 from specaccept_cli.summary.state import Summary
 
 __all__ = ["default_jobs", "summarise"]
+
+SHOWN_KEYS = 12  # keys listed when a field is not found
 
 _DEFAULT_FIELDS = FieldSpec()
 _DEFAULT_PLAN = Plan()
@@ -43,6 +46,7 @@ def summarise(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     draft_length: int | None = None,
     storage: Storage | None = None,
+    require_fields: bool = True,
 ) -> Summary:
     """Summarise every run of `inputs` (paths, directories of Parquet shards, or "-" for stdin).
 
@@ -57,7 +61,8 @@ def summarise(
     the rest to `Summary.engine` as bounds, and no per-run result reaches `sink`. Prometheus
     files form one series of scrapes in the order given. `draft_length` is the server's draft
     length k when its lines do not carry it; it tightens the bounds. `storage`: options for
-    s3:// and gs:// inputs (`read.storage`).
+    s3:// and gs:// inputs (`read.storage`). An extra field that no row has is a `UsageError`
+    (a typo), unless `require_fields` is false: a share of a larger input may lack what others have.
     """
 
     sources = [item for item in inputs if isinstance(item, Source)]
@@ -68,16 +73,26 @@ def summarise(
     workers = default_jobs() if jobs is None else jobs
 
     engine = EngineReading(draft_length)
+    absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
+
+    def tracked(results: Iterator[Evaluated]) -> Iterator[Evaluated]:
+        nonlocal absent
+        for result in results:
+            absent = result.absent if absent is None else absent_from_both(absent, result.absent)
+            yield result
 
     def evaluated() -> Iterator[Evaluated]:
         for source in sources:
             results = evaluate_source(
                 source, reading, policy, progress, jobs=workers, keep_runs=sink is not None, plan=plan, engine=engine
             )
-            yield from policy.guard(results)
-        yield from policy.guard(engine.finish(plan, policy))
+            yield from tracked(policy.guard(results))
+        yield from tracked(policy.guard(engine.finish(plan, policy)))
 
-    return add_up(evaluated(), sink, plan.group_by, plan.windows) + skipped_input(policy)
+    summary = add_up(evaluated(), sink, plan.group_by, plan.windows)
+    if require_fields and summary.runs and absent:
+        raise UsageError(field_not_found(*next(iter(absent.items()))))
+    return summary + skipped_input(policy)
 
 
 def skipped_input(policy: ErrorPolicy) -> Summary:
@@ -85,3 +100,13 @@ def skipped_input(policy: ErrorPolicy) -> Summary:
     return Summary(
         skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
     )
+
+
+def field_not_found(name: str, keys: Sequence[str]) -> str:
+    """A field no row has (a typo, most likely), with the closest keys the rows do have."""
+    import difflib
+
+    closest = difflib.get_close_matches(name, keys, n=3, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(repr(key) for key in closest)}?" if closest else ""
+    shown = ", ".join(keys[:SHOWN_KEYS]) + (", ..." if len(keys) > SHOWN_KEYS else "")
+    return f"no row has the field '{name}'{hint} (a row has: {shown or 'no keys'})"

@@ -225,6 +225,7 @@ def _summarise_share(share: Share, job: Job) -> Part:
             sink=keep if job.keep_runs or job.keep_sequence else None,
             input_format=reading.input_format,
             max_line_bytes=reading.max_line_bytes,
+            require_fields=False,  # a share may lack a field that other shares have
         )
     except InputError as error:
         return Part(Summary(), error=error, runs=tuple(runs))

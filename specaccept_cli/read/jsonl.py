@@ -31,7 +31,7 @@ from specaccept_cli.rule.validate import (
     DEFAULT_MAX_LINE_BYTES,
     count_problem,
     describe_value,
-    json_type_name,
+    json_value,
     length_problem,
 )
 
@@ -150,15 +150,26 @@ def _lookup(obj: dict[str, object], path: FieldPath) -> object:
 def _row_extras(
     obj: dict[str, object], extra_paths: list[tuple[str, FieldPath]], counts: tuple[str, ...]
 ) -> tuple[list[object], str | None]:
-    """A row's extra fields (None where missing), and why the row is bad when a count among them is not one."""
+    """A row's extra fields (MISSING where absent), and why the row is bad when a count among them is not one."""
     values = [_lookup(obj, path) for _, path in extra_paths]
-    values = [None if value is MISSING else value for value in values]
     for (name, _), value in zip(extra_paths, values):
         if name in counts:
-            problem = count_problem(name, value)
+            problem = count_problem(name, None if value is MISSING else value)
             if problem is not None:
                 return values, problem
     return values, None
+
+
+def _keys_near(obj: dict[str, object], path: FieldPath) -> tuple[str, ...]:
+    """The dotted keys of the deepest object on `path` that a row has: what the user may have meant."""
+    value, depth = obj, 0
+    for depth, key in enumerate(path):  # noqa: B007 - depth is where the path stops
+        inner = value.get(key)
+        if type(inner) is not dict:
+            break
+        value = inner
+    prefix = "".join(part + "." for part in path[:depth])
+    return tuple(prefix + str(name) for name in value)
 
 
 def _missing_message(obj: dict[str, object], path: FieldPath) -> str:
@@ -166,7 +177,7 @@ def _missing_message(obj: dict[str, object], path: FieldPath) -> str:
     for depth, key in enumerate(path):
         where = ".".join(path[:depth])
         if type(value) is not dict:
-            return f"field '{where}' is {json_type_name(value)}, not an object (looking for '{'.'.join(path)}')"
+            return f"field '{where}' is {json_value(value)}, not an object (looking for '{'.'.join(path)}')"
         if key not in value:
             keys = list(value)
             shown = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
@@ -203,7 +214,7 @@ def _find_lists(obj: dict[str, object], names: tuple[str, str, str], paths: tupl
         if value is MISSING:
             return _missing_message(obj, path)
         if type(value) is not list:
-            return f"'{name}' is {json_type_name(value)}, not a list of numbers"
+            return f"'{name}' is {json_value(value)}, not a list of numbers"
         found.append(value)
     return found
 
@@ -241,7 +252,7 @@ def _type_problem(name: str, values: list[object]) -> tuple[str | None, list[flo
                 if problem is None:
                     problem = f"{name}[{index}] = {describe_value(value)} is not a finite number"
         elif problem is None:
-            problem = f"{name}[{index}] is not a number (got {json_type_name(value)} {describe_value(value)})"
+            problem = f"{name}[{index}] is {json_value(value)}, not a number"
         cleaned.append(0.5)
     return problem, cleaned
 
@@ -258,6 +269,8 @@ class _RowFrame:
         self.counts = fields.counts
         self.extra_paths = [(name, parse_field_path(name)) for name in fields.extras]
         self.extras: dict[str, list[object]] = {name: [] for name in fields.extras}
+        self.found: set[str] = set()  # extra fields some kept row has
+        self.near: dict[str, tuple[str, ...]] = {}  # for an extra field missing from a kept row: that row's keys
         self.lengths: list[int] = []
         self.line_numbers: list[int] = []
         self.problems: list[tuple[int, str]] = []  # (line, message), in the order found
@@ -280,7 +293,7 @@ class _RowFrame:
                 problems.append((line, _json_error_message(raw, exc)))
                 continue
             if type(obj) is not dict:
-                problems.append((line, f"row is a JSON {json_type_name(obj)}, not an object"))
+                problems.append((line, f"row is {json_value(obj)}, not a JSON object"))
                 continue
             yield line, obj
 
@@ -291,11 +304,21 @@ class _RowFrame:
             if problem is not None:
                 self.problems.append((line, problem))
                 return False
-            for (name, _), value in zip(self.extra_paths, row_extras):
+            for (name, path), value in zip(self.extra_paths, row_extras):
+                if value is MISSING:
+                    value = None
+                    if name not in self.near:
+                        self.near[name] = _keys_near(obj, path)
+                else:
+                    self.found.add(name)
                 self.extras[name].append(value)
         self.lengths.append(length)
         self.line_numbers.append(line)
         return True
+
+    def absent(self) -> dict[str, tuple[str, ...]]:
+        """Extra fields no row of the block has (every one, when no row was kept), with keys to suggest."""
+        return {name: self.near.get(name, ()) for name, _ in self.extra_paths if name not in self.found}
 
     def offsets(self) -> IntArray:
         offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
@@ -372,6 +395,7 @@ def _parse_sampled(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[
         q=q_arr,
         r=r_arr,
         extras=frame.extras,
+        absent=frame.absent(),
     )
     if bad_runs:
         problems += [(line_numbers[run], message) for run, message in bad_runs.items()]
@@ -384,7 +408,7 @@ def _parse_sampled(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[
 def _token_problem(name: str, tokens: list[object]) -> str | None:
     for index, token in enumerate(tokens):
         if type(token) is not int and type(token) is not str:
-            return f"{name}[{index}] is {json_type_name(token)} {describe_value(token)}, not a token id"
+            return f"{name}[{index}] is {json_value(token)}, not a token id"
     return None
 
 
@@ -412,7 +436,8 @@ def _parse_greedy(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[I
         elif frame.keep(line, obj, k):
             matches += [d == t for d, t in zip(drafted, target)]
     lines_array = np.array(frame.line_numbers, dtype=np.int64)
-    batch = greedy_batch(frame.source, lines_array, frame.offsets(), np.array(matches, dtype=bool), frame.extras)
+    matched = np.array(matches, dtype=bool)
+    batch = greedy_batch(frame.source, lines_array, frame.offsets(), matched, frame.extras, frame.absent())
     return batch, frame.errors()
 
 
@@ -426,7 +451,7 @@ def _token_lists(
         if value is MISSING:
             return lists, _missing_message(obj, path)
         if type(value) is not list:
-            return lists, f"'{name}' is {json_type_name(value)}, not a list of token ids"
+            return lists, f"'{name}' is {json_value(value)}, not a list of token ids"
         problem = _token_problem(name, value)
         if problem is not None:
             return lists, problem

@@ -60,6 +60,9 @@ class RunBatch:
     r: FloatArray
     extras: dict[str, list[object]] = field(default_factory=dict)
     greedy: bool = False
+    # Extra fields that no row of this batch has (a typo?): for each, the dotted keys that row had where
+    # the field was looked for. A source that checks its fields up front (Parquet's schema) leaves it empty.
+    absent: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.lines.shape[0])
@@ -84,7 +87,15 @@ class RunBatch:
             r=self.r[token_keep],
             extras={name: [values[i] for i in index] for name, values in self.extras.items()},
             greedy=self.greedy,
+            absent=self.absent,
         )
+
+
+def absent_from_both(
+    first: dict[str, tuple[str, ...]], second: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """The extra fields absent from two parts of the input (see `RunBatch.absent`), with keys to suggest."""
+    return {name: keys or second[name] for name, keys in first.items() if name in second}
 
 
 def bad_token_mask(p: FloatArray, q: FloatArray, r: FloatArray) -> npt.NDArray[np.bool_]:
@@ -120,7 +131,12 @@ def find_bad_runs(
 
 
 def greedy_batch(
-    source: str, lines: IntArray, offsets: IntArray, matches: npt.NDArray[np.bool_], extras: dict[str, list[object]]
+    source: str,
+    lines: IntArray,
+    offsets: IntArray,
+    matches: npt.NDArray[np.bool_],
+    extras: dict[str, list[object]],
+    absent: dict[str, tuple[str, ...]] | None = None,
 ) -> RunBatch:
     """A batch of greedy runs from per-token match flags (see RunBatch)."""
     n = matches.shape[0]
@@ -133,4 +149,5 @@ def greedy_batch(
         r=np.full(n, 0.5),
         extras=extras,
         greedy=True,
+        absent=absent or {},
     )

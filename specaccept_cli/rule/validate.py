@@ -25,7 +25,7 @@ def count_problem(name: str, value: object) -> str | None:
     """Message for a value that should be a non-negative whole count (a reported accepted length), or None."""
     if (type(value) is int or (type(value) is float and value.is_integer())) and 0 <= value <= MAX_COUNT:
         return None
-    shown = "missing" if value is None else f"{json_type_name(value)} {describe_value(value)}"
+    shown = "missing or null" if value is None else json_value(value)
     return f"'{name}' is {shown}, not a non-negative count"
 
 
@@ -49,20 +49,20 @@ def describe_value(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def json_type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
+def json_value(value: object) -> str:
+    """A value from the data as a message names it: `null`, `true`, `0.5`, `the string '0.5'`, `an array`.
+
+    Numbers, strings and literals show themselves; containers only their kind (their text could be long).
+    """
+    if value is None or isinstance(value, (bool, int, float)):
+        return describe_value(value)
     if isinstance(value, str):
-        return "string"
+        return f"the string {describe_value(value)}"
     if isinstance(value, list):
-        return "array"
+        return "an array"
     if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+        return "an object"
+    return f"a {type(value).__name__}"
 
 
 def _range_problem(field: str, value: float) -> str | None:

@@ -15,15 +15,17 @@ from typing import Any
 WHY_THEY_DIFFER = (
     "They divide different counts: accepted/drafted counts untested tokens after a rejection as failures; "
     "alpha divides by tokens actually tested; vLLM v0 also counts tokens that would pass after a rejection; "
-    "SGLang and Spec-Bench add the bonus/resampled token; per-position rates are conditional (EAGLE) "
-    "or unconditional (vLLM)."
+    "SGLang and Spec-Bench add the bonus/resampled token; per-position rates divide by the runs that reached "
+    "position i (EAGLE) or by every draft (vLLM)."
 )
 
 # (engine, metric) -> the definition in words, for the side-by-side view.
 DEFINITIONS = {
-    ("vllm", "acceptance_rate"): "accepted / drafted",
-    ("vllm", "mean_acceptance_length"): "1 + accepted / runs",
-    ("vllm", "per_position"): "accepted at i / runs",
+    # vLLM v1 logs these as "Avg Draft acceptance rate", "Mean acceptance length" and "Per-position
+    # acceptance rate" (vllm/v1/spec_decode/metrics.py, SpecDecodingLogging.log).
+    ("vllm", "acceptance_rate"): 'accepted / drafted: its "Avg Draft acceptance rate"',
+    ("vllm", "mean_acceptance_length"): '1 + accepted / drafts: its "Mean acceptance length"',
+    ("vllm", "per_position"): 'accepted at i / every draft: its "Per-position acceptance rate"',
     ("vllm_v0", "acceptance_rate"): "every passing token, also after a rejection / drafted",
     ("vllm_v0", "system_efficiency"): "emitted / (runs x (k + 1))",
     ("sglang", "accept_rate"): "(accepted + runs) / (runs x (k + 1))",

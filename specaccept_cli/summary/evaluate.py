@@ -14,10 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.batch import RunBatch, absent_from_both
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
+from specaccept_cli.summary.groups import ColumnsBuilder, GroupColumns
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
-from specaccept_cli.summary.state import Summary, add_groups, group_key
+from specaccept_cli.summary.state import Groups, Summary, add_groups, group_key
 from specaccept_cli.summary.windows import WindowSpec, WindowTally, epoch_seconds, time_problem
 
 # Per-run columns computed beside the rule (e.g. "reported", "mismatch"), for per-run records.
@@ -51,26 +52,28 @@ class Evaluated:
 
     summary: Summary
     runs: int
-    groups: dict[str, Summary] | None = None
+    groups: Groups | None = None
     batch: RunBatch | None = None
     outcome: BatchOutcome | None = None
     columns: RunColumns = field(default_factory=dict)
     # Windows of runs: each run's (k, accepted) in input order, for `add_up` to place by position
     # (a worker cannot know how many runs came before its block).
     sequence: tuple[IntArray, IntArray] | None = None
+    absent: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the batch's `absent` extra fields
 
     def __add__(self, other: Evaluated) -> Evaluated:
         """Two blocks folded into one (only when per-run results are not kept)."""
         groups = self.groups
         if other.groups is not None:
-            groups = add_groups(dict(groups or {}), other.groups)
+            groups = other.groups if groups is None else groups + other.groups
         sequence = self.sequence or other.sequence  # a block without runs' order (engine intervals) adds none
         if self.sequence is not None and other.sequence is not None:
             sequence = (
                 np.concatenate([self.sequence[0], other.sequence[0]]),
                 np.concatenate([self.sequence[1], other.sequence[1]]),
             )
-        return Evaluated(self.summary + other.summary, self.runs + other.runs, groups, sequence=sequence)
+        absent = absent_from_both(self.absent, other.absent)
+        return Evaluated(self.summary + other.summary, self.runs + other.runs, groups, sequence=sequence, absent=absent)
 
 
 def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
@@ -114,8 +117,8 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     if spec is not None and seconds is None:
         sequence = (outcome.k, outcome.accepted)
     if not keep_runs:
-        return Evaluated(part, len(batch), groups, sequence=sequence), errors
-    return Evaluated(part, len(batch), groups, batch, outcome, columns, sequence), errors
+        return Evaluated(part, len(batch), groups, sequence=sequence, absent=batch.absent), errors
+    return Evaluated(part, len(batch), groups, batch, outcome, columns, sequence, batch.absent), errors
 
 
 def parse_times(batch: RunBatch, name: str) -> tuple[npt.NDArray[np.float64], BoolArray, list[InputError]]:
@@ -143,19 +146,21 @@ def add_up(
     """Add up evaluated blocks in input order, handing per-run results to `sink` (they must have been kept).
 
     With `group_by`, the summary holds groups even when there were no runs. Groups are added
-    in place: a block touches only its own groups, however many there are in all. With `windows`,
-    the summary holds windows even when there were no runs; windows of runs are placed here, where
-    the input order is known.
+    as columns (`ColumnsBuilder`): however many there are, no object per group is made. With
+    `windows`, the summary holds windows even when there were no runs; windows of runs are placed
+    here, where the input order is known.
     """
     summary = Summary()
-    groups: dict[str, Summary] = {}
+    columns = ColumnsBuilder()
+    extras: dict[str, Summary] = {}
     by_runs = None if windows is None or windows.time_field is not None else WindowTally.empty(windows)
     for result in results:
         if sink is not None and result.batch is not None:  # engine intervals have no runs to hand on
             assert result.outcome is not None, "per-run results were not kept"
             sink(result.batch, result.outcome, result.columns)
-        if result.groups:
-            add_groups(groups, result.groups)
+        if result.groups is not None:
+            columns.add(result.groups.columns)
+            add_groups(extras, result.groups.extras)
         if by_runs is not None and result.sequence is not None:
             by_runs = by_runs.extended(*result.sequence)
         summary = summary + result.summary
@@ -165,47 +170,29 @@ def add_up(
         summary = replace(summary, windows=WindowTally.empty(windows))
     if group_by is None:
         return summary
-    return replace(summary, group_by=group_by, groups=groups)
+    return replace(summary, group_by=group_by, groups=Groups(columns.build(), extras))
 
 
-def split_by_group(outcome: BatchOutcome, values: list[object]) -> dict[str, Summary]:
-    """One summary per group key of a batch's runs, in order of first appearance.
+def split_by_group(outcome: BatchOutcome, values: list[object]) -> Groups:
+    """The groups of a batch's runs, keyed in order of first appearance, as columns.
 
-    Keys are coded in one pass (a dict lookup per run); the joint counts of every group
-    then come from one count of the (code, k, a) cells that occur, and the token sums from
-    exact integer scatter-adds: no pass over the runs per group.
+    Keys are coded in one pass (a dict lookup per run); the joint counts of every group then
+    come from one count of the (code, k, a) cells that occur, and the token sums from exact
+    integer scatter-adds: no pass over the runs per group, and no object per group.
     """
     codes_of: dict[str, int] = {}
     codes = np.fromiter(
         (codes_of.setdefault(group_key(value), len(codes_of)) for value in values), dtype=np.int64, count=len(values)
     )
-    n_groups = len(codes_of)
-    size = int(outcome.k.max()) + 1 if outcome.k.shape[0] else 1
-    # Sparse: only the (group, k, a) cells that occur, so many groups never cost groups x k x k memory.
-    cells, cell_runs = np.unique((codes * size + outcome.k) * size + outcome.accepted, return_counts=True)
-    cell_group, cell_rest = np.divmod(cells, size * size)
-    cell_k, cell_a = np.divmod(cell_rest, size)
-    bounds = np.searchsorted(cell_group, np.arange(n_groups + 1))
     assert outcome.passing_per_run is not None and outcome.threshold_fixed_per_run is not None, "evaluate per run"
-    passing = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(passing, codes, outcome.passing_per_run)
-    thresholds = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(thresholds, codes, outcome.threshold_fixed_per_run)
-    sampled = np.zeros(n_groups, dtype=np.int64)
-    if outcome.sampled_tokens:  # a batch is sampled or greedy as a whole
-        np.add.at(sampled, codes, outcome.k)
-    passing_list, threshold_list, sampled_list = passing.tolist(), thresholds.tolist(), sampled.tolist()
-    groups = {}
-    for key, code in codes_of.items():
-        start, end = int(bounds[code]), int(bounds[code + 1])
-        ks, accepted = cell_k[start:end], cell_a[start:end]
-        side = int(ks.max()) + 1
-        counts = np.zeros((side, side), dtype=np.int64)
-        counts[ks, accepted] = cell_runs[start:end]
-        groups[key] = Summary(
-            counts=counts,
-            passing_tokens=passing_list[code],
-            threshold_sum_fixed=threshold_list[code],
-            sampled_tokens=sampled_list[code],
+    return Groups(
+        GroupColumns.of_runs(
+            list(codes_of),
+            codes,
+            outcome.k.astype(np.int64),
+            outcome.accepted.astype(np.int64),
+            outcome.passing_per_run.astype(np.int64),
+            outcome.threshold_fixed_per_run.astype(np.int64),
+            sampled=bool(outcome.sampled_tokens),  # a batch is sampled or greedy as a whole
         )
-    return groups
+    )

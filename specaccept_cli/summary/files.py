@@ -22,8 +22,9 @@ from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
+from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
-from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.state import Summary, shown_groups
 from specaccept_cli.summary.windows import WindowTally, drift_test, window_estimates
 from specaccept_cli.text import json_controls_escaped
 
@@ -32,13 +33,19 @@ GROUPS_KEY = "groups"
 
 
 def summary_object(
-    summary: Summary, cost_ratio: float | None = None, numbers: Estimates | None = None
+    summary: Summary,
+    cost_ratio: float | None = None,
+    numbers: Estimates | None = None,
+    provenance: Provenance | None = None,
+    max_groups: int = 0,
 ) -> dict[str, Any]:
-    """The machine format: derived keys, then `groups` when grouped, then `state` (always last).
+    """The machine format: derived keys, then `groups` when grouped, `provenance` when known, `state` (always last).
 
     `cost_ratio` is a question, not data: it adds `cost_ratio`, `speedup` and `optimal_k`
     (to every group too) and is not part of the state. `numbers` are the summary's estimates
-    when the caller has them already.
+    when the caller has them already. `max_groups` > 0 writes only that many groups, the
+    largest, and the rest summed as `other_groups` (with `groups_total`): such an object is
+    complete for comparisons but cannot be merged group by group.
     """
     numbers = numbers or estimate(summary)
     nonzero = np.argwhere(summary.counts)
@@ -92,8 +99,14 @@ def summary_object(
         data["engine"] = engine_keys(summary.engine, numbers)
         state["engine"] = summary.engine.to_dict()
     if summary.groups is not None:
+        shown, other = shown_groups(summary, max_groups)
         data["group_by"] = summary.group_by
-        data["groups"] = {key: summary_object(group, cost_ratio) for key, group in summary.groups.items()}
+        data["groups"] = {key: summary_object(group, cost_ratio) for key, group in shown}
+        if other is not None:
+            data["groups_total"] = len(shown) + other[0]
+            data["other_groups"] = summary_object(other[1], cost_ratio)
+    if provenance is not None:
+        data["provenance"] = provenance.to_dict()
     data["state"] = state
     return data
 
@@ -265,13 +278,26 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
     Counters add; everything else is recomputed from the sum. Summaries with `groups`
     merge value by value (`Summary.__add__`). Either every object has groups or none
     does, and likewise the server audits (reported counts, sampler tally): otherwise a
-    merged part would silently cover only some of the runs of the merged total.
+    merged part would silently cover only some of the runs of the merged total. Objects
+    that hold the same input, or were made with different settings, are refused too
+    (`merged_provenance`); the merged object records all their inputs.
     """
     if not objects:
         raise ValueError("nothing to merge")
+    try:
+        provenance = merged_provenance([(source, provenance_of(data, source)) for source, data in objects])
+    except ProvenanceConflict as exc:
+        raise InputError(exc.source, None, str(exc)) from None
     total = Summary()
     first_source = objects[0][0]
     for index, (source, data) in enumerate(objects):
+        if "other_groups" in data:
+            raise InputError(
+                source,
+                None,
+                f"holds only the {len(data.get('groups') or {}):,} largest of its {data.get('groups_total')} groups"
+                " (--max-groups): the others cannot be merged group by group; write it with --max-groups 0",
+            )
         summary = summary_of(data, source)
         if index:  # every shard summarised the same way, or a merged part covers only some runs
             for part, what in (
@@ -290,4 +316,14 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
         except ValueError as exc:  # grouped by different fields
             raise InputError(source, None, str(exc)) from None
         _check_range(total, f"{source} (merged so far)")
-    return summary_object(total)
+    return summary_object(total, provenance=provenance)
+
+
+def provenance_of(data: dict[str, Any], source: str) -> Provenance | None:
+    """The `provenance` of a summary object (None for a file written before summaries recorded it)."""
+    if "provenance" not in data:
+        return None
+    try:
+        return Provenance.from_dict(data["provenance"])
+    except ValueError as exc:
+        raise InputError(source, None, f"not a usable summary: {exc}") from None

@@ -10,8 +10,8 @@ it once, elsewhere (`summary.estimates`); the machine format lives in `summary.f
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -21,6 +21,7 @@ import orjson
 from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.engine import EngineTally
+from specaccept_cli.summary.groups import SIDE, GroupColumns
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.windows import WindowTally
 
@@ -77,9 +78,10 @@ class Summary:
     reported: ReportedTally | None = None
     sampler: SamplerTally | None = None
     # With --group-by: the field's dotted path and one summary per group key (see `group_key`).
-    # The whole summary above still covers every run; groups split the same runs.
+    # The whole summary above still covers every run; groups split the same runs. Any mapping
+    # given is held as `Groups` (columns; a group's Summary is built when it is looked up).
     group_by: str | None = None
-    groups: dict[str, Summary] | None = None
+    groups: Mapping[str, Summary] | None = None
     # Input skipped under `--on-error skip`: additive counters, and the first MAX_KEPT_ERRORS problems
     # in input order (merging keeps the first ones of `a`, then of `b`).
     skipped_rows: int = 0
@@ -89,6 +91,10 @@ class Summary:
     windows: WindowTally | None = None
     # Built from engine metrics lines or scrapes instead of runs: what they gave and what they only bound.
     engine: EngineTally | None = None
+
+    def __post_init__(self) -> None:
+        if self.groups is not None and not isinstance(self.groups, Groups):
+            object.__setattr__(self, "groups", Groups.of(self.groups))
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:
@@ -193,7 +199,7 @@ class Summary:
         )
 
 
-def _merge_groups(left: Summary, right: Summary) -> tuple[str | None, dict[str, Summary] | None]:
+def _merge_groups(left: Summary, right: Summary) -> tuple[str | None, Groups | None]:
     """Groups of `left + right`: key by key. An empty ungrouped summary adds to anything."""
     if left.groups is None and right.groups is None:
         return None, None
@@ -202,10 +208,10 @@ def _merge_groups(left: Summary, right: Summary) -> tuple[str | None, dict[str, 
         grouped = right if left.groups is None else left
         if ungrouped.runs:
             raise ValueError("cannot add a summary without groups to one grouped by " + repr(grouped.group_by))
-        return grouped.group_by, dict(grouped.groups or {})
+        return grouped.group_by, Groups.of(grouped.groups or {})
     if left.group_by != right.group_by:
         raise ValueError(f"cannot add summaries grouped by different fields ({left.group_by!r}, {right.group_by!r})")
-    return left.group_by, add_groups(dict(left.groups), right.groups)
+    return left.group_by, Groups.of(left.groups) + Groups.of(right.groups)
 
 
 def add_groups(into: dict[str, Summary], groups: Mapping[str, Summary]) -> dict[str, Summary]:
@@ -214,6 +220,116 @@ def add_groups(into: dict[str, Summary], groups: Mapping[str, Summary]) -> dict[
         known = into.get(key)
         into[key] = group if known is None else known + group
     return into
+
+
+def _counts_of(k: CountMatrix, a: CountMatrix, runs: CountMatrix) -> CountMatrix:
+    """The (k + 1) x (k + 1) count matrix of sparse (k, a, runs) cells."""
+    side = int(k.max()) + 1 if k.shape[0] else 1
+    counts = np.zeros((side, side), dtype=np.int64)
+    counts[k, a] = runs
+    return counts
+
+
+class Groups(Mapping[str, Summary]):
+    """Per-group summaries held as columns (`summary.groups.GroupColumns`); `groups[key]` builds a Summary.
+
+    A million groups are a few arrays, not a million objects: views and the machine format look up
+    only the groups they show or write. Whatever a group's Summary holds beyond the columns'
+    counters (a field added to Summary later, tallies kept per group) lives in `extras`, one
+    Summary per group that has any, added to the group's columns when it is looked up.
+    """
+
+    def __init__(self, columns: GroupColumns, extras: Mapping[str, Summary] | None = None) -> None:
+        self.columns = columns
+        self.extras: dict[str, Summary] = dict(extras or {})
+
+    @classmethod
+    def of(cls, groups: Mapping[str, Summary]) -> Groups:
+        """`groups` as columns (itself when it is already)."""
+        if isinstance(groups, Groups):
+            return groups
+        keys, cells, cell_runs, sums, extras = [], [], [], [], {}
+        for code, (key, group) in enumerate(groups.items()):
+            k, a = np.nonzero(group.counts)  # row-major: sorted by (k, a), as the columns keep cells
+            keys.append(key)
+            cells.append((code * SIDE + k) * SIDE + a)
+            cell_runs.append(group.counts[k, a])
+            sums.append((group.passing_tokens, group.threshold_sum_fixed, group.sampled_tokens))
+            rest = replace(group, counts=_empty_counts(), passing_tokens=0, threshold_sum_fixed=0, sampled_tokens=0)
+            if rest != Summary():
+                extras[key] = rest
+        per_group = np.array(sums, dtype=np.int64).reshape(-1, 3).T
+        columns = GroupColumns(
+            tuple(keys),
+            np.concatenate([*cells, np.zeros(0, dtype=np.int64)]).astype(np.int64),
+            np.concatenate([*cell_runs, np.zeros(0, dtype=np.int64)]).astype(np.int64),
+            per_group[0].copy(),
+            per_group[1].copy(),
+            per_group[2].copy(),
+        )
+        return cls(columns, extras)
+
+    def __getitem__(self, key: str) -> Summary:
+        return self._summary_of(self.columns.index[key])  # KeyError for an unknown key, as a dict
+
+    def _summary_of(self, code: int) -> Summary:
+        k, a, runs = self.columns.joint_cells(code)
+        group = Summary(
+            counts=_counts_of(k, a, runs),
+            passing_tokens=int(self.columns.passing_tokens[code]),
+            threshold_sum_fixed=int(self.columns.threshold_sum_fixed[code]),
+            sampled_tokens=int(self.columns.sampled_tokens[code]),
+        )
+        extra = self.extras.get(self.columns.keys[code])
+        return group if extra is None else group + extra
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.columns.keys)
+
+    def __len__(self) -> int:
+        return len(self.columns.keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.columns.index
+
+    def __add__(self, other: Groups) -> Groups:
+        return Groups(self.columns + other.columns, add_groups(dict(self.extras), other.extras))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(key) for key in self.columns.keys[:5])
+        return f"Groups({len(self)} groups: {shown}{', ...' if len(self) > 5 else ''})"
+
+    def largest(self, limit: int) -> list[tuple[str, Summary]]:
+        """The `limit` groups with the most runs (ties: by key), largest first; every group when limit is 0."""
+        keys = self.columns.keys
+        return [(keys[code], self._summary_of(code)) for code in self.columns.largest(limit)]
+
+    def total_except(self, shown: list[str]) -> Summary:
+        """One Summary of every group but `shown`, together (the "other" row of a view of the largest)."""
+        index = self.columns.index
+        rest = np.ones(len(self), dtype=bool)
+        rest[[index[key] for key in shown]] = False
+        k, a, runs, passing, threshold, sampled = self.columns.totals(rest)
+        total = Summary(
+            counts=_counts_of(k, a, runs), passing_tokens=passing, threshold_sum_fixed=threshold, sampled_tokens=sampled
+        )
+        left_out = set(self.extras).difference(shown)
+        if not left_out:
+            return total
+        return sum((self.extras[key] for key in self.columns.keys if key in left_out), total)
+
+
+def shown_groups(summary: Summary, limit: int) -> tuple[list[tuple[str, Summary]], tuple[int, Summary] | None]:
+    """The `limit` largest groups, largest first (all when limit is 0), and the rest as (how many, their sum).
+
+    What a view shows and what the machine format writes by default (`--max-groups`): a table of a
+    million rows is read by no one, and the rest still adds up to the whole in the "other" row.
+    """
+    groups = Groups.of(summary.groups or {})
+    shown = groups.largest(limit)
+    if len(shown) == len(groups):
+        return shown, None
+    return shown, (len(groups) - len(shown), groups.total_except([key for key, _ in shown]))
 
 
 def group_key(value: object) -> str:

@@ -19,7 +19,7 @@ from specaccept_cli.summary.conventions import DEFINITIONS
 from specaccept_cli.summary.estimates import Z_95, Estimates, estimate
 from specaccept_cli.summary.probability import kolmogorov_sf
 from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, THRESHOLD_BINS, ReportedTally, SamplerTally
-from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.state import Groups, Summary
 from specaccept_cli.summary.windows import (
     WindowTally,
     describe_position,
@@ -298,7 +298,7 @@ def positions_chart(summary: Summary, numbers: Estimates) -> str:
         chart.point(row.position, row.rate, "observed", hover)
     chart.legend = [("observed", "conditional"), ("predicted", "unconditional")]
     if summary.groups:
-        ordered = sorted(summary.groups.items(), key=lambda item: (-item[1].runs, item[0]))[:MAX_GROUP_LINES]
+        ordered = Groups.of(summary.groups).largest(MAX_GROUP_LINES)  # only those drawn become summaries
         for index, (key, group) in enumerate(ordered):
             line = [(float(row.position), row.rate) for row in estimate(group).per_position if row.rate is not None]
             chart.line([(x, y) for x, y in line if y is not None], f"group{index}", f"group {key}: conditional rate")
@@ -377,7 +377,7 @@ GROUPS_CAPTION = (
 
 def groups_charts(summary: Summary) -> tuple[str, str]:
     """Groups as rows (names are data, on the vertical axis where long ones fit): alpha, and tokens per pass."""
-    ordered = sorted((summary.groups or {}).items(), key=lambda item: (-item[1].runs, item[0]))[:MAX_GROUPS]
+    ordered = Groups.of(summary.groups or {}).largest(MAX_GROUPS)  # only those drawn become summaries
     names = [key for key, _ in reversed(ordered)]  # the largest group at the top
     numbers = [estimate(group) for _, group in reversed(ordered)]
     height = 90 + 20 * len(names)

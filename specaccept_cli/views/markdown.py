@@ -47,11 +47,18 @@ def markdown_report(
     """The summary, gate results and baseline comparison as GitHub-flavoured markdown (ends with a newline)."""
     parts = []
     if summary is not None:
+        numbers = numbers or estimate(summary)
+        headline = shared.headline_rows(summary, numbers, gates, comparison)
         parts += [
+            "### specaccept",
+            "\n".join(
+                f"- **{label}**: " + " · ".join(markdown_cell(_text(part)) for part in cells)
+                for label, cells in headline
+            ),
             "### Acceptance",
             markdown_table(
                 ("metric", "value", "meaning"),
-                shared.summary_rows(summary, numbers or estimate(summary)),
+                shared.summary_rows(summary, numbers),
                 right=("value",),
             ),
             shared.ALPHA_CAPTION,
@@ -92,6 +99,11 @@ def _markdown_audits(summary: Summary) -> list[str]:
     for table in shared.audit_tables(summary):
         if table.heading is not None:
             parts.append(f"### {table.heading}")
-        rows = [[cell if isinstance(cell, str) else cell.text for cell in row.cells] for row in table.rows]
+        rows = [[_text(cell) for cell in row.cells] for row in table.rows]
         parts.append(markdown_table(table.columns, rows, right=table.right))
     return parts
+
+
+def _text(cell: shared.Cell) -> str:
+    """A cell as markdown shows it: a marked cell's text alone."""
+    return cell if isinstance(cell, str) else cell.text

@@ -6,10 +6,13 @@ cell: its tone says how, and markdown shows its text alone.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from specaccept_cli.checks import shown_against, shown_threshold
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.views.format import interval, number
 
@@ -25,8 +28,90 @@ ALPHA_CAPTION = (
     "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
     "so accepted/drafted understates it); tokens per pass = a + 1 per target pass, averaged."
 )
+PER_POSITION_CAPTION = (
+    "rate = accepted / reached: conditional, EAGLE's per-position alpha (under the i.i.d. model every rate is "
+    "alpha). unconditional = accepted / drafts of that position (runs with k >= i); vLLM's logged "
+    '"Per-position acceptance rate" divides by every draft instead (--conventions): the same only when every '
+    "run drafts the same k."
+)
 SHOWN_EXAMPLES = 10  # mismatching runs listed (the summary keeps more, for -o json)
 SHOWN_INTERVALS = 3  # engine intervals listed with what they printed (the summary keeps more, for -o json)
+
+
+HeadlineRow = tuple[str, list["Cell"]]  # a label and its parts, joined with " · "
+
+
+def headline_rows(
+    summary: Summary,
+    numbers: Estimates,
+    gates: Sequence[GateResult] = (),
+    comparison: Comparison | None = None,
+) -> list[HeadlineRow]:
+    """The answer, before any detail: runs, alpha with its interval, tokens per pass observed against the
+    i.i.d. prediction, vLLM's acceptance rate, and one verdict per check that ran."""
+    alpha = number(numbers.alpha)
+    if numbers.alpha_ci is not None:
+        alpha += f", 95% interval {interval(numbers.alpha_ci)}"
+    rows: list[HeadlineRow] = [
+        ("runs", [f"{numbers.runs:,}"]),
+        ("alpha", [alpha]),
+        (
+            "tokens per pass",
+            [
+                f"{number(numbers.tokens_per_pass)} observed, "
+                f"{number(numbers.tokens_per_pass_predicted)} predicted (i.i.d.)"
+            ],
+        ),
+        ("vLLM's rate", [f'{number(numbers.acceptance_rate)} accepted / drafted ("Avg Draft acceptance rate")']),
+        ("verdict", _verdicts(summary, numbers, gates, comparison)),
+    ]
+    return rows
+
+
+def _verdicts(
+    summary: Summary, numbers: Estimates, gates: Sequence[GateResult], comparison: Comparison | None
+) -> list[Cell]:
+    verdicts: list[Cell] = []
+    check = numbers.iid_check
+    if check is None:
+        verdicts.append(Marked("i.i.d. check needs more runs", "muted"))
+    elif check.consistent:
+        verdicts.append(Marked("i.i.d. model fits", "good"))
+    else:
+        z = "inf" if check.z is None else f"{check.z:+.1f}"
+        verdicts.append(Marked(f"i.i.d. model does not fit (z = {z})", "bad"))
+    if summary.sampler is not None:
+        tests = {"calibration": summary.sampler.calibration(), "r uniformity": summary.sampler.r_uniformity()}
+        failed = [name for name, result in tests.items() if result.ok is False]
+        if failed:
+            verdicts.append(Marked(f"sampler fails ({', '.join(failed)})", "bad"))
+        elif all(result.ok is None for result in tests.values()):
+            verdicts.append(Marked("sampler: no data", "muted"))
+        else:
+            verdicts.append(Marked("sampler ok", "good"))
+    if summary.reported is not None:
+        mismatches = summary.reported.mismatches
+        if mismatches:
+            verdicts.append(Marked(f"{mismatches:,} reported counts mismatch", "bad"))
+        else:
+            verdicts.append(Marked("reported counts match", "good"))
+    if gates:
+        failed_gates = [result.option for result in gates if not result.passed]
+        if failed_gates:
+            verdicts.append(Marked(f"failed {', '.join(failed_gates)}", "bad"))
+        else:
+            verdicts.append(Marked("gates passed", "good"))
+    if comparison is not None:
+        for verdict in ("regressed", "untestable"):
+            labels = [row.label for row in comparison.metrics if row.verdict == verdict]
+            if labels:
+                verdicts.append(Marked(f"{verdict} against the baseline: {', '.join(labels)}", "bad"))
+        if not comparison.failures:
+            verdicts.append(Marked("no drop from the baseline", "good"))
+    skipped = summary.skipped_rows + summary.skipped_sources
+    if skipped:
+        verdicts.append(Marked(f"{skipped:,} skipped (stderr)", "bad"))
+    return verdicts
 
 
 def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
@@ -39,7 +124,7 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
         ("alpha", number(numbers.alpha), "accepted / examined: per-token acceptance"),
         ("alpha 95% interval", interval(numbers.alpha_ci), "delta method over runs (tokens of a run correlate)"),
         ("expected alpha", number(numbers.expected_alpha), "mean of min(1, p/q) over drafted tokens (r-free)"),
-        ("acceptance rate", number(numbers.acceptance_rate), "accepted / drafted (vLLM's number)"),
+        ("acceptance rate", number(numbers.acceptance_rate), 'accepted / drafted: vLLM\'s "Avg Draft acceptance rate"'),
         ("mean accepted", number(numbers.mean_accepted), "a per run"),
         ("tokens per pass", number(numbers.tokens_per_pass), "(accepted + runs) / runs"),
         (
@@ -55,12 +140,50 @@ def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, s
     return rows
 
 
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def _numeric_key(key: str) -> float | None:
+    """A group key's value when it is a JSON number (as `group_key` writes one), else None."""
+    if not _JSON_NUMBER.fullmatch(key):
+        return None
+    value = float(key)
+    return value if math.isfinite(value) else None
+
+
+def group_order(sizes: dict[str, int]) -> list[str]:
+    """Groups in reading order: by value when every key is a number (k = 1, 2, ..., 10, not 1, 10, 2), else
+    largest first; "null" (no value) comes last in the numeric order. Which groups are shown (the
+    --max-groups largest) is `summary.state.shown_groups`'s choice."""
+    largest = sorted(sizes, key=lambda key: (-sizes[key], key))
+    values = {key: _numeric_key(key) for key in largest}
+    if all(value is not None for key, value in values.items() if key != "null") and len(values) > ("null" in values):
+        return sorted(largest, key=lambda key: (key == "null", values[key] or 0.0, key))
+    return largest
+
+
+def skipped_phrase(summary: Summary) -> str:
+    """What `--on-error skip` left out, in words: "3 bad rows", "1 unreadable source", or both."""
+    skipped, sources = summary.skipped_rows, summary.skipped_sources
+    parts = []
+    if skipped or not sources:
+        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
+    if sources:
+        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
+    return " and ".join(parts)
+
+
 GATE_COLUMNS = ("gate", "threshold", "value", "result")
 
 
 def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
     return [
-        (result.option, f"{result.threshold:g}", number(result.value), "passed" if result.passed else "failed")
+        (
+            result.option,
+            shown_threshold(result.threshold),
+            number(None) if result.value is None else shown_against(result.value, result.threshold),
+            "passed" if result.passed else "failed",
+        )
         for result in results
     ]
 

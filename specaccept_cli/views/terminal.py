@@ -6,18 +6,22 @@ Every string that came from data (source names, ids) passes through `data_text`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import CONSISTENT_Z, Estimates, estimate
+from specaccept_cli.summary.state import group_key, shown_groups
 from specaccept_cli.text import safe_text
 from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.summary.state import Summary
 
-MAX_GROUP_ROWS = 50  # groups shown in the table view (all are in -o json), largest first
+MAX_GROUP_ROWS = 1000  # groups shown in the table view, largest first; the rest are one "other" row
 BAR_WIDTH = 40
 
 
@@ -44,6 +48,68 @@ class QuietPipeConsole(Console):
         raise BrokenPipeError
 
 
+TEXT_FLOOR = 6  # a text column is folded down to this width before a numeric column is touched
+
+
+class FitTable(Table):
+    """A Table whose numbers are never cut, however narrow the terminal.
+
+    Rich shrinks every column evenly when a table is too wide, so `2,000` becomes `2,…`. Here the
+    right-aligned (numeric) columns keep the width of their widest value and only text columns fold;
+    a numeric header wraps at its spaces when that is needed, and when the numbers alone do not fit,
+    the columns named in `drop` go, in that order (the least needed first).
+    """
+
+    def __init__(self, *args: Any, drop: Sequence[str] = (), **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.drop = tuple(drop)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from Table.__rich_console__(self._fitted(console, options), console, options)
+
+    def _fitted(self, console: Console, options: ConsoleOptions) -> Table:
+        columns = list(self.columns)
+        dropping = [name for name in self.drop if any(column.header == name for column in columns)]
+        while True:
+            table = copy.copy(self)
+            table.columns = [copy.copy(column) for column in columns]
+            for index, column in enumerate(table.columns):
+                column._index = index
+                if column.justify != "right" and column.overflow == "ellipsis":
+                    column.overflow = "fold"  # text wraps, and a word too long for its column folds: nothing is cut
+            if _fix_numeric_widths(table, console, options) or not dropping:
+                return table
+            name = dropping.pop(0)
+            columns = [column for column in columns if column.header != name]
+
+
+def _fix_numeric_widths(table: Table, console: Console, options: ConsoleOptions) -> bool:
+    """Give the numeric columns fixed widths that fit `options.max_width`, if any do: their full header
+    on one line, else the header wrapped at its spaces; False when even that does not fit."""
+    unlimited = options.update_width(1 << 16)
+    fixed = 0
+    natural: dict[int, int] = {}
+    tight: dict[int, int] = {}
+    for index, column in enumerate(table.columns):
+        padding = table._get_padding_width(index)
+        cells = [Measurement.get(console, unlimited, cell) for cell in column.cells]
+        header = Measurement.get(console, unlimited, column.header)
+        widest = max((cell.maximum for cell in cells), default=0)
+        if column.justify == "right":
+            natural[index] = max(widest, header.maximum)
+            tight[index] = max(max((cell.minimum for cell in cells), default=0), header.minimum)
+            fixed += padding
+        else:
+            fixed += padding + min(max(widest, header.maximum), TEXT_FLOOR)
+    room = options.max_width - table._extra_width - fixed
+    for widths in (natural, tight):
+        if sum(widths.values()) <= room:
+            for index, width in widths.items():
+                table.columns[index].width = width
+            return True
+    return False
+
+
 def data_text(value: object) -> str:
     """A value from the data, safe for Rich markup, the terminal and CI logs."""
     return escape(safe_text(value))
@@ -51,27 +117,44 @@ def data_text(value: object) -> str:
 
 @dataclass
 class RunPreview:
-    """The first `limit` runs, kept for the table view; everything after is only counted."""
+    """The first `limit` runs, kept for the table view; everything after is only counted.
+
+    `id_fields` are shown beside each run, as the per-run records carry them (--id-field).
+    """
 
     limit: int
-    rows: list[tuple[str, int, int, int]] = field(default_factory=list)
+    id_fields: tuple[str, ...] = ()
+    rows: list[tuple[str, int, int, int, tuple[str, ...]]] = field(default_factory=list)
     total: int = 0
 
-    def add(self, source: str, lines: Sequence[int], ks: Sequence[int], accepted: Sequence[int]) -> None:
+    def add(
+        self,
+        source: str,
+        lines: Sequence[int],
+        ks: Sequence[int],
+        accepted: Sequence[int],
+        extras: dict[str, list[object]] | None = None,
+    ) -> None:
         room = self.limit - len(self.rows)
         if room > 0:
-            self.rows += [(source, line, k, a) for line, k, a in zip(lines[:room], ks[:room], accepted[:room])]
+            ids = [[group_key(value) for value in (extras or {}).get(name, [])[:room]] for name in self.id_fields]
+            self.rows += [
+                (source, line, k, a, tuple(column[index] for column in ids))
+                for index, (line, k, a) in enumerate(zip(lines[:room], ks[:room], accepted[:room]))
+            ]
         self.total += len(lines)
 
 
 def runs_table(preview: RunPreview) -> RenderableType:
-    table = Table(title="Runs", title_justify="left")
+    table = FitTable(title="Runs", title_justify="left", drop=("emitted",))
     # The line has its own column: a folded "source:line" cell could read as another line number.
     table.add_column("source", overflow="fold")
     for name in ("line", "k", "accepted", "emitted"):
         table.add_column(name, justify="right")
-    for source, line, k, a in preview.rows:
-        table.add_row(data_text(source), str(line), str(k), str(a), str(a + 1))
+    for name in preview.id_fields:
+        table.add_column(data_text(name), overflow="fold")
+    for source, line, k, a, ids in preview.rows:
+        table.add_row(data_text(source), str(line), str(k), str(a), str(a + 1), *(data_text(value) for value in ids))
     more = preview.total - len(preview.rows)
     if more > 0:
         note = Text(f"… and {more:,} more run{'s' if more != 1 else ''} (--max-rows to show more)", style="dim")
@@ -79,8 +162,22 @@ def runs_table(preview: RunPreview) -> RenderableType:
     return table
 
 
+def headline(rows: Sequence[shared.HeadlineRow]) -> RenderableType:
+    """The answer in a compact panel: one label and one value per line, verdicts coloured."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, parts in rows:
+        grid.add_row(label, " · ".join(_marked(part) for part in parts))
+    return Panel(grid, title="specaccept", title_align="left", expand=False)
+
+
 def summary_view(
-    summary: Summary, numbers: Estimates, cost_ratio: float | None = None, conventions: bool = False
+    summary: Summary,
+    numbers: Estimates,
+    cost_ratio: float | None = None,
+    conventions: bool = False,
+    max_groups: int = MAX_GROUP_ROWS,
 ) -> RenderableType:
     """Every aggregate view of one summary, in reading order; the command prints it once."""
     parts: list[RenderableType] = [
@@ -95,12 +192,12 @@ def summary_view(
     if conventions:
         parts.append(conventions_table(numbers))
     if summary.groups is not None:
-        parts.append(groups_table(summary, cost_ratio))
+        parts.append(groups_table(summary, cost_ratio, max_groups))
     return Group(*parts)
 
 
 def summary_table(summary: Summary, numbers: Estimates) -> Table:
-    table = Table(title="Acceptance", title_justify="left")
+    table = FitTable(title="Acceptance", title_justify="left", drop=("meaning",))
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
@@ -112,13 +209,8 @@ def summary_table(summary: Summary, numbers: Estimates) -> Table:
 def skipped_table(summary: Summary) -> RenderableType:
     """What `--on-error skip` left out: the first errors kept in the summary, for stderr."""
     skipped, sources = summary.skipped_rows, summary.skipped_sources
-    parts = []
-    if skipped or not sources:
-        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
-    if sources:
-        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
-    title = "Skipped " + " and ".join(parts)
-    table = Table(title=title, title_justify="left")
+    title = "Skipped " + shared.skipped_phrase(summary)
+    table = FitTable(title=title, title_justify="left")
     table.add_column("source:line", overflow="fold")
     table.add_column("problem", overflow="fold")
     for error in summary.errors:
@@ -132,7 +224,7 @@ def skipped_table(summary: Summary) -> RenderableType:
 
 
 def comparison_view(comparison: Comparison) -> RenderableType:
-    table = Table(title="Baseline comparison", title_justify="left")
+    table = FitTable(title="Baseline comparison", title_justify="left", drop=("z", "change"))
     for name in shared.COMPARISON_COLUMNS:
         table.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
     styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow"}
@@ -142,7 +234,7 @@ def comparison_view(comparison: Comparison) -> RenderableType:
 
 
 def gates_view(results: Sequence[GateResult]) -> RenderableType:
-    table = Table(title="Gates", title_justify="left")
+    table = FitTable(title="Gates", title_justify="left")
     for name in shared.GATE_COLUMNS:
         table.add_column(name, justify="right" if name in ("threshold", "value") else "left")
     for result, cells in zip(results, shared.gate_rows(results)):
@@ -154,7 +246,7 @@ def audit_views(summary: Summary) -> list[RenderableType]:
     """Tables for the audits that were asked for: reported counts and sampler health."""
     views: list[RenderableType] = []
     for spec in shared.audit_tables(summary):
-        table = Table(title=spec.title, title_justify="left")
+        table = FitTable(title=spec.title, title_justify="left", drop=("meaning",))
         for name in spec.columns:
             table.add_column(
                 name,
@@ -202,7 +294,9 @@ def iid_verdict(summary: Estimates) -> Text:
 
 
 def per_position_table(summary: Estimates) -> Table:
-    table = Table(title="Per position", title_justify="left", caption_justify="left")
+    table = FitTable(
+        title="Per position", title_justify="left", caption_justify="left", drop=("reached", "drafts", "accepted")
+    )
     for name in ("position", "drafts", "reached", "accepted", "rate", "unconditional"):
         table.add_column(name, justify="right")
     for row in summary.per_position:
@@ -214,10 +308,7 @@ def per_position_table(summary: Estimates) -> Table:
             number(row.rate),
             number(row.unconditional_rate),
         )
-    table.caption = (
-        "rate = accepted / reached (conditional, EAGLE's); unconditional = accepted / drafts (vLLM's). "
-        "Under the i.i.d. model every rate is alpha."
-    )
+    table.caption = shared.PER_POSITION_CAPTION
     return table
 
 
@@ -248,7 +339,7 @@ def cost_table(summary: Estimates, cost_ratio: float) -> RenderableType:
     if alpha is None:
         return head
     best = formulas.optimal_k(alpha, cost_ratio)
-    table = Table(title=f"Draft length at alpha = {alpha:.4f}, c = {cost_ratio:g}", title_justify="left")
+    table = FitTable(title=f"Draft length at alpha = {alpha:.4f}, c = {cost_ratio:g}", title_justify="left")
     for name in ("k", "tokens per pass", "speedup", ""):
         table.add_column(name, justify="right")
     for k in range(max(1, best - 3), min(formulas.K_MAX, best + 3) + 1):
@@ -266,7 +357,7 @@ def cost_table(summary: Estimates, cost_ratio: float) -> RenderableType:
 def conventions_table(summary: Estimates) -> RenderableType:
     """Each engine's numbers on these same runs, beside ours."""
     conventions = summary.conventions
-    table = Table(title="What each engine would report", title_justify="left")
+    table = FitTable(title="What each engine would report", title_justify="left", drop=("definition",))
     table.add_column("engine")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -279,21 +370,32 @@ def conventions_table(summary: Estimates) -> RenderableType:
     return Group(table, Text(WHY_THEY_DIFFER, style="dim"))
 
 
-def groups_table(summary: Summary, cost_ratio: float | None = None) -> RenderableType:
-    """One row per group (largest first, at most MAX_GROUP_ROWS); group keys are data, escaped."""
-    groups = summary.groups or {}
-    table = Table(title=f"By {data_text(summary.group_by or '')}", title_justify="left")
+def groups_table(summary: Summary, cost_ratio: float | None = None, max_groups: int = MAX_GROUP_ROWS) -> RenderableType:
+    """One row per group: the `max_groups` largest (0: all) in reading order, then one "other" row for the rest.
+
+    Only the groups shown are turned into summaries and estimated: there may be millions. Group keys are
+    data, escaped.
+    """
+    table = FitTable(
+        title=f"By {data_text(summary.group_by or '')}",
+        title_justify="left",
+        drop=("predicted", "accept rate", "speedup", "95% interval", "tokens/pass"),
+    )
     table.add_column("group", overflow="fold")
     for name in ("runs", "alpha", "95% interval", "accept rate", "tokens/pass", "predicted"):
         table.add_column(name, justify="right")
     if cost_ratio is not None:
         table.add_column("speedup", justify="right")
     table.add_column("i.i.d.?", justify="right")
-    ordered = sorted(groups.items(), key=lambda item: (-item[1].runs, item[0]))
-    for key, state in ordered[:MAX_GROUP_ROWS]:
-        group = estimate(state)  # only the groups shown: there may be a great many
+    shown, other = shown_groups(summary, max_groups)
+    states = dict(shown)
+    labelled = [(data_text(key), states[key]) for key in shared.group_order({key: s.runs for key, s in shown})]
+    if other is not None:
+        labelled.append((f"[italic]other ({other[0]:,} groups)[/]", other[1]))
+    for label, state in labelled:
+        group = estimate(state)
         row = [
-            data_text(key),
+            label,
             f"{group.runs:,}",
             number(group.alpha),
             interval(group.alpha_ci),
@@ -307,17 +409,16 @@ def groups_table(summary: Summary, cost_ratio: float | None = None) -> Renderabl
         row.append(MISSING if check is None else "fits" if check.consistent else "[red]misfit[/]")
         table.add_row(*row)
     table.caption = f"i.i.d.? fits when |observed - predicted tokens per pass| <= {CONSISTENT_Z:g} standard errors."
+    if other is not None:
+        table.caption += f" The {len(shown):,} largest groups (--max-groups); other: the rest together."
     table.caption_justify = "left"
-    more = len(ordered) - MAX_GROUP_ROWS
-    if more > 0:
-        return Group(table, Text(f"… and {more:,} more groups (-o json has them all)", style="dim"))
     return table
 
 
 def expect_table(rows: Sequence[dict[str, float]], best_k: int | None, optimal_k: int | None) -> RenderableType:
     """The calculator's rows; the best listed k (by speedup) is marked."""
     with_speedup = any("speedup" in row for row in rows)
-    table = Table(title="Expected (i.i.d. model)", title_justify="left")
+    table = FitTable(title="Expected (i.i.d. model)", title_justify="left")
     for name in ("alpha", "k", "tokens per pass", *(("speedup", "") if with_speedup else ())):
         table.add_column(name, justify="right")
     for row in rows:
@@ -334,7 +435,7 @@ def expect_table(rows: Sequence[dict[str, float]], best_k: int | None, optimal_k
 
 
 def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], accepted: int) -> RenderableType:
-    table = Table(title="Accept test, token by token", title_justify="left")
+    table = FitTable(title="Accept test, token by token", title_justify="left")
     for name in ("#", "p", "q", "threshold", "r", "kept?"):
         table.add_column(name, justify="right")
     for i, (p_i, q_i, r_i) in enumerate(zip(p, q, r)):

@@ -103,7 +103,7 @@ def test_data_strings_are_escaped_in_the_table(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)  # a short relative name: the source column does not fold it
     hostile = Path("[bold red]x\x1b[31m.jsonl")
     write_jsonl(hostile, [FIRST_EXAMPLE])
-    result = invoke("audit", str(hostile))
+    result = invoke("audit", str(hostile), "--max-rows", "1")
     assert "[bold red]x\\x1b[31m.jsonl" in result.stdout
     assert "\x1b" not in result.stdout
 
@@ -243,7 +243,7 @@ def test_id_fields_cannot_overwrite_the_tool_s_own_columns(tmp_path: Path, name:
 
 def test_emoji_codes_in_data_stay_text(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / ":fire:.jsonl", [{**FIRST_EXAMPLE, "model": ":warning:"}])
-    result = invoke("audit", str(path), "--group-by", "model")
+    result = invoke("audit", str(path), "--group-by", "model", "--max-rows", "1")
     assert ":fire:.jsonl" in result.stdout and ":warning:" in result.stdout
     assert "🔥" not in result.stdout and "⚠" not in result.stdout
 

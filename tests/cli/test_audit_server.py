@@ -86,7 +86,7 @@ def test_bad_reported_value_is_an_input_error(tmp_path: Path) -> None:
     )
     result = invoke("audit", str(path), "--reported-field", "reported")
     assert result.exit_code == 2
-    assert f"{path}:2: 'reported' is string 'x', not a non-negative count" in result.stderr
+    assert f"{path}:2: 'reported' is the string 'x', not a non-negative count" in result.stderr
 
 
 def test_max_mismatches_needs_a_reported_field(honest_log: Path) -> None:
@@ -146,7 +146,10 @@ def test_greedy_by_hand_and_bad_rows(tmp_path: Path) -> None:
     assert f"{bad}:2: 't' has 1 entries; 3 drafted tokens need 3 or 4" in result.stderr
     floats = write_jsonl(tmp_path / "floats.jsonl", [{"d": [1.5], "t": [1]}])
     result = invoke("audit", str(floats), "--draft-tokens-field", "d", "--target-tokens-field", "t")
-    assert "d[0] is number 1.5, not a token id" in result.stderr
+    assert "d[0] is 1.5, not a token id" in result.stderr
+    nulls = write_jsonl(tmp_path / "nulls.jsonl", [{"d": [1, None], "t": [1, 2]}])
+    result = invoke("audit", str(nulls), "--draft-tokens-field", "d", "--target-tokens-field", "t")
+    assert result.exit_code == 2 and result.stderr.endswith(f"{nulls}:1: d[1] is null, not a token id\n")
     half = invoke("audit", str(path), "--draft-tokens-field", "d")
     assert half.exit_code == 2 and "both --draft-tokens-field and --target-tokens-field" in half.stderr
 

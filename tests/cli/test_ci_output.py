@@ -92,7 +92,7 @@ def test_github_step_summary_and_annotations(logs: tuple[str, str], tmp_path: Pa
     result = invoke_env(env, "audit", current, "--github", "--min-alpha", "0.8", "--baseline", baseline, "-o", "json")
     assert result.exit_code == 1
     written = step_summary.read_text()
-    assert written.startswith("earlier step\n### Acceptance\n")  # appended, not replaced
+    assert written.startswith("earlier step\n### specaccept\n")  # appended, not replaced
     assert "| --min-alpha | 0.8 | 0.7500 | failed |" in written
     assert "### Baseline comparison" in written
     annotations = [line for line in result.stderr.splitlines() if line.startswith("::")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 from pathlib import Path
 
 import orjson
@@ -11,8 +13,11 @@ from tests.helpers import (
     FIRST_EXAMPLE,
     audit_json,
     invoke,
+    invoke_env,
     save,
     simulated,
+    without_provenance,
+    write_jsonl,
 )
 
 
@@ -128,6 +133,7 @@ def test_diff_outputs(tmp_path: Path) -> None:
 
 def test_merge_refuses_to_mix_grouped_and_plain_summaries(tmp_path: Path) -> None:
     a = audit_json([FIRST_EXAMPLE], tmp_path, "a")
+    del a["provenance"]  # as written before summaries recorded their inputs: copies of one file are not caught
     (tmp_path / "grouped.json").write_bytes(orjson.dumps({**a, "group_by": "g", "groups": {"x": a}}))
     (tmp_path / "plain.json").write_bytes(orjson.dumps(a))
     result = invoke("merge", str(tmp_path / "grouped.json"), str(tmp_path / "plain.json"))
@@ -148,13 +154,21 @@ def test_merge_needs_at_least_one_file() -> None:
 
 
 def test_merge_refuses_shards_audited_differently(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
-    assert (
-        invoke("simulate", "--runs", "300", "--alpha", "0.7", "--k", "4", "--seed", "2", "-o", str(path)).exit_code == 0
-    )
+    paths = [tmp_path / "x.jsonl", tmp_path / "y.jsonl"]
+    for seed, path in enumerate(paths):
+        simulate = ("simulate", "--runs", "300", "--alpha", "0.7", "--k", "4", "--seed", str(seed), "-o", str(path))
+        assert invoke(*simulate).exit_code == 0
     plain, sampled = tmp_path / "plain.json", tmp_path / "sampled.json"
-    assert invoke("audit", str(path), "-o", "json", "--summary-out", str(plain)).exit_code == 0
-    assert invoke("audit", str(path), "-o", "json", "--check-sampler", "--summary-out", str(sampled)).exit_code == 0
+    assert invoke("audit", str(paths[0]), "-o", "json", "--summary-out", str(plain)).exit_code == 0
+    assert invoke("audit", str(paths[1]), "-o", "json", "--check-sampler", "--summary-out", str(sampled)).exit_code == 0
+    result = invoke("merge", str(sampled), str(plain))
+    assert result.exit_code == 2
+    assert f"{plain}: made with different settings (check_sampler False here, True in {sampled}; " in result.stderr
+    # Summaries written before they recorded their settings: the missing tally still gives it away.
+    for path in (plain, sampled):
+        data = orjson.loads(path.read_bytes())
+        del data["provenance"]
+        path.write_bytes(orjson.dumps(data))
     result = invoke("merge", str(sampled), str(plain))
     assert result.exit_code == 2
     assert f"{plain}: has no sampler tally while {sampled} has" in result.stderr
@@ -200,11 +214,133 @@ def test_merge_of_saved_shards_is_the_audit_of_the_whole(tmp_path: Path) -> None
         shards.append(str(summary))
     merged = invoke("merge", *shards)
     assert merged.exit_code == 0, merged.stderr
-    # Windows of runs follow each input's own order (time windows merge exactly: summary/test_windows.py).
-    assert without_run_windows(merged.stdout_bytes) == without_run_windows(whole_bytes)  # key order included
+    # Byte for byte, key order included, but for what each was made of (stdin; four shard files), and windows
+    # of runs, which follow each input's own order (time windows merge exactly: summary/test_windows.py).
+    assert without_run_windows(without_provenance(merged.stdout_bytes)) == without_run_windows(
+        without_provenance(whole_bytes)
+    )
     out = tmp_path / "all.json"
     assert invoke("merge", *shards, "-o", str(out)).exit_code == 0
     assert out.read_bytes() == merged.stdout_bytes
+
+
+def test_a_saved_summary_records_its_inputs_settings_version_and_time(
+    hand_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from importlib.metadata import version
+
+    target = tmp_path / "summary.json"
+    assert invoke("audit", str(hand_log), "--p-field", "p", "--summary-out", str(target)).exit_code == 0
+    data = orjson.loads(target.read_bytes())
+    assert list(data)[-2:] == ["provenance", "state"]  # appended: state stays last
+    provenance = data["provenance"]
+    assert provenance["specaccept"] == version("specaccept")
+    assert provenance["created"] == "2025-11-30T00:00:00Z"  # SOURCE_DATE_EPOCH, pinned in conftest
+    content = hand_log.read_bytes()
+    digest = hashlib.sha256(b"%d\n" % len(content) + content).hexdigest()
+    assert provenance["inputs"] == [{"name": str(hand_log), "bytes": len(content), "sample_sha256": digest}]
+    assert provenance["settings"]["p_field"] == "p" and provenance["settings"]["on_error"] == "fail"
+    # Unpinned, the time is now, in UTC.
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    stdin = orjson.loads(invoke("audit", "-", "-o", "json", input=content).stdout)["provenance"]
+    created = datetime.datetime.strptime(stdin["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    assert abs((datetime.datetime.now(datetime.UTC) - created).total_seconds()) < 60
+    assert stdin["inputs"] == [{"name": "<stdin>", "bytes": None, "sample_sha256": None}]
+
+
+def test_merge_refuses_the_same_file_twice(tmp_path: Path) -> None:
+    """Even a summary that recorded nothing of its inputs (stdin) is refused when given twice, or through a link."""
+    log = invoke("simulate", "--runs", "50", "--alpha", "0.7", "--k", "4", "--seed", "1").stdout_bytes
+    x = tmp_path / "x.json"
+    assert invoke("audit", "-", "--summary-out", str(x), "-o", "csv", input=log).exit_code == 0
+    (tmp_path / "link.json").symlink_to(x)
+    for second, again in ((x, "again"), (tmp_path / "link.json", f"again (as {x})")):
+        result = invoke("merge", str(x), str(second))
+        assert result.exit_code == 2
+        assert result.stderr == f"specaccept: {second}: given {again}: its runs would count twice\n"
+
+
+def test_merge_refuses_two_summaries_of_the_same_input(tmp_path: Path) -> None:
+    log = tmp_path / "day-1.jsonl"
+    assert (
+        invoke("simulate", "--runs", "300", "--alpha", "0.7", "--k", "4", "--seed", "2", "-o", str(log)).exit_code == 0
+    )
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(log.read_bytes())
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    for source, summary in ((log, first), (copy, second)):
+        assert invoke("audit", str(source), "--summary-out", str(summary), "-o", "csv").exit_code == 0
+    result = invoke("merge", str(first), str(second))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"specaccept: {second}: holds input '{copy}' (= '{log}') as {first} does (same size and content):"
+        " its runs would count twice\n"
+    )
+
+
+def test_merge_refuses_summaries_made_with_different_options_and_says_which(tmp_path: Path) -> None:
+    rows = [{**row, "spec": {"p": row["p"]}} for row in [FIRST_EXAMPLE, {"p": [0.5], "q": [0.5], "r": [0.2]}]]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_jsonl(a, rows[:1])
+    write_jsonl(b, rows[1:])
+    invoke("audit", str(a), "--summary-out", str(tmp_path / "a.json"), "-o", "csv")
+    invoke("audit", str(b), "--p-field", "spec.p", "--summary-out", str(tmp_path / "b.json"), "-o", "csv")
+    result = invoke("merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"specaccept: {tmp_path / 'b.json'}: made with different settings (p_field 'spec.p' here, 'p' in "
+        f"{tmp_path / 'a.json'}): summarise every shard the same way\n"
+    )
+
+
+def test_merge_o_takes_a_path_not_a_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shard = save(simulated(20, 0.7, seed=1), tmp_path / "a.json")
+    monkeypatch.chdir(tmp_path)
+    for name in ("json", "table", "markdown"):
+        result = invoke("merge", str(shard), "-o", name)
+        assert result.exit_code == 2
+        assert f"'{name}' is an output format in other commands; here -o takes a path" in result.stderr
+        assert f"./{name}" in result.stderr
+        assert not (tmp_path / name).exists()
+    assert invoke("merge", str(shard), "-o", "./json").exit_code == 0
+    assert orjson.loads((tmp_path / "json").read_bytes())["runs"] == 20
+
+
+def test_a_merged_summary_lists_every_input_and_cannot_be_merged_with_a_part_again(tmp_path: Path) -> None:
+    paths = []
+    for seed in (1, 2):
+        log = tmp_path / f"shard-{seed}.jsonl"
+        invoke("simulate", "--runs", "40", "--alpha", "0.7", "--k", "3", "--seed", str(seed), "-o", str(log))
+        paths.append(tmp_path / f"shard-{seed}.json")
+        assert invoke("audit", str(log), "--summary-out", str(paths[-1]), "-o", "csv").exit_code == 0
+    merged = tmp_path / "all.json"
+    assert invoke("merge", *map(str, paths), "-o", str(merged)).exit_code == 0
+    provenance = orjson.loads(merged.read_bytes())["provenance"]
+    assert [item["name"] for item in provenance["inputs"]] == [
+        str(tmp_path / "shard-1.jsonl"),
+        str(tmp_path / "shard-2.jsonl"),
+    ]
+    assert provenance["merged_from"] == list(map(str, paths))
+    assert provenance["settings"] == orjson.loads(paths[0].read_bytes())["provenance"]["settings"]
+    result = invoke("merge", str(merged), str(paths[1]))
+    assert result.exit_code == 2 and "its runs would count twice" in result.stderr
+
+
+def test_merge_gates_the_merged_total(tmp_path: Path) -> None:
+    """Shards at alpha 0.9 and 0.5: each alone would pass or fail --min-alpha 0.7; the total decides."""
+    shards = [
+        save(simulated(4000, alpha, seed=seed), tmp_path / f"{seed}.json") for seed, alpha in ((1, 0.9), (2, 0.5))
+    ]
+    total = orjson.loads(invoke("merge", *map(str, shards)).stdout)["alpha"]
+    assert 0.6 < total < 0.8
+    passed = invoke_env({"GITHUB_STEP_SUMMARY": str(tmp_path / "steps.md")}, "merge", *map(str, shards),
+                        "-o", str(tmp_path / "all.json"), "--min-alpha", "0.6", "--github")  # fmt: skip
+    assert passed.exit_code == 0, passed.stderr
+    assert "| --min-alpha | 0.6 |" in (tmp_path / "steps.md").read_text()
+    failed = invoke("merge", *map(str, shards), "-o", str(tmp_path / "all.json"), "--min-alpha", "0.8", "--github")
+    assert failed.exit_code == 1
+    assert f"::error title=specaccept gate::alpha = {total:.6g} is below --min-alpha 0.8" in failed.stderr
+    assert (tmp_path / "all.json").exists()  # the summary is written before the gates conclude
 
 
 def without_run_windows(data: bytes) -> bytes:

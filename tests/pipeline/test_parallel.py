@@ -242,3 +242,15 @@ def test_an_error_in_a_worker_is_the_same_one_line_error(tmp_path: Path, monkeyp
     with pytest.raises(InputError) as caught:
         collect(file_source(path), jobs=2, block_bytes=512)
     assert str(caught.value) == f"{path}: cannot read: Permission denied"
+
+
+def test_many_groups_cross_processes_as_columns(big_log: Path) -> None:
+    """Every run its own group (`id`), on several processes: the same groups, in the same order, as on one."""
+    summaries = {
+        jobs: run_process("audit", str(big_log), "-o", "json", "--group-by", "id", "--max-groups", "0", "--jobs", jobs)
+        for jobs in ("1", "2")
+    }
+    assert summaries["1"].returncode == summaries["2"].returncode == 0
+    assert summaries["1"].stdout == summaries["2"].stdout
+    groups = orjson.loads(summaries["2"].stdout)["groups"]
+    assert len(groups) == 12000 and sum(group["runs"] for group in groups.values()) == 12000

@@ -18,10 +18,10 @@ from tests.helpers import (
 # file, line named (None: the source as a whole), words the message holds
 ROW_CLASSES = [
     ("invalid_json.jsonl", 3, ["invalid JSON at column 46: "]),  # after the colon: orjson's words
-    ("not_an_object.jsonl", 3, ["row is a JSON array, not an object"]),
+    ("not_an_object.jsonl", 3, ["row is an array, not a JSON object"]),
     ("missing_field.jsonl", 3, ["missing field 'p'", "the row has keys: id, target_p, q, r"]),
-    ("not_a_list.jsonl", 3, ["'p' is number, not a list of numbers"]),
-    ("non_numeric.jsonl", 3, ["p[1] is not a number (got string '0.7')"]),
+    ("not_a_list.jsonl", 3, ["'p' is 0.5, not a list of numbers"]),
+    ("non_numeric.jsonl", 3, ["p[1] is the string '0.7', not a number"]),
     ("nan.jsonl", 3, ["NaN or Infinity at column 13 is not valid JSON"]),
     ("infinity.jsonl", 3, ["number at column 20 is too large for a double (it would be Infinity)"]),
     ("different_lengths.jsonl", 3, ["p, q and r have different lengths (2, 1, 2)"]),
@@ -140,7 +140,9 @@ def test_unreadable_file(mode: str) -> None:
         assert _one_error_line(result.stderr) == "specaccept: /proc/self/mem: cannot read: Input/output error"
         return
     alone = invoke("audit", "/proc/self/mem", "-o", "json", "--on-error", mode)
-    assert alone.exit_code == 0 and "Skipped 1 unreadable source" in alone.stderr
+    assert alone.exit_code == 1 and "Skipped 1 unreadable source" in alone.stderr  # nothing valid was read
+    assert "specaccept: no valid run: skipped 1 unreadable source (" in alone.stderr
+    assert invoke("audit", "/proc/self/mem", "-o", "json", "--on-error", mode, "--allow-empty").exit_code == 0
     assert result.exit_code == 0
     summary = orjson.loads(result.stdout)
     assert (summary["runs"], summary["skipped_rows"], summary["skipped_sources"]) == (3, 1, 1)

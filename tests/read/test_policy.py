@@ -118,4 +118,4 @@ def test_bad_reported_counts_are_ordered_and_quarantined_alike_in_one_or_two_pro
         outputs.append((summary["errors"], quarantine.read_bytes()))
     assert outputs[0] == outputs[1]
     failing = invoke("audit", str(path), "--reported-field", "reported")
-    assert f"{path}:1: 'reported' is string 'bad'" in failing.stderr
+    assert f"{path}:1: 'reported' is the string 'bad'" in failing.stderr

@@ -200,7 +200,7 @@ def test_position_dependent_acceptance_splits_conditional_from_unconditional() -
     for row, alpha in zip(rows, truth):
         # conditional (EAGLE) recovers each position's own probability ...
         assert row.rate == pytest.approx(alpha, abs=0.01)
-        # ... unconditional (vLLM) is the product of all up to it
+        # ... unconditional (accepted / drafts) is the product of all up to it
         reach *= alpha
         assert row.unconditional_rate == pytest.approx(reach, abs=0.01)
     assert rows[3].unconditional_rate < 0.2 < rows[3].rate

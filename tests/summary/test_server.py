@@ -61,10 +61,10 @@ def test_parse_reported_rejects_non_counts() -> None:
     assert counts[:2].tolist() == [1, 2]
     assert valid.tolist() == [True, True, False, False, False, False]
     assert [(error.line, error.message) for error in errors] == [
-        (3, "'reported' is number -1, not a non-negative count"),
-        (4, "'reported' is string '3', not a non-negative count"),
-        (5, "'reported' is boolean true, not a non-negative count"),
-        (6, "'reported' is missing, not a non-negative count"),
+        (3, "'reported' is -1, not a non-negative count"),
+        (4, "'reported' is the string '3', not a non-negative count"),
+        (5, "'reported' is true, not a non-negative count"),
+        (6, "'reported' is missing or null, not a non-negative count"),
     ]
 
 
