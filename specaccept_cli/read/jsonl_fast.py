@@ -59,6 +59,7 @@ _NEWLINE, _QUOTE, _COMMA, _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT =
 _REFUSALS = (ValueError, RuntimeError, KeyError, TypeError, AttributeError, IndexError)
 _BYTE_SIZE = attrgetter("size")  # bytes in a simdjson ArrayBuffer
 _SCALARS = (int, float, str, bool, type(None))
+_MISSING = object()  # what a row's lookup of a field it does not have gives
 
 _parser: Any = None  # the simdjson module once imported; False without it
 _parsers = threading.local()  # a simdjson.Parser per thread: it keeps its buffers, and it is not thread-safe
@@ -124,9 +125,15 @@ def _key_strings(
 def _extras_are_plain(fields: FieldSpec, extras: dict[str, list[object]]) -> bool:
     """Every extra value is what orjson would give (a number, string, boolean or null), and counts are counts.
 
+    A field missing from a row is None, as on the exact path (which the values are made into here); a field
+    missing from every row of the block is left to the exact path, which says which keys the rows have.
+
     simdjson hands out objects and lists as its own proxies, not as dicts and lists: such a block is declined.
     """
     for name, values in extras.items():
+        if all(value is _MISSING for value in values):
+            return False  # no row has the field: the exact path names the keys the rows have (`RunBatch.absent`)
+        values[:] = [None if value is _MISSING else value for value in values]
         if any(type(value) not in _SCALARS for value in values):
             return False
         if name in fields.counts and any(count_problem(name, value) is not None for value in values):
@@ -195,7 +202,7 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
             add_r(row[r_key].as_buffer(of_type="d"))
         for key, add in extra_adds:  # a column at a time: the loop above stays the hot one
             for row in rows:
-                add(row.get(key))
+                add(row.get(key, _MISSING))
     except _REFUSALS:
         return None
     finally:

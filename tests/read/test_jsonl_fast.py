@@ -78,7 +78,7 @@ def blocks(draw: st.DrawFn) -> bytes:
 
 
 def assert_same_batch(fast: RunBatch, exact: RunBatch) -> None:
-    assert fast.source == exact.source and fast.greedy == exact.greedy
+    assert fast.source == exact.source and fast.greedy == exact.greedy and fast.absent == exact.absent
     assert orjson.dumps(fast.extras) == orjson.dumps(exact.extras)  # 1, 1.0 and true differ here
     for name in ("lines", "offsets", "p", "q", "r"):
         mine, theirs = getattr(fast, name), getattr(exact, name)
@@ -108,10 +108,10 @@ def test_fast_path_gives_the_exact_batch_or_declines(text: bytes, first_line: in
     assert [(e.line, e.message, e.raw) for e in found] == [(e.line, e.message, e.raw) for e in errors]
 
 
-@given(st.lists(rows(bad=False), min_size=1, max_size=6), st.sampled_from([FIELDS, FieldSpec(extras=("id", "s"))]))
+@given(st.lists(rows(bad=False), min_size=1, max_size=6), st.sampled_from([FIELDS, FieldSpec(extras=("p2",))]))
 def test_valid_rows_without_escapes_take_the_fast_path(lines: list[bytes], fields: FieldSpec) -> None:
     """Valid rows with flat lists: the fast path takes them, or it would be a slow path that always declines."""
-    text = b"\n".join(lines)
+    text = b"\n".join([lines[0][:-1] + b',"p2":"x"}', *lines[1:]])  # the carried field, in the first row only
     fast = fast_batch(text, 3, "x", fields, MAX_LINE)
     assert fast is not None, text
     assert_same_batch(fast, exact(text, 3, fields)[0])
@@ -170,12 +170,20 @@ def test_over_long_lines_are_declined_and_reported() -> None:
 
 
 def test_fields_carried_per_run_come_as_orjson_gives_them() -> None:
-    fields = FieldSpec(extras=("id", "model", "absent"), counts=("id",))
-    text = b'{"id":7,"model":"m-1","p":[0.5],"q":[1],"r":[0.1]}\n{"p":[0.5],"q":[1],"r":[0.1],"id":8.0,"model":null}'
+    fields = FieldSpec(extras=("id", "model", "seed"), counts=("id",))
+    text = b'{"id":7,"model":"m-1","p":[0.5],"q":[1],"r":[0.1]}\n{"p":[0.5],"q":[1],"r":[0.1],"id":8.0,"seed":3}'
     fast = fast_batch(text, 1, "x", fields, MAX_LINE)
     assert fast is not None
-    assert orjson.dumps(fast.extras) == b'{"id":[7,8.0],"model":["m-1",null],"absent":[null,null]}'
+    assert orjson.dumps(fast.extras) == b'{"id":[7,8.0],"model":["m-1",null],"seed":[null,3]}'
     assert_same_batch(fast, exact(text, 1, fields)[0])
+
+
+def test_a_field_no_row_of_the_block_has_is_left_to_the_exact_path_which_names_the_keys() -> None:
+    fields = FieldSpec(extras=("modle",))
+    text = b'{"model":"m-1","p":[0.5],"q":[1],"r":[0.1]}'
+    assert fast_batch(text, 1, "x", fields, MAX_LINE) is None
+    batch, errors = parse_block(text, 1, "x", fields, MAX_LINE)
+    assert errors == [] and "modle" in batch.absent and "model" in batch.absent["modle"]
 
 
 @pytest.mark.parametrize(
