@@ -573,12 +573,19 @@ def _skipped(summary: Summary) -> str:
 
 
 def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan) -> Provenance:
-    """What the saved summary was made of: every source read, and the settings that changed its numbers."""
+    """What the saved summary was made of: every source read, and the settings that changed its numbers.
+
+    The sampler is tested for the view whenever r is logged, but its tally is saved only with
+    --check-sampler: the saved summary's setting is the option's.
+    """
+    from dataclasses import replace
+
     from specaccept_cli.summary.provenance import Provenance, describe_input, reading_settings
 
+    saved = replace(plan, check_sampler=options.check_sampler)
     return Provenance.now(
         [describe_input(source.name, source.path, source.size) for source in sources],
-        reading_settings(fields, plan, options.on_error, options.max_line_bytes),
+        reading_settings(fields, saved, options.on_error, options.max_line_bytes),
     )
 
 
