@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.jsonl import iter_line_blocks, parse_block
+from specaccept_cli.read.jsonl import iter_text_blocks, parse_block
 from specaccept_cli.read.sources import MAGIC, decompress
 from specaccept_cli.rule.batch import FieldSpec
 
@@ -43,11 +43,11 @@ def read_lines(data: bytes, block_bytes: int, max_line_bytes: int) -> tuple[list
     stream = decompress(io.BufferedReader(io.BytesIO(data)), SOURCE)  # type: ignore[arg-type]
     seen: list[int] = []
     try:
-        for first_line, lines in iter_line_blocks(stream, SOURCE, block_bytes, max_line_bytes):
+        for first_line, count, lines in iter_text_blocks(stream, SOURCE, block_bytes, max_line_bytes):
             batch, errors = parse_block(lines, first_line, SOURCE, FieldSpec(), max_line_bytes)
             for error in errors:
                 assert error.source == SOURCE and error.line is not None and error.message
-                assert first_line <= error.line < first_line + len(lines)
+                assert first_line <= error.line < first_line + count
             assert bool(np.all((batch.p >= 0) & (batch.p <= 1) & (batch.q > 0) & (batch.q <= 1)))
             assert bool(np.all((batch.r >= 0) & (batch.r <= 1)))
             assert batch.offsets[0] == 0 and batch.offsets[-1] == batch.p.shape[0]

@@ -1,13 +1,13 @@
-"""JSONL on several cores: a process pool AROUND the pure `parse_block`, results consumed in input order.
+"""JSONL on several cores: a process pool AROUND the pure `parse_blocks`, results consumed in input order.
 
 Two ways to cut the input into independent tasks:
 
 - a regular, uncompressed file is cut into newline-aligned byte ranges (a few blocks each); a
-  worker opens the file, reads its own range with `iter_line_blocks` and numbers its lines from a
+  worker opens the file, reads its own range with `iter_text_blocks` and numbers its lines from a
   provisional origin. The parent learns each range's line count from its result and shifts line numbers
   by the count of all earlier ranges, so line numbers stay exact without anyone reading the file twice;
-- any other stream (stdin, gzip/bz2/xz/zstd) is cut by `iter_line_blocks` in the parent, which sends
-  a few blocks' lines at a time (with the number of each block's first line) to a worker.
+- any other stream (stdin, gzip/bz2/xz/zstd) is cut by `iter_text_blocks` in the parent, which sends
+  a few blocks at a time (each as its text, with the number of its first line) to a worker.
 
 Workers apply the rule too and send back only per-run results (line, k, accepted, extras), or only a
 `Summary` when nothing per run is needed: the tokens never cross a process boundary. Results are taken
@@ -34,7 +34,7 @@ import numpy as np
 
 from specaccept_cli.errors import InputError, OnError, SpecacceptError
 from specaccept_cli.pipeline.engine import EngineReading
-from specaccept_cli.read.jsonl import BLOCK_BYTES, iter_line_blocks, parse_block
+from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
     ENGINE_FORMATS,
     OpenSource,
@@ -73,7 +73,7 @@ def default_jobs() -> int:
 # --- work done in a worker (pure functions of their arguments) ---------------------------------
 
 
-Block = tuple[int, list[bytes | None]]  # (number of the first line, lines), as iter_line_blocks yields them
+Block = tuple[int, Lines]  # (number of the first line, lines), as iter_text_blocks yields them
 Results = list[tuple[Evaluated, list[Any]]]  # per block: the result and its errors as portable parts
 
 
@@ -82,8 +82,7 @@ def _evaluate_blocks(
 ) -> Results:
     """Parse and evaluate blocks in order; without per-run results, fold them into one (errors stay in order)."""
     results: Results = []
-    for first_line, lines in blocks:
-        batch, errors = parse_block(lines, first_line, source, fields, max_line_bytes)
+    for batch, errors in parse_blocks(blocks, source, fields, max_line_bytes):
         result, more = evaluate_batch(batch, plan, keep_runs)
         if keep_runs and result.batch is not None:
             result = replace(result, batch=replace(result.batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS))
@@ -153,8 +152,8 @@ def _parse_range(
 
         def blocks() -> Iterator[Block]:
             nonlocal count
-            for first_line, lines in iter_line_blocks(reader, source, block_bytes, max_line_bytes):
-                count += len(lines)
+            for first_line, lines_in_block, lines in iter_text_blocks(reader, source, block_bytes, max_line_bytes):
+                count += lines_in_block
                 yield first_line + origin - 1, lines
 
         results = _evaluate_blocks(blocks(), source, fields, max_line_bytes, keep_runs, plan)
@@ -374,7 +373,12 @@ def _from_stream(opened: OpenSource, reading: _Tasks, pool: _Pool) -> Iterator[E
     source = opened.source
     on_error, progress = reading.on_error, reading.progress
     position = opened.position()
-    blocks = iter_line_blocks(opened.jsonl_stream(), source.name, reading.block_bytes, reading.max_line_bytes)
+    blocks = (
+        (first_line, lines)
+        for first_line, _, lines in iter_text_blocks(
+            opened.jsonl_stream(), source.name, reading.block_bytes, reading.max_line_bytes
+        )
+    )
     args = (source.name, reading.fields, reading.max_line_bytes, reading.keep_runs, reading.plan)
     broken: list[InputError] = []  # the stream's own failure (a cut or corrupt compressed stream)
 

@@ -1,0 +1,227 @@
+"""A fast path for whole JSONL blocks: one simdjson parse per block, or a refusal.
+
+`fast_batch` takes a block's text (its lines joined by newlines) and returns the very `RunBatch` the
+exact path (`jsonl.parse_block` on the block's lines, orjson per line) returns for it when every line of
+the block is a valid run, or None ("decline") when it cannot be sure of that. A declined block goes
+unchanged to the exact path, which names each bad row with its file and line; so the fast path never
+has to word an error, and any doubt is a refusal, never a guess.
+
+How a block is read: its newlines become commas, `[` and `]` go around it, and simdjson parses the
+whole as one array; each row's three lists come out as float64 buffers (`as_buffer(of_type="d")`).
+Before that, byte counts on the block (numpy) make sure that element i of the array is line i and that
+orjson would read the same three lists:
+
+- no backslash in the block, so every `"` starts or ends a string (this also rules out `\\u` escapes,
+  which could spell a key differently);
+- every line starts with `{` and ends with `}`, and the block holds exactly one `{` and one `}` per line
+  (counting those inside strings). Then, when simdjson accepts the array and finds as many elements as
+  lines, each element is exactly one line: a line's `{` can only be closed by a `}` that ends a line;
+  were it not the `}` of its own line, some element would span two lines and, with no other `{` to start
+  one, the array would hold fewer elements than lines;
+- the block holds exactly three `[` per line, so p, q and r are flat lists (simdjson's buffers would
+  flatten a nested list) and no other list is in the way;
+- each key occurs as the string `"name"` exactly once per line: once at least, since its lookup
+  succeeds in every row, and the count allows no more. So no row repeats a key, which simdjson would
+  resolve to the first value and orjson to the last;
+- simdjson refuses what orjson refuses here (invalid UTF-8, control characters in strings, NaN, numbers
+  beyond a double, leading zeros, trailing garbage) and rounds numbers to the same doubles (both round
+  correctly; integers convert like `float(int)`); it also refuses integers beyond 64 bits, which orjson
+  takes: such a block is declined, which is safe;
+- booleans, nulls, strings or objects in a list make `as_buffer` raise: declined;
+- fields carried per run (`FieldSpec.extras`) are looked up in each row like the lists; such a key may
+  occur at most once per line (a missing one is None, as on the exact path), and its values must be
+  numbers, strings, booleans or nulls (counts must be counts);
+- values out of range, lists of different lengths, drafts longer than MAX_DRAFT_LENGTH, over-long,
+  blank or whitespace-padded lines, a byte order mark, CRLF line ends, greedy logs, dotted paths and
+  field names outside [A-Za-z0-9_-]: declined.
+
+pysimdjson is imported on first use; without it every block declines and the exact path reads everything.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import cache
+from itertools import chain
+from operator import attrgetter
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.rule.validate import count_problem
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_NEWLINE, _QUOTE, _COMMA, _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = b'\n",[]{}'
+# What pysimdjson raises on a document it refuses, or on a lookup or a type that does not fit.
+_REFUSALS = (ValueError, RuntimeError, KeyError, TypeError, AttributeError, IndexError)
+_BYTE_SIZE = attrgetter("size")  # bytes in a simdjson ArrayBuffer
+_SCALARS = (int, float, str, bool, type(None))
+_MISSING = object()  # what a row's lookup of a field it does not have gives
+
+_parser: Any = None  # the simdjson module once imported; False without it
+_parsers = threading.local()  # a simdjson.Parser per thread: it keeps its buffers, and it is not thread-safe
+
+
+def _get_parser() -> Any:
+    """This thread's simdjson parser, or False when pysimdjson is not installed."""
+    global _parser
+    if _parser is None:
+        try:
+            import simdjson
+        except ImportError:  # pragma: no cover - depends on the installation
+            _parser = False
+        else:
+            _parser = simdjson
+    if _parser is False:
+        return False
+    parser = getattr(_parsers, "parser", None)
+    if parser is None:
+        parser = _parsers.parser = _parser.Parser()
+    return parser
+
+
+class _Keys(NamedTuple):
+    lists: tuple[str, str, str]  # the keys of p, q and r
+    extras: tuple[str, ...]  # the keys of the fields carried per run (FieldSpec.extras)
+
+
+@cache
+def _plain_keys(fields: FieldSpec) -> _Keys | None:
+    """The top-level keys the fast path looks up for `fields`, or None when it must decline every block."""
+    if fields.greedy:
+        return None
+    names = (fields.p, fields.q, fields.r, *fields.extras)
+    paths = [parse_field_path(name) for name in names]
+    keys = tuple(path[0] for path in paths if len(path) == 1 and _PLAIN_NAME.fullmatch(path[0]))
+    if len(keys) != len(names) or len(set(keys)) != len(keys):
+        return None
+    return _Keys((keys[0], keys[1], keys[2]), keys[3:])
+
+
+def _key_strings(
+    data: npt.NDArray[np.uint8], quotes: npt.NDArray[np.intp], keys: tuple[str, ...]
+) -> list[npt.NDArray[np.intp]]:
+    """Where the strings of the block that equal each key start.
+
+    With no backslash in the block, the even-numbered quotes start its strings (were it otherwise, the
+    block would not parse, and be declined all the same).
+    """
+    starts = quotes[0::2]
+    last = data.shape[0] - 1
+    encoded = [key.encode() for key in keys]
+    following = [data[np.minimum(starts + offset, last)] for offset in range(1, max(map(len, encoded)) + 2)]
+    found = []
+    for key in encoded:
+        match = following[len(key)] == _QUOTE
+        for char, byte in zip(key, following):
+            match &= byte == char
+        found.append(starts[match])
+    return found
+
+
+def _extras_are_plain(fields: FieldSpec, extras: dict[str, list[object]]) -> bool:
+    """Every extra value is what orjson would give (a number, string, boolean or null), and counts are counts.
+
+    A field missing from a row is None, as on the exact path (which the values are made into here); a field
+    missing from every row of the block is left to the exact path, which says which keys the rows have.
+
+    simdjson hands out objects and lists as its own proxies, not as dicts and lists: such a block is declined.
+    """
+    for name, values in extras.items():
+        if all(value is _MISSING for value in values):
+            return False  # no row has the field: the exact path names the keys the rows have (`RunBatch.absent`)
+        values[:] = [None if value is _MISSING else value for value in values]
+        if any(type(value) not in _SCALARS for value in values):
+            return False
+        if name in fields.counts and any(count_problem(name, value) is not None for value in values):
+            return False
+    return True
+
+
+def _is_plain_block(data: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp], max_line_bytes: int) -> bool:
+    """Every line is one `{...}` of at most `max_line_bytes` bytes, with one `{`, one `}` and three `[` each.
+
+    The block's last byte is a `}`, so no line is empty at the end (an empty line elsewhere starts at a newline).
+    """
+    lines = newlines.shape[0] + 1
+    starts = np.concatenate(([0], newlines + 1))
+    ends = np.concatenate((newlines, [data.shape[0]]))  # one past each line's last byte
+    if int((ends - starts).max()) > max_line_bytes:
+        return False
+    return bool(
+        np.all(data[starts] == _OPEN_OBJECT)
+        and np.all(data[ends - 1] == _CLOSE_OBJECT)
+        and np.count_nonzero(data == _OPEN_OBJECT) == lines
+        and np.count_nonzero(data == _CLOSE_OBJECT) == lines
+        and np.count_nonzero(data == _OPEN_LIST) == 3 * lines
+    )
+
+
+def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max_line_bytes: int) -> RunBatch | None:
+    """The batch the exact path gives for this block when all its lines are valid runs, else None.
+
+    `text` is the block's lines joined by newlines (no newline at the end); its first line is line
+    `first_line` of `source`.
+    """
+    keys = _plain_keys(fields)
+    if keys is None or not text or text[-1] != _CLOSE_OBJECT or text.find(b"\\") >= 0:
+        return None
+    p_key, q_key, r_key = keys.lists
+    parser = _get_parser()
+    if parser is False:
+        return None
+    data = np.frombuffer(text, dtype=np.uint8)
+    newlines = np.flatnonzero(data == _NEWLINE)
+    if not _is_plain_block(data, newlines, max_line_bytes):
+        return None
+    lines = newlines.shape[0] + 1
+    quotes = np.flatnonzero(data == _QUOTE)
+    strings = _key_strings(data, quotes, (*keys.lists, *keys.extras))
+    if any(found.shape[0] != lines for found in strings[:3]):
+        return None  # each list's key once per line: at least once, since every row's lookup must succeed
+    if any(np.any(np.diff(np.searchsorted(newlines, found)) == 0) for found in strings[3:]):
+        return None  # an extra field's key at most once per line (a missing one is None, as on the exact path)
+
+    document = bytearray(len(text) + 2)
+    document[0], document[1:-1], document[-1] = _OPEN_LIST, text, _CLOSE_LIST
+    np.frombuffer(document, dtype=np.uint8)[newlines + 1] = _COMMA
+    buffers: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+    add_p, add_q, add_r = (found.append for found in buffers)
+    extras: dict[str, list[object]] = {name: [] for name in fields.extras}
+    extra_adds = [(key, extras[name].append) for name, key in zip(fields.extras, keys.extras)]
+    try:
+        rows = parser.parse(document)
+        if len(rows) != lines:
+            return None
+        for row in rows:
+            add_p(row[p_key].as_buffer(of_type="d"))
+            add_q(row[q_key].as_buffer(of_type="d"))
+            add_r(row[r_key].as_buffer(of_type="d"))
+        for key, add in extra_adds:  # a column at a time: the loop above stays the hot one
+            for row in rows:
+                add(row.get(key, _MISSING))
+    except _REFUSALS:
+        return None
+    finally:
+        rows = row = None  # the proxies pin the parser's document: let them go before its next parse
+
+    sizes = np.fromiter(map(_BYTE_SIZE, chain(*buffers)), dtype=np.int64, count=3 * lines).reshape(3, lines)
+    if not (np.array_equal(sizes[0], sizes[1]) and np.array_equal(sizes[0], sizes[2])):
+        return None
+    offsets = np.zeros(lines + 1, dtype=np.int64)
+    np.cumsum(sizes[0] // 8, out=offsets[1:])
+    p, q, r = (np.frombuffer(bytearray().join(found), dtype=np.float64) for found in buffers)
+    if find_bad_runs(offsets, p, q, r) or not _extras_are_plain(fields, extras):
+        return None
+    return RunBatch(
+        source=source,
+        lines=np.arange(first_line, first_line + lines, dtype=np.int64),
+        offsets=offsets,
+        p=p,
+        q=q,
+        r=r,
+        extras=extras,
+    )
