@@ -76,10 +76,10 @@ def _verdicts(
     if check is None:
         verdicts.append(Marked("i.i.d. check needs more runs", "muted"))
     elif check.consistent:
-        verdicts.append(Marked("i.i.d. model fits", "good"))
+        verdicts.append(Marked("no evidence against the i.i.d. model", "good"))
     else:
-        z = "inf" if check.z is None else f"{check.z:+.1f}"
-        verdicts.append(Marked(f"i.i.d. model does not fit (z = {z})", "bad"))
+        p = "" if check.combined_p_value is None else f" (p = {check.combined_p_value:.3g})"
+        verdicts.append(Marked(f"the i.i.d. model does not fit{p}", "bad"))
     if summary.sampler is not None:
         tests = {"calibration": summary.sampler.calibration(), "r uniformity": summary.sampler.r_uniformity()}
         failed = [name for name, result in tests.items() if result.ok is False]

@@ -103,7 +103,7 @@ def test_the_headline_comes_first_and_the_runs_table_only_when_asked(varied_k: P
     assert f"{summary['alpha']:.4f}, 95% interval [{low:.4f}, {high:.4f}]" in panel
     assert f"{summary['tokens_per_pass']:.4f} observed, {summary['tokens_per_pass_predicted']:.4f} predicted" in panel
     assert f'{summary["acceptance_rate"]:.4f} accepted / drafted ("Avg Draft acceptance rate")' in panel
-    assert re.search(r"verdict .*i\.i\.d\. model fits · sampler ok · failed --min-alpha", panel)
+    assert re.search(r"verdict .*no evidence against the i\.i\.d\. model · sampler ok · failed --min-alpha", panel)
     assert "Runs" not in result.stdout  # no table of runs by default
     shown = invoke("audit", str(varied_k), "--max-rows", "2", "--id-field", "request_id").stdout
     runs = [line for line in shown.splitlines() if "varied.jsonl" in line]
@@ -171,7 +171,8 @@ def test_headline_verdicts_name_each_failed_check(tmp_path: Path) -> None:
     markdown = invoke("audit", str(worse), *options, "-o", "markdown").stdout
     verdict = next(line for line in markdown.splitlines() if line.startswith("- **verdict**: "))
     assert verdict == (
-        "- **verdict**: i.i.d. model fits · sampler fails (calibration, r uniformity) · 300 reported counts mismatch · "
+        "- **verdict**: no evidence against the i.i.d. model · sampler fails (calibration, r uniformity) · "
+        "300 reported counts mismatch · "
         "regressed against the baseline: alpha, tokens per pass · 1 skipped (stderr)"
     )
 
