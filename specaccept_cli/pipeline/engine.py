@@ -35,15 +35,14 @@ def evaluate_engine_source(
     plan: Plan,
     on_error: OnError,
     series: ScrapeSeries,
-    labels: dict[str, str],
+    labels: set[str],
     *,
     draft_length: int | None = None,
 ) -> Iterator[Evaluated]:
     """Every interval of one source of engine output, evaluated, in input order.
 
     Prometheus sources continue `series` (scrapes across files form one series); the caller
-    ends it with `EngineReading.finish` after the last source. `labels` collects every label name met
-    (name -> the source it was first met in).
+    ends it with `EngineReading.finish` after the last source. `labels` collects every label name met.
     """
     from specaccept_cli.read.engine_logs import LineTally, parse_engine_log
 
@@ -70,14 +69,13 @@ def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
 
 
 def _evaluate(
-    items: Iterable[EngineInterval | InputError], plan: Plan, on_error: OnError, labels: dict[str, str]
+    items: Iterable[EngineInterval | InputError], plan: Plan, on_error: OnError, labels: set[str]
 ) -> Iterator[Evaluated]:
     for item in items:
         if isinstance(item, InputError):
             on_error(item)
             continue
-        for label in item.labels:
-            labels.setdefault(label, item.source)
+        labels.update(item.labels)
         part = interval_summary(item)
         sequence = None
         if plan.windows is not None and item.counts is not None:
@@ -204,7 +202,7 @@ class EngineReading:
     def __init__(self, draft_length: int | None = None) -> None:
         self.draft_length = draft_length
         self.series: ScrapeSeries | None = None  # made when the first engine source is met
-        self.labels: dict[str, str] = {}
+        self.labels: set[str] = set()
         self.last_source: str | None = None
 
     def evaluate(self, opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
