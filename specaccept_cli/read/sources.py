@@ -201,9 +201,10 @@ def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Sou
 def detect_format(source: Source, raw: BinaryIO, head: bytes, requested: Format) -> SourceFormat:
     """The format asked for; in auto, by extension, then by content.
 
-    Content: PAR1 magic is Parquet; text whose first byte is not `{` and which holds an engine's
-    metrics line (or a Prometheus scrape) within its first SNIFF_BYTES is that engine's output;
-    anything else is read as JSONL, whose reader then names what is wrong with it.
+    Content: PAR1 magic is Parquet; JSON lines whose first line holds SGLang's `"spec_verify_ct"`
+    (and no `"p"` field) are SGLang responses; text whose first byte is not `{` and which holds an
+    engine's metrics line (or a Prometheus scrape) within its first SNIFF_BYTES is that engine's
+    output; anything else is read as JSONL, whose reader then names what is wrong with it.
     """
     if requested != "auto":
         return requested
