@@ -25,6 +25,7 @@ from specaccept_cli.cli.options import (
 )
 from specaccept_cli.cli.output import (
     CheckedOutput,
+    StderrConsole,
     atomic_file,
     binary_stdout,
     check_step_summary,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.views.progress import RichProgress
-    from specaccept_cli.views.terminal import QuietPipeConsole, RunPreview
+    from specaccept_cli.views.records import RunPreview
 
 
 @click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
@@ -326,10 +327,10 @@ def run_audit(options: AuditOptions) -> None:
     if options.output in ("jsonl", "csv"):
         _refuse_engine_output(sources, options)
 
-    from specaccept_cli.views import terminal as render
+    from specaccept_cli.views.records import RunPreview
 
-    stderr = render.QuietPipeConsole(stderr=True)
-    preview = render.RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
+    stderr = StderrConsole()
+    preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     with _quarantine_file(options.quarantine) as quarantine:
         summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
@@ -362,9 +363,12 @@ def run_audit(options: AuditOptions) -> None:
     _show(options, summary, shown, numbers, gates, comparison, preview, stderr, provenance)
 
     from specaccept_cli.checks import audit_failures
-    from specaccept_cli.views.markdown import markdown_report
 
-    markdown = markdown_report(shown, numbers, gates, comparison, options.significance) if options.github else None
+    markdown = None
+    if options.github:
+        from specaccept_cli.views.markdown import markdown_report
+
+        markdown = markdown_report(shown, numbers, gates, comparison, options.significance)
     where = describe_inputs(paths)
     audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
     if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
@@ -461,7 +465,7 @@ def _read(
     plan: Plan,
     quarantine: CheckedOutput | None,
     preview: RunPreview,
-    stderr: QuietPipeConsole,
+    stderr: StderrConsole,
 ) -> Summary:
     """Every source through the front door, in order; per-run records stream out as they come."""
     from specaccept_cli.pipeline import summarise
@@ -488,7 +492,7 @@ def _read(
         if not options.quiet and stderr.is_terminal:
             from specaccept_cli.views.progress import RichProgress
 
-            with RichProgress(stderr, sources) as progress:
+            with RichProgress(stderr.console, sources) as progress:
                 return read(progress)
         return read(None)
 
@@ -519,7 +523,7 @@ def _show(
     gates: list[GateResult],
     comparison: Comparison | None,
     preview: RunPreview,
-    stderr: QuietPipeConsole,
+    stderr: StderrConsole,
     provenance: Provenance | None = None,
 ) -> None:
     """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form.
@@ -527,8 +531,6 @@ def _show(
     `shown` is `summary` with what the views show beyond the saved summary (the sampler tests).
     """
     from specaccept_cli.summary.files import json_bytes, summary_object
-    from specaccept_cli.views import terminal as render
-    from specaccept_cli.views.rows import headline_rows
 
     # The machine format only when it is written (with many groups it is most of the work), and once.
     machine = None
@@ -548,6 +550,9 @@ def _show(
 
         write_stdout(markdown_report(shown, numbers, gates, comparison, options.significance).encode())
     elif options.output == "table":
+        from specaccept_cli.views import terminal as render
+        from specaccept_cli.views.rows import headline_rows
+
         with printing_to_stdout():
             console = render.QuietPipeConsole()
             console.print(render.headline(headline_rows(shown, numbers, gates, comparison)))
@@ -573,7 +578,9 @@ def _show(
             if comparison is not None:
                 console.print(render.comparison_view(comparison))
     if summary.skipped_rows or summary.skipped_sources:
-        stderr.print(render.skipped_table(summary))
+        from specaccept_cli.views.terminal import skipped_table
+
+        stderr.console.print(skipped_table(summary))
 
 
 def _suggest_cluster_field(comparison: Comparison, sources: list[Source], options: AuditOptions) -> Comparison:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
     from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.views.terminal import QuietPipeConsole
 
 
 class CheckedOutput:
@@ -206,3 +207,30 @@ def report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
             raise _cannot_append(step_summary, exc) from None
     for title, message in annotations:
         click.echo(workflow_command("error", message, title=title), err=True)
+
+
+class StderrConsole:
+    """Rich's console on stderr, made (and rich imported) the first time something is shown there.
+
+    `-o json` into a pipe shows nothing on stderr when all goes well, so it never pays for rich.
+    """
+
+    def __init__(self) -> None:
+        self._console: QuietPipeConsole | None = None
+
+    @property
+    def console(self) -> QuietPipeConsole:
+        if self._console is None:
+            from specaccept_cli.views.terminal import QuietPipeConsole
+
+            self._console = QuietPipeConsole(stderr=True)
+        return self._console
+
+    @property
+    def is_terminal(self) -> bool:
+        """Rich's answer, asked only when it could be yes: Rich sees a terminal only on a TTY,
+        with TTY_COMPATIBLE=1 or with a non-empty FORCE_COLOR."""
+        environment = os.environ
+        if not (sys.stderr.isatty() or environment.get("TTY_COMPATIBLE") == "1" or environment.get("FORCE_COLOR")):
+            return False
+        return self.console.is_terminal

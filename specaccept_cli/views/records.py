@@ -1,9 +1,12 @@
-"""Per-run records as JSONL or CSV, streamed batch by batch as bytes (no Rich, no per-run dicts for JSONL)."""
+"""Per-run records as JSONL or CSV, streamed batch by batch as bytes (no Rich, no per-run dicts for JSONL),
+and the first runs kept for the table view."""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Protocol
 
@@ -12,6 +15,7 @@ import orjson
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import RunColumns
+from specaccept_cli.summary.state import group_key
 from specaccept_cli.text import json_controls_escaped, safe_text
 
 
@@ -134,3 +138,33 @@ class CsvWriter:
 
     def close(self) -> None:
         self.out.flush()
+
+
+@dataclass
+class RunPreview:
+    """The first `limit` runs, kept for the table view; everything after is only counted.
+
+    `id_fields` are shown beside each run, as the per-run records carry them (--id-field).
+    """
+
+    limit: int
+    id_fields: tuple[str, ...] = ()
+    rows: list[tuple[str, int, int, int, tuple[str, ...]]] = field(default_factory=list)
+    total: int = 0
+
+    def add(
+        self,
+        source: str,
+        lines: Sequence[int],
+        ks: Sequence[int],
+        accepted: Sequence[int],
+        extras: dict[str, list[object]] | None = None,
+    ) -> None:
+        room = self.limit - len(self.rows)
+        if room > 0:
+            ids = [[group_key(value) for value in (extras or {}).get(name, [])[:room]] for name in self.id_fields]
+            self.rows += [
+                (source, line, k, a, tuple(column[index] for column in ids))
+                for index, (line, k, a) in enumerate(zip(lines[:room], ks[:room], accepted[:room]))
+            ]
+        self.total += len(lines)

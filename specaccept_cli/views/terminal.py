@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -21,10 +20,11 @@ from rich.text import Text
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import Estimates, estimate
-from specaccept_cli.summary.state import group_key, shown_groups
+from specaccept_cli.summary.state import shown_groups
 from specaccept_cli.text import safe_text
 from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
+from specaccept_cli.views.records import RunPreview
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
@@ -113,36 +113,6 @@ def _fix_numeric_widths(table: Table, console: Console, options: ConsoleOptions)
 def data_text(value: object) -> str:
     """A value from the data, safe for Rich markup, the terminal and CI logs."""
     return escape(safe_text(value))
-
-
-@dataclass
-class RunPreview:
-    """The first `limit` runs, kept for the table view; everything after is only counted.
-
-    `id_fields` are shown beside each run, as the per-run records carry them (--id-field).
-    """
-
-    limit: int
-    id_fields: tuple[str, ...] = ()
-    rows: list[tuple[str, int, int, int, tuple[str, ...]]] = field(default_factory=list)
-    total: int = 0
-
-    def add(
-        self,
-        source: str,
-        lines: Sequence[int],
-        ks: Sequence[int],
-        accepted: Sequence[int],
-        extras: dict[str, list[object]] | None = None,
-    ) -> None:
-        room = self.limit - len(self.rows)
-        if room > 0:
-            ids = [[group_key(value) for value in (extras or {}).get(name, [])[:room]] for name in self.id_fields]
-            self.rows += [
-                (source, line, k, a, tuple(column[index] for column in ids))
-                for index, (line, k, a) in enumerate(zip(lines[:room], ks[:room], accepted[:room]))
-            ]
-        self.total += len(lines)
 
 
 def runs_table(preview: RunPreview) -> RenderableType:
