@@ -10,6 +10,17 @@ Also the two engines the benchmark compares against, each run as its own process
     python benchmarks/bench.py --duckdb FILE    # prints the total accepted tokens
     python benchmarks/bench.py --plain FILE     # likewise, orjson per line + the reference routine
 
+The floor: what the pieces of a JSONL reader cost alone, each its own process (timed beside the above):
+
+    python benchmarks/bench.py --read FILE            # read() of the file, 4 MiB at a time
+    python benchmarks/bench.py --duckdb-read FILE     # DuckDB reading the three lists, no rule
+    python benchmarks/bench.py --duckdb-strict FILE   # DuckDB reading them with the checks exactness needs
+    python benchmarks/bench.py --simdjson FILE        # simdjson's parse of specaccept's blocks, nothing taken out
+
+Where specaccept's own time goes, step by step, in this process:
+
+    python benchmarks/bench.py --profile FILE
+
 And the state `--cluster-field` keeps, alone (in this process):
 
     python benchmarks/bench.py --clusters 1000000   # memory of the per-cluster sums of 1M requests
@@ -19,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import os
 import platform
 import resource
@@ -27,7 +39,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -112,6 +126,172 @@ def plain_total(path: str) -> int:
                     break
             total += accepted
     return total
+
+
+# --- the floor: the pieces of a JSONL reader, alone -----------------------------------------------
+
+
+def read_bytes(path: str) -> int:
+    """read() of the whole file, 4 MiB at a time: the cost of getting the bytes at all."""
+    total = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(4 << 20):
+            total += len(chunk)
+    return total
+
+
+def _json_source(path: str) -> str:
+    escaped = path.replace("'", "''")
+    columns = "{p: 'DOUBLE[]', q: 'DOUBLE[]', r: 'DOUBLE[]'}"
+    return f"read_json('{escaped}', format = 'newline_delimited', columns = {columns})"
+
+
+def duckdb_read(path: str) -> int:
+    """DuckDB reading the three lists (every value, since their lengths are summed), without the rule."""
+    import duckdb
+
+    ((tokens,),) = duckdb.sql(f"SELECT sum(len(p) + len(q) + len(r)) FROM {_json_source(path)}").fetchall()
+    return int(tokens)
+
+
+# What DuckDB's JSON reader takes that a strict reader (orjson, the exact path) refuses or reads otherwise,
+# as one RE2 pattern over each line: any backslash escape; NaN and Infinity; a trailing comma; a string,
+# boolean or null in a list (read as a number: "0.5" -> 0.5, true -> 1.0); an exponent of 3 digits or a run
+# of 300 digits (1e400 -> inf). Blank lines, which it skips, are caught by counting rows against lines.
+STRICT_GUARD = r"\\|(?i:nan|inf)|,\s*[\]}]|[\[,]\s*(\"[^\"]*\"\s*[,\]]|true|false|null)|[eE]\+?[0-9]{3}|[0-9]{300}"
+
+
+def duckdb_strict(path: str) -> int:
+    """DuckDB reading each line as text, with the guard above and the lists parsed from it: an exact reader."""
+    import duckdb
+
+    escaped = path.replace("'", "''")
+    lines = (
+        f"read_csv('{escaped}', columns = {{line: 'VARCHAR'}}, delim = '\\x01', quote = '', escape = '', "
+        "header = false, auto_detect = false)"
+    )
+    shape = """'{"p": "DOUBLE[]", "q": "DOUBLE[]", "r": "DOUBLE[]"}'"""
+    query = f"""
+        SELECT count(*), count_if(regexp_matches(line, '{STRICT_GUARD}')), sum(len(j.p) + len(j.q) + len(j.r))
+        FROM (SELECT line, json_transform(line, {shape}) AS j FROM {lines})
+    """
+    ((rows, suspect, tokens),) = duckdb.sql(query).fetchall()
+    if suspect:
+        raise SystemExit(f"{suspect} of {rows} lines would need the exact path")
+    return int(tokens)
+
+
+def simdjson_parse(path: str) -> int:
+    """simdjson's parse of each of specaccept's 512 KiB blocks, as the fast path builds it; nothing taken out."""
+    import simdjson
+
+    from specaccept_cli.read.jsonl import iter_text_blocks
+
+    parser = simdjson.Parser()
+    rows = 0
+    with open(path, "rb") as handle:
+        for _, _, text in iter_text_blocks(handle, path):
+            assert isinstance(text, bytes)
+            document = b"[" + text.replace(b"\n", b",") + b"]"
+            rows += len(parser.parse(document))
+    return rows
+
+
+# --- where specaccept's time goes, step by step ----------------------------------------------------------
+
+
+def profile_steps(path: str, repeat: int = 3) -> list[tuple[str, float]]:
+    """CPU seconds of each step of specaccept's JSONL path in one process (`--jobs 1`), best of `repeat`.
+
+    Each pass does one more step than the one before it, over the whole file; a step's cost is the
+    difference. The byte guards and the parse are the fast path's own (`read.jsonl_fast`).
+    """
+    import numpy as np
+    import simdjson
+
+    from specaccept_cli.read import jsonl_fast
+    from specaccept_cli.read.jsonl import iter_text_blocks
+    from specaccept_cli.rule.batch import FieldSpec
+    from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+    from specaccept_cli.summary.evaluate import Plan, add_up, evaluate_batch
+
+    fields, plan = FieldSpec(), Plan(check_sampler=True)  # what `audit` computes when r is logged
+    keys = ("p", "q", "r")
+    parser = simdjson.Parser()
+
+    def blocks() -> Iterator[tuple[int, bytes]]:
+        with open(path, "rb") as handle:
+            for first_line, _, text in iter_text_blocks(handle, path):
+                assert isinstance(text, bytes)
+                yield first_line, text
+
+    def guards(text: bytes) -> None:
+        data = np.frombuffer(text, dtype=np.uint8)
+        newlines = np.flatnonzero(data == ord("\n"))
+        assert jsonl_fast._is_plain_block(data, newlines, DEFAULT_MAX_LINE_BYTES)
+        jsonl_fast._key_strings(data, np.flatnonzero(data == ord('"')), keys)
+
+    def parse(text: bytes) -> None:
+        document = bytearray(b"[") + text.replace(b"\n", b",") + b"]"
+        len(parser.parse(document))
+
+    def fast(first_line: int, text: bytes) -> Any:
+        batch = jsonl_fast.fast_batch(text, first_line, path, fields, DEFAULT_MAX_LINE_BYTES)
+        assert batch is not None, "the fast path declined a block of the benchmark's log"
+        return batch
+
+    def read_only() -> object:
+        return [None for _ in blocks()]
+
+    def guarded() -> object:
+        return [guards(text) for _, text in blocks()]
+
+    def parsed() -> object:
+        return [(guards(text), parse(text)) for _, text in blocks()]
+
+    def taken_out() -> object:
+        return [fast(first_line, text) for first_line, text in blocks()]
+
+    def evaluated() -> object:
+        return add_up(evaluate_batch(fast(first_line, text), plan, False)[0] for first_line, text in blocks())
+
+    passes: list[tuple[str, Callable[[], object]]] = [
+        ("reading the file, cutting newline-aligned blocks, counting lines", read_only),
+        ("byte guards (numpy: newlines, braces, brackets, quotes, key strings)", guarded),
+        ("the block as one array document, and simdjson's parse of it", parsed),
+        ("per row: three lookups and three buffers (pysimdjson), lengths, joins, value checks", taken_out),
+        ("the rule, the sampler tally and the summary", evaluated),
+    ]
+    totals = []
+    for _, work in passes:
+        best = float("inf")
+        for _ in range(repeat):
+            gc.collect()
+            start = time.process_time()
+            work()
+            best = min(best, time.process_time() - start)
+        totals.append(best)
+    steps = [(passes[0][0], totals[0])]
+    # The full fast path replaces the guards and the parse of the pass before it: its step is what it adds.
+    steps += [(name, max(0.0, total - before)) for (name, _), total, before in zip(passes[1:], totals[1:], totals)]
+    return steps
+
+
+def profile_table(steps: list[tuple[str, float]], path: str) -> str:
+    """The steps as a markdown table, in CPU seconds per 1M runs and as shares of their sum."""
+    with open(path, "rb") as handle:
+        runs = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(4 << 20), b""))
+    scale = 1_000_000 / max(runs, 1)
+    total = sum(seconds for _, seconds in steps)
+    rows = [f"| {name} | {seconds * scale:.2f} | {seconds / total:.0%} |" for name, seconds in steps]
+    return "\n".join(
+        [
+            "| step (one process, best of 3) | CPU s per 1M runs | share |",
+            "|---|---|---|",
+            *rows,
+            f"| all of the above | {total * scale:.2f} | 100% |",
+        ]
+    )
 
 
 # --- measuring whole processes --------------------------------------------------------------------
@@ -255,6 +435,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--duckdb", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--plain", metavar="FILE", help=argparse.SUPPRESS)
+    for flag in ("--read", "--duckdb-read", "--duckdb-strict", "--simdjson"):
+        parser.add_argument(flag, metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", metavar="FILE", help="only take specaccept's JSONL path apart, step by step")
     parser.add_argument("--clusters", type=int, default=None, help="only measure the tally of N clusters")
     args = parser.parse_args()
     if args.clusters:
@@ -269,6 +452,18 @@ def main() -> None:
         return
     if args.plain:
         print(plain_total(args.plain))
+        return
+    for value, engine in (
+        (args.read, read_bytes),
+        (args.duckdb_read, duckdb_read),
+        (args.duckdb_strict, duckdb_strict),
+        (args.simdjson, simdjson_parse),
+    ):
+        if value:
+            print(engine(value))
+            return
+    if args.profile:
+        print(profile_table(profile_steps(args.profile), args.profile))
         return
 
     import duckdb
@@ -314,6 +509,22 @@ def main() -> None:
     # Every run its own group: simulate writes a distinct "id" per run.
     grouped_command = [*audit, "--group-by", "id", str(jsonl)]
     grouping = side_by_side({"grouped": grouped_command, "ungrouped": [*audit, str(jsonl)]}, args.repeat)
+    one_line = args.cache / "one-run.jsonl"
+    one_line.write_bytes(b'{"p": [0.5], "q": [0.5], "r": [0.25]}\n')
+    print("the floor: the pieces of a reader alone, beside DuckDB's query ...", flush=True)
+    floor_engines = {
+        "DuckDB JSONL (the query)": main_engines["DuckDB JSONL"],
+        "specaccept JSONL": main_engines["specaccept JSONL"],
+        "read() of the file": [*me, "--read", str(jsonl)],
+        "DuckDB reading the lists alone": [*me, "--duckdb-read", str(jsonl)],
+        "DuckDB reading them with the checks exactness needs": [*me, "--duckdb-strict", str(jsonl)],
+        "simdjson's parse of the blocks alone (one process)": [*me, "--simdjson", str(jsonl)],
+        "specaccept start-up (`audit -o json` of a one-run file)": [*audit, str(one_line)],
+        "Python start-up + `import duckdb`": [sys.executable, "-c", "import duckdb"],
+    }
+    floor = side_by_side(floor_engines, args.repeat)
+    print("where specaccept's time goes (one process) ...", flush=True)
+    steps = profile_table(profile_steps(str(jsonl)), str(jsonl))
     startup = side_by_side(
         {"check": [SPECACCEPT, *CHECK_ARGS], "import": [sys.executable, "-c", "import click, rich"]},
         args.check_repeat,
@@ -410,6 +621,21 @@ def main() -> None:
             f"| {name} | {m['rss_sum'] / MB:.0f} MB | {m['pss_sum'] / MB:.0f} MB | {m['rss_max'] / MB:.0f} MB |"
             for name, m in memory.items()
         ),
+        "",
+        f"The floor: what the pieces of a JSONL reader cost alone, each its own process, side by side with DuckDB's"
+        f" query (median of {args.repeat}):",
+        "",
+        "| command | wall s | CPU s | / DuckDB's query (wall) |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {t['seconds']:.2f} | {t['cpu']:.2f} | {_ratio(t, floor['DuckDB JSONL (the query)'])} |"
+            for name, t in floor.items()
+        ),
+        "",
+        f"Where specaccept's time goes: its JSONL path taken apart on the {args.runs:,}-run file in one process,",
+        "each pass doing one more step than the one before:",
+        "",
+        steps,
         "",
         "Times behind the ratios (medians; absolute seconds vary with the machine's load):",
         "",
