@@ -149,6 +149,30 @@ class ZstdFrames:
         pass  # the caller closes the raw file
 
 
+class Replayed:
+    """A stream whose first bytes were read ahead, to tell its format: they are served again first.
+
+    A compressed source is decompressed once: what was looked at is not read (or fetched) a second time.
+    An error met while reading ahead is raised where the reader would have met it: after those bytes.
+    """
+
+    def __init__(self, head: bytes, stream: BinaryIO, error: BaseException | None = None) -> None:
+        self.head, self.stream, self.error = head, stream, error
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            data = self.head if size < 0 else self.head[:size]
+            self.head = self.head[len(data) :]
+            return data
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return self.stream.read(size)
+
+    def close(self) -> None:
+        self.stream.close()
+
+
 def decompress(raw: BinaryIO, source: str) -> BinaryIO:
     """Wrap a buffered binary stream in the decompressor its first bytes call for."""
     head = raw.peek(6)[:6] if isinstance(raw, io.BufferedReader) else b""
@@ -198,13 +222,14 @@ def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Sou
     return sources
 
 
-def detect_format(source: Source, raw: BinaryIO, head: bytes, requested: Format) -> SourceFormat:
+def detect_format(source: Source, head: bytes, requested: Format, sample: Callable[[int], bytes]) -> SourceFormat:
     """The format asked for; in auto, by extension, then by content.
 
     Content: PAR1 magic is Parquet; JSON lines whose first line holds SGLang's `"spec_verify_ct"`
     (and no `"p"` field) are SGLang responses; text whose first byte is not `{` and which holds an
     engine's metrics line (or a Prometheus scrape) within its first SNIFF_BYTES is that engine's
     output; anything else is read as JSONL, whose reader then names what is wrong with it.
+    `sample(n)` gives the first n bytes of the source's text (decompressed), without consuming them.
     """
     if requested != "auto":
         return requested
@@ -217,25 +242,48 @@ def detect_format(source: Source, raw: BinaryIO, head: bytes, requested: Format)
         return "parquet"
     if suffix in PROMETHEUS_SUFFIXES:
         return "prometheus"
-    compression = sniff_compression(head)
     if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or SGLang responses (decided by the first line)
-        return "sglang-requests" if _sniff_engine(_text_sample(source, raw, compression, 1 << 16)) else "jsonl"
+        return "sglang-requests" if _sniff_engine(sample(1 << 16)) else "jsonl"
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
-    return _sniff_engine(_text_sample(source, raw, compression, SNIFF_BYTES)) or "jsonl"
+    return _sniff_engine(sample(SNIFF_BYTES)) or "jsonl"
 
 
-def _text_sample(source: Source, raw: BinaryIO, compression: str | None, size: int) -> bytes:
-    """The first bytes of a source's text, without consuming them (a compressed file is opened again)."""
-    if compression is None:
-        return raw.peek(size)[:size] if isinstance(raw, io.BufferedReader) else b""
-    if source.remote is None and (source.path is None or not source.path.is_file()):
-        return b""  # compressed stdin or pipe: --format names an engine format
-    try:
-        with source.remote.open_stream() if source.remote else open(cast(Path, source.path), "rb") as again:
-            return decompress(again, source.name).read(size)
-    except Exception:  # a corrupt or unsupported stream: the real read reports it, with its line
-        return b""
+class _TextSample:
+    """The first bytes of a source's text, read ahead once: peeked from a plain stream, or decompressed.
+
+    A compressed file or object is decompressed here once; `text_stream` then serves what was read ahead
+    again, followed by the rest, so nothing is read (or fetched from object storage) twice.
+    """
+
+    def __init__(self, source: Source, raw: BinaryIO, compression: str | None) -> None:
+        self.source, self.raw, self.compression = source, raw, compression
+        self.read_ahead: Replayed | None = None
+
+    def __call__(self, size: int) -> bytes:
+        if self.compression is None:
+            return self.raw.peek(size)[:size] if isinstance(self.raw, io.BufferedReader) else b""
+        source = self.source
+        if source.remote is None and (source.path is None or not source.path.is_file()):
+            # Compressed stdin or pipe: its text is not seen without consuming it, and `audit` opens a source
+            # to check its format before reading it; --format names an engine format.
+            return b""
+        if self.read_ahead is None:
+            stream = decompress(self.raw, self.source.name)
+            try:  # a SalvagingReader: what decodes before damage comes back, the error with the next read
+                self.read_ahead = Replayed(stream.read(size), stream)
+            except Exception as exc:  # damaged from the start: the reader meets it at its first read
+                self.read_ahead = Replayed(b"", stream, exc)
+        elif len(self.read_ahead.head) < size and self.read_ahead.error is None:
+            try:
+                self.read_ahead.head += self.read_ahead.stream.read(size - len(self.read_ahead.head))
+            except Exception as exc:
+                self.read_ahead.error = exc
+        return self.read_ahead.head[:size]
+
+    def text_stream(self) -> BinaryIO | None:
+        """The decompressed stream, when reading ahead made it."""
+        return None if self.read_ahead is None else cast(BinaryIO, self.read_ahead)
 
 
 def _sniff_engine(sample: bytes) -> EngineFormat | None:
@@ -277,6 +325,7 @@ class OpenSource:
     head: bytes
     format: SourceFormat
     compression: str | None
+    text: BinaryIO | None = None  # the decompressed stream, when telling the format made it (read once)
 
     @property
     def regular_file(self) -> bool:
@@ -285,7 +334,7 @@ class OpenSource:
 
     def jsonl_stream(self) -> BinaryIO:
         """The decompressed byte stream of a text source (JSONL or server output)."""
-        return decompress(self.raw, self.source.name)
+        return self.text if self.text is not None else decompress(self.raw, self.source.name)
 
     def position(self) -> Callable[[], int] | None:
         """How many raw bytes have been read, for progress; None for stdin (size unknown)."""
@@ -301,7 +350,10 @@ def open_source(source: Source, requested: Format = "auto") -> Iterator[OpenSour
             head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
         except OSError as exc:
             raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
-        yield OpenSource(source, raw, head, detect_format(source, raw, head, requested), sniff_compression(head))
+        compression = sniff_compression(head)
+        sample = _TextSample(source, raw, compression)
+        found = detect_format(source, head, requested, sample)
+        yield OpenSource(source, raw, head, found, compression, sample.text_stream())
     finally:
         if not source.is_stdin:
             raw.close()

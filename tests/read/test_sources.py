@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,6 +53,33 @@ def test_jsonl_files_plain_and_compressed(tmp_path: Path, suffix: str, compress:
     assert [r["accepted"] for r in records] == expected_accepted(ROWS)
     assert [r["line"] for r in records] == list(range(1, len(ROWS) + 1))
     assert {r["source"] for r in records} == {str(path)}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_compressed_file_is_decompressed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    """Telling a .jsonl.gz from SGLang responses reads its text ahead; the reader gets those bytes again
+    (for an object on s3:// that saves a second GET), and every run and line comes out as from the plain file."""
+    import specaccept_cli.read.sources as sources
+    from specaccept_cli.pipeline import summarise
+    from specaccept_cli.rule.batch import RunBatch
+
+    rows = ROWS * 40  # 3 MB: far beyond the 64 KiB read ahead, and blocks enough for the pool
+    plain, packed = tmp_path / "logs.jsonl", tmp_path / "logs.jsonl.gz"
+    plain.write_bytes(jsonl_bytes(rows))
+    packed.write_bytes(gzip.compress(jsonl_bytes(rows)))
+    opened: list[str] = []
+    decompress = sources.decompress
+    monkeypatch.setattr(sources, "decompress", lambda raw, name: opened.append(name) or decompress(raw, name))
+    lines: list[int] = []
+
+    def keep(batch: RunBatch, outcome: object, columns: object) -> None:
+        lines.extend(batch.lines.tolist())
+
+    summary = summarise([str(packed)], jobs=jobs, sink=keep)
+    assert opened == [str(packed)]
+    assert lines == list(range(1, len(rows) + 1))
+    assert summary.runs == len(rows)
+    assert np.array_equal(summary.counts, summarise([str(plain)], jobs=1).counts)
 
 
 def test_gzip_on_stdin_through_a_real_pipe() -> None:
