@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.summary.windows import WindowSpec, drift_test
 
-__version__ = "0.1.0"
+from specaccept_cli.version import __version__
 
 # Public name -> the module that defines it; loaded on first use (PEP 562).
 _LAZY = {

@@ -141,6 +141,10 @@ def _die_of_sigint() -> None:
 
 
 def main() -> None:
+    # numpy's OpenBLAS starts a thread per core at import, and they spin: about 0.1 CPU-second of every
+    # command, and in every worker, for linear algebra specaccept never does. One thread, unless the user
+    # says otherwise; set before anything imports numpy.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         cli(prog_name="specaccept")
     except SystemExit as exc:

@@ -112,7 +112,7 @@ def reading_settings(
 
 
 def _version() -> str:
-    from specaccept_cli import __version__  # not importlib.metadata: 12 ms of start-up for the same string
+    from specaccept_cli.version import __version__  # not importlib.metadata: 12 ms of start-up for the same string
 
     return __version__
 
