@@ -4,7 +4,7 @@ Users copy these blocks, and a block made before a later change goes stale witho
 digit, a wording, a column). Each ```console block marked `<!-- checked -->` on the line before its fence is
 run here, command by command, in a real shell with the venv's `specaccept` first on PATH, at the width the
 README's blocks were made at, and its output must equal the README's text (trailing spaces stripped). A line
-`...` in the README's output stands for lines left out (any number, at least one).
+`...` (indented or not) in the README's output stands for lines left out (any number, at least one).
 
 Commands run in a scratch directory that links `examples/` and `tests/` of the repository, so the paths read
 exactly as from the repository root while the files the examples write (`mixed.jsonl`, `summary.json`, ...)
@@ -12,8 +12,8 @@ do not land in the checkout. Each block gets a directory of its own, so a block 
 that the README only describes in words are made by the commands of its marker,
 `<!-- checked; first: COMMANDS -->`, run before the block with their output not compared.
 
-Blocks left unmarked, and why: those whose inputs the user would have (`logs.jsonl`, `serving.jsonl.gz`,
-`day-1.jsonl.gz`, `greedy.jsonl`, `kubectl logs`, object storage, a Dask scheduler), the `make` and shell
+Blocks left unmarked, and why: those whose inputs the user would have (`serving.jsonl.gz`, `day-1.jsonl.gz`,
+`greedy.jsonl`, `kubectl logs`, `.prom` scrapes, object storage, a Dask scheduler), the `make` and shell
 completion lines (not specaccept commands), and the `requests.jsonl` block, which lists commands to run and
 shows no output. Nothing checked varies from run to run: simulations are seeded, summaries' `created` comes
 from SOURCE_DATE_EPOCH, and no checked output holds an absolute path or a timing. The whole check takes about
@@ -164,7 +164,8 @@ def run_block(block: Block, directory: Path) -> list[list[str]]:
 
 def matches(expected: tuple[str, ...], actual: list[str]) -> bool:
     """Whether actual equals expected, where an expected line `...` stands for one or more actual lines."""
-    expected = tuple(line.rstrip() for line in expected)
+    # An elision may be indented to sit inside the text it shortens (a JSON object's keys).
+    expected = tuple(ELISION if line.strip() == ELISION else line.rstrip() for line in expected)
     if ELISION not in expected:
         return list(expected) == actual
     head, *rest = expected
@@ -206,6 +207,7 @@ def test_elision_stands_for_one_or_more_lines() -> None:
     assert not matches(("a", ELISION, "d"), ["a", "d"])
     assert not matches(("a", ELISION, "d"), ["a", "b", "e"])
     assert matches((ELISION,), ["x"])
+    assert matches(("{", "  ...", "}"), ["{", '  "a": 1', "}"])
     assert not matches(("a",), ["a", "b"])
 
 
