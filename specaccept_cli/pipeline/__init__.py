@@ -20,7 +20,7 @@ from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.read.sources import Format, ProgressHook, Reading, Source, expand_inputs
 from specaccept_cli.read.storage import Storage
 from specaccept_cli.rule.batch import FieldSpec, absent_from_both
-from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES, did_you_mean
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunSink, add_up
 from specaccept_cli.summary.state import Summary
 
@@ -104,9 +104,6 @@ def skipped_input(policy: ErrorPolicy) -> Summary:
 
 def field_not_found(name: str, keys: Sequence[str]) -> str:
     """A field no row has (a typo, most likely), with the closest keys the rows do have."""
-    import difflib
-
-    closest = difflib.get_close_matches(name, keys, n=3, cutoff=0.75)
-    hint = f"; did you mean {' or '.join(repr(key) for key in closest)}?" if closest else ""
+    hint = did_you_mean(name, keys)
     shown = ", ".join(keys[:SHOWN_KEYS]) + (", ..." if len(keys) > SHOWN_KEYS else "")
     return f"no row has the field '{name}'{hint} (a row has: {shown or 'no keys'})"

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import iter_line_blocks
+from specaccept_cli.rule.validate import did_you_mean
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan
 from specaccept_cli.summary.state import CountMatrix, Groups, Summary, group_key
@@ -227,7 +228,7 @@ class EngineReading:
             return
         yield from _evaluate(self.series.finish(), plan, on_error, self.labels)
         if plan.group_by is not None and plan.group_by not in self.labels and self.last_source is not None:
-            known = ", ".join(sorted(self.labels)) or "none"
-            raise InputError(
-                self.last_source, None, f"no interval carries the label {plan.group_by!r} to group by (labels: {known})"
-            )
+            labels = sorted(self.labels)
+            hint, known = did_you_mean(plan.group_by, labels), ", ".join(labels) or "none"
+            why = f"no interval carries the label {plan.group_by!r} to group by{hint} (labels: {known})"
+            raise InputError(self.last_source, None, why)

@@ -8,6 +8,7 @@ A valid row: p, q, r are equal-length lists of finite numbers with 0 <= p <= 1,
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 # The longest draft a run may have. Real drafts are a few to a few dozen tokens; the summary keeps a
 # (k + 1) x (k + 1) histogram, so an absurd k (a corrupt length) would cost memory quadratic in it.
@@ -27,6 +28,14 @@ def count_problem(name: str, value: object) -> str | None:
         return None
     shown = "missing or null" if value is None else json_value(value)
     return f"'{name}' is {shown}, not a non-negative count"
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """ "; did you mean 'x'?" naming the known names closest to a name that was not found (a typo), or ""."""
+    import difflib  # only on this error path
+
+    closest = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
+    return f"; did you mean {' or '.join(repr(key) for key in closest)}?" if closest else ""
 
 
 def length_problem(k: int) -> str | None:

@@ -129,6 +129,10 @@ def test_group_by_a_label_and_a_label_no_interval_has(tmp_path: Path) -> None:
     result = invoke("audit", str(path), "--group-by", "modle")
     assert result.exit_code == 2
     assert "no interval carries the label 'modle'" in result.stderr and "model_name" in result.stderr
+    assert "did you mean" not in result.stderr  # too far from any label to guess
+    result = invoke("audit", str(path), "--group-by", "model_nme")
+    assert result.exit_code == 2
+    assert "to group by; did you mean 'model_name'? (labels: engine, model_name)" in result.stderr
 
 
 def test_a_bad_metrics_line_fails_or_is_skipped_and_quarantined(tmp_path: Path) -> None:
