@@ -187,7 +187,7 @@ def _transcript(block: Block, outputs: list[list[str]]) -> Iterator[str]:
 def test_the_readme_marks_its_runnable_examples() -> None:
     """Guards the marker itself: a typo in it would silently check nothing."""
     blocks = _blocks()
-    assert len(blocks) >= 15
+    assert len(blocks) >= 18
     assert all(block.steps for block in blocks)
 
 
