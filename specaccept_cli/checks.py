@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from specaccept_cli.summary.probability import student_t_cdf
 
 if TYPE_CHECKING:  # at run time checks need only attributes: `check` builds its options without numpy
+    from specaccept_cli.summary.clusters import ClusterTally
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.windows import WindowTally
@@ -358,11 +359,11 @@ def audit_failures(
     return failures
 
 
-def drift_failure(windows: WindowTally | None, significance: float) -> list[str]:
+def drift_failure(windows: WindowTally | None, significance: float, clusters: ClusterTally | None = None) -> list[str]:
     """`--check-drift`: one line when alpha is not constant over the log, or when that cannot be tested."""
     from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position, drift_test
 
-    drift = None if windows is None else drift_test(windows)
+    drift = None if windows is None else drift_test(windows, clusters)
     if windows is None or drift is None:
         return [f"drift cannot be tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs"]
     if drift.p_value >= significance:

@@ -288,3 +288,34 @@ def simulated_rows(runs: int, seed: int) -> list[dict[str, object]]:
 def write_parquet(path: Path, rows: list[dict[str, object]], row_group_size: int) -> Path:
     pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=row_group_size)
     return path
+
+
+# --- runs in requests, for the drift studies ------------------------------------------------
+
+
+def geometric_runs(alpha: np.ndarray, k: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Accepted lengths of runs whose tokens pass independently, run j with probability alpha[j]."""
+    failures_before_first = rng.geometric(1.0 - alpha) - 1
+    return np.minimum(failures_before_first, k).astype(np.int64)
+
+
+def interleaved(
+    n: int, rng: np.random.Generator, concurrent: int, step: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`concurrent` requests at a time, their runs interleaved in the log: (k, accepted, request of each run).
+
+    Each of `concurrent` slots serves requests of 5-60 runs one after another (each request with its own
+    alpha, Beta of mean 0.8), its runs at the times of a Poisson process; the log is every run in time
+    order. With `step` below 1, every run in the second half of the log has its alpha times `step`.
+    """
+    per_slot = n // concurrent + 61
+    lengths = rng.integers(5, 61, (concurrent, per_slot // 5 + 1))
+    request = np.concatenate(
+        [np.repeat(np.arange(row.shape[0]) + slot * row.shape[0], row)[:per_slot] for slot, row in enumerate(lengths)]
+    )
+    times = np.cumsum(rng.exponential(size=(concurrent, per_slot)), axis=1).ravel()
+    request = request[np.argsort(times, kind="stable")][:n]
+    request_alpha = rng.beta(8.0, 2.0, lengths.size)
+    alpha = request_alpha[request] * np.where(np.arange(n) < n // 2, 1.0, step)
+    k = rng.integers(1, 9, n).astype(np.int64)
+    return k, geometric_runs(alpha, k, rng), request

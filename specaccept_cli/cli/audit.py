@@ -379,7 +379,7 @@ def run_audit(options: AuditOptions) -> None:
     if options.check_drift:
         from specaccept_cli.checks import drift_failure
 
-        audits += drift_failure(summary.windows, options.significance)
+        audits += drift_failure(summary.windows, options.significance, summary.clusters)
     if options.html_path is not None:
         write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths, options.significance)
     conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
@@ -572,7 +572,7 @@ def _show(
             if summary.windows is not None and len(summary.windows):  # engine metrics have intervals, not runs
                 from specaccept_cli.views.timeline import timeline_view
 
-                console.print(timeline_view(summary.windows, numbers.alpha, options.significance))
+                console.print(timeline_view(summary.windows, numbers.alpha, options.significance, summary.clusters))
             if gates:
                 console.print(render.gates_view(gates))
             if comparison is not None:

@@ -105,7 +105,7 @@ def summary_object(
         data |= summary.sampler.summary_keys()
         state["sampler"] = summary.sampler.to_dict()
     if summary.windows is not None:
-        data |= windows_keys(summary.windows)
+        data |= windows_keys(summary.windows, summary.clusters)
         state["windows"] = summary.windows.to_dict()
     if summary.engine is not None:
         data["engine"] = engine_keys(summary.engine, numbers)
@@ -131,9 +131,9 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def windows_keys(tally: WindowTally) -> dict[str, Any]:
+def windows_keys(tally: WindowTally, clusters: ClusterTally | None = None) -> dict[str, Any]:
     """The keys windows add to the summary object: how they were cut, each window's numbers, the drift test."""
-    drift = drift_test(tally)
+    drift = drift_test(tally, clusters)
     return {
         "windows_by": {
             "unit": tally.unit,

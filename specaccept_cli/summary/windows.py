@@ -26,12 +26,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from specaccept_cli.summary.probability import kolmogorov_sf
+
+if TYPE_CHECKING:
+    from specaccept_cli.summary.clusters import ClusterTally
 
 IntArray = npt.NDArray[np.int64]
 Unit = Literal["seconds", "runs"]
@@ -416,7 +419,7 @@ class Drift:
     alpha_before: float | None
     alpha_after: float | None
     windows: int
-    variance: Literal["runs", "windows"]  # which spread estimate was the larger, and so was used
+    variance: Literal["runs", "windows", "clusters"]  # which spread estimate was the largest, and so was used
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -433,7 +436,7 @@ class Drift:
 MIN_DRIFT_WINDOWS = 3
 
 
-def drift_test(tally: WindowTally) -> Drift | None:
+def drift_test(tally: WindowTally, clusters: ClusterTally | None = None) -> Drift | None:
     """CUSUM of run residuals a - alpha e over the windows in log order; None with under 3 windows.
 
     S_i = sum over windows up to i of (accepted - alpha examined), alpha the whole log's. If alpha
@@ -442,14 +445,17 @@ def drift_test(tally: WindowTally) -> Drift | None:
     The sum is seen only at window ends, which lowers the maximum a little: the p-value applies
     the continuity correction for m monitoring points (DISCRETE_MONITORING_SHIFT / sqrt(m)).
 
-    sigma^2 is the larger of two estimates: the spread of residuals over runs (right when runs are
-    independent), and the spread of window sums standardised by sqrt(runs), about alpha before and
-    after the peak (so a real step does not inflate it). The second is itself an estimate from m - 2
-    window sums: when it is used, the p-value averages Kolmogorov's tail over its chi-square spread
-    (`kolmogorov_sf_estimated_scale`). Runs of one request share a prompt and lean the same way;
-    when they sit near each other in the log, the window spread sees that and the test stays
-    honest. What it cannot see is correlation across windows (a request spread thinly over the
-    whole log); that calls for a cluster-robust variance over requests.
+    sigma^2 is the largest of up to three estimates: the spread of residuals over runs (right when runs
+    are independent); the spread of window sums standardised by sqrt(runs), about alpha before and
+    after the peak (so a real step does not inflate it); and, with `clusters` (--cluster-field), the
+    spread of request totals, G/(G-1) sum_c R_c^2 / n with R_c a request's summed residual. Runs of one
+    request share a prompt and lean the same way: the window spread sees that when a request sits within
+    a window or two; when many requests run at once, each spreads over several windows, neighbouring
+    windows lean together, and only request totals see it. An estimate from window sums (m - 2 degrees
+    of freedom) or request totals (G - 1) makes the p-value average Kolmogorov's tail over the
+    estimate's chi-square spread (`kolmogorov_sf_estimated_scale`). A request that spans most of the log
+    adds to its total but hardly to the bridge, so request totals then overstate sigma: the test only
+    grows more cautious.
     """
     windows = len(tally)
     sums = tally.sums
@@ -463,17 +469,20 @@ def drift_test(tally: WindowTally) -> Drift | None:
     if run_variance <= 0.0:  # every run kept all or none: nothing varies, nothing drifts
         return Drift(0.0, 1.0, int(tally.ends[0]), alpha, alpha, windows, "runs")
     # Locate the peak with the run variance (a constant factor does not move it), then judge it
-    # with the larger of the two spreads.
+    # with the largest spread.
     cusum = np.abs(np.cumsum(residuals)[:-1])
     peak = int(np.argmax(cusum))
-    window_variance = _window_variance(sums, peak)
-    variance = max(run_variance, window_variance)
+    estimates: dict[Literal["runs", "windows", "clusters"], tuple[float, int | None]] = {
+        "runs": (run_variance, None),  # known degrees of freedom: Kolmogorov's tail as it is
+        "windows": (_window_variance(sums, peak), windows - 2),
+    }
+    if clusters is not None and clusters.clusters >= 2:
+        estimates["clusters"] = (_cluster_variance(clusters, alpha, runs), clusters.clusters - 1)
+    used = max(estimates, key=lambda name: estimates[name][0])  # ties keep the first: runs, then windows
+    variance, degrees = estimates[used]
     statistic = float(cusum[peak] / math.sqrt(variance * runs))
     shifted = statistic + DISCRETE_MONITORING_SHIFT / math.sqrt(windows)
-    if run_variance >= window_variance:
-        p_value = kolmogorov_sf(shifted)
-    else:  # sigma^2 estimated from m - 2 window sums: average over its chi-square spread
-        p_value = kolmogorov_sf_estimated_scale(shifted, windows - 2)
+    p_value = kolmogorov_sf(shifted) if degrees is None else kolmogorov_sf_estimated_scale(shifted, degrees)
     before, after = sums[: peak + 1], sums[peak + 1 :]
     return Drift(
         statistic=statistic,
@@ -482,8 +491,18 @@ def drift_test(tally: WindowTally) -> Drift | None:
         alpha_before=_alpha(before),
         alpha_after=_alpha(after),
         windows=windows,
-        variance="runs" if run_variance >= window_variance else "windows",
+        variance=used,
     )
+
+
+def _cluster_variance(clusters: ClusterTally, alpha: float, runs: int) -> float:
+    """Per run: G/(G-1) times the sum over requests of their squared residual totals, over the runs."""
+    sums = clusters.sums
+    accepted = sums.kept.sum(axis=1, dtype=np.int64).astype(np.float64)  # kept token j <=> a >= j
+    examined = sums.reached.sum(axis=1, dtype=np.int64).astype(np.float64)  # tested token j
+    count = len(sums)
+    totals = accepted - alpha * examined
+    return count / (count - 1) * float(totals @ totals) / runs
 
 
 def kolmogorov_sf_estimated_scale(x: float, degrees: int) -> float:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from specaccept_cli import __version__
 from specaccept_cli.checks import DEFAULT_SIGNIFICANCE
+from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.conventions import DEFINITIONS
 from specaccept_cli.summary.estimates import Z_95, Estimates, estimate
 from specaccept_cli.summary.probability import kolmogorov_sf
@@ -95,7 +96,7 @@ def render_report(
             caption += f" Thin coloured lines: the conditional rates of the {shown} largest groups (hover: name)."
         figures.append(_figure("positions", positions_chart(summary, numbers), caption=caption))
         if summary.windows is not None and len(summary.windows):
-            timeline = timeline_chart(summary.windows, numbers.alpha, significance)
+            timeline = timeline_chart(summary.windows, numbers.alpha, significance, summary.clusters)
             figures.append(_figure("timeline", timeline, caption=TIMELINE_CAPTION))
         if summary.groups:
             figures.append(_figure("groups", *groups_charts(summary), caption=GROUPS_CAPTION))
@@ -171,7 +172,7 @@ def cards(
             )
         )
     if summary.windows is not None and len(summary.windows):
-        drift = drift_test(summary.windows)
+        drift = drift_test(summary.windows, summary.clusters)
         if drift is None:
             parts.append(_card("drift", MISSING, "needs 3 windows holding runs"))
         else:
@@ -316,7 +317,9 @@ TIMELINE_CAPTION = (
 )
 
 
-def timeline_chart(tally: WindowTally, alpha: float | None, significance: float) -> str:
+def timeline_chart(
+    tally: WindowTally, alpha: float | None, significance: float, clusters: ClusterTally | None = None
+) -> str:
     rows = window_estimates(tally)
     start, end = rows[0].start, rows[-1].end
     x_axis = Axis.linear(float(start), float(end), "time (UTC)" if tally.unit == "seconds" else "run")
@@ -351,7 +354,7 @@ def timeline_chart(tally: WindowTally, alpha: float | None, significance: float)
             f"{interval(row.alpha_ci)}, {row.runs:,} runs, {row.tokens_per_pass:.3f} tokens per pass"
         )
         chart.point((row.start + row.end) / 2, row.alpha, "outside" if excludes(row, alpha) else "observed", hover, 3.0)
-    drift = drift_test(tally)
+    drift = drift_test(tally, clusters)
     if drift is not None:
         significant = drift.p_value < significance
         chart.vertical(

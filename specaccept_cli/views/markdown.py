@@ -77,7 +77,7 @@ def markdown_report(
             ]
         parts += _markdown_audits(summary)
         if summary.windows is not None and len(summary.windows) >= MIN_DRIFT_WINDOWS:
-            parts += ["### Over the log", shared.drift_line(summary.windows, drift_significance)[1]]
+            parts += ["### Over the log", shared.drift_line(summary.windows, drift_significance, summary.clusters)[1]]
     if gates:
         parts += [
             "### Gates",

@@ -18,6 +18,7 @@ from specaccept_cli.views.format import interval, number
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.summary.clusters import ClusterTally
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
@@ -472,11 +473,13 @@ def _sampler_table(sampler: SamplerTally) -> AuditTable:
     )
 
 
-def drift_line(windows: WindowTally, significance: float) -> tuple[bool | None, str]:
+def drift_line(
+    windows: WindowTally, significance: float, clusters: ClusterTally | None = None
+) -> tuple[bool | None, str]:
     """The drift test in one sentence, and whether alpha moved (None: too few windows to test)."""
     from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position, drift_test
 
-    drift = drift_test(windows)
+    drift = drift_test(windows, clusters)
     if drift is None:
         return None, f"drift test: needs at least {MIN_DRIFT_WINDOWS} windows holding runs."
     where = describe_position(windows, drift.change_at)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.windows import WindowTally, describe_position, duration_text, excludes, window_estimates
 from specaccept_cli.views.format import number
 from specaccept_cli.views.rows import drift_line
@@ -33,8 +34,11 @@ def window_width_text(tally: WindowTally) -> str:
     return f"{duration_text(tally.width)} of {tally.time_field}"
 
 
-def timeline_view(tally: WindowTally, alpha: float | None, significance: float = 0.01) -> RenderableType:
-    """The bars, their range, the marks, and the drift test's verdict at `significance` (--significance)."""
+def timeline_view(
+    tally: WindowTally, alpha: float | None, significance: float = 0.01, clusters: ClusterTally | None = None
+) -> RenderableType:
+    """The bars, their range, the marks, and the drift test's verdict at `significance` (--significance);
+    `clusters` (--cluster-field) makes the test cluster-robust."""
     rows = window_estimates(tally)
     title = Text(f"Alpha over the log ({len(rows)} windows of {window_width_text(tally)})", style="bold")
     if not rows:
@@ -55,10 +59,10 @@ def timeline_view(tally: WindowTally, alpha: float | None, significance: float =
     parts: list[RenderableType] = [title, bars]
     if marks.plain.strip():
         parts.append(marks)
-    parts += [scale, drift_verdict(tally, significance)]
+    parts += [scale, drift_verdict(tally, significance, clusters)]
     return Group(*parts)
 
 
-def drift_verdict(tally: WindowTally, significance: float) -> Text:
-    drifted, sentence = drift_line(tally, significance)
+def drift_verdict(tally: WindowTally, significance: float, clusters: ClusterTally | None = None) -> Text:
+    drifted, sentence = drift_line(tally, significance, clusters)
     return Text(sentence, style="dim" if drifted is None else "bold red" if drifted else "green")

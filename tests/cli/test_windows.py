@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import FIRST_EXAMPLE as FIRST
-from tests.helpers import invoke, without_provenance, write_jsonl
+from tests.helpers import interleaved, invoke, without_provenance, write_jsonl
 
 START = 1_764_500_000  # 2025-11-30T10:53:20Z
 
@@ -45,6 +46,29 @@ def step_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def steady_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_jsonl(tmp_path_factory.mktemp("steady") / "steady.jsonl", timed_rows(2000, 4))
+
+
+def test_interleaved_requests_make_the_drift_test_use_request_totals_with_cluster_field(tmp_path: Path) -> None:
+    """64 requests at a time: the mix of active requests moves alpha between windows. With the request field
+    the test takes sigma from request totals, so the same log is judged more cautiously."""
+    k, accepted, request = interleaved(4000, np.random.default_rng(31), concurrent=64)
+    rows = []
+    for drafted, kept, name in zip(k.tolist(), accepted.tolist(), request.tolist()):
+        # Kept tokens: p = q (threshold 1); the first rejected one: threshold 0.5 and r = 0.9.
+        p = [0.5] * kept + [0.25] * (drafted - kept)
+        rows.append(
+            {"request_id": f"req-{name}", "p": p, "q": [0.5] * drafted, "r": [0.1] * kept + [0.9] * (drafted - kept)}
+        )
+    log = write_jsonl(tmp_path / "interleaved.jsonl", rows)
+    plain = invoke("audit", str(log), "-o", "json", "--check-drift")
+    robust = invoke("audit", str(log), "-o", "json", "--check-drift", "--cluster-field", "request_id")
+    runs_only, by_request = orjson.loads(plain.stdout)["drift"], orjson.loads(robust.stdout)["drift"]
+    assert orjson.loads(robust.stdout)["accepted_tokens"] == int(accepted.sum())
+    assert runs_only["variance"] in ("runs", "windows") and by_request["variance"] == "clusters"
+    assert by_request["statistic"] < runs_only["statistic"] and by_request["p_value"] > runs_only["p_value"]
+    assert by_request["change_at"] == runs_only["change_at"]  # the same peak, judged with a wider sigma
+    for result, drift in ((plain, runs_only), (robust, by_request)):
+        assert result.exit_code == (1 if drift["p_value"] < 0.01 else 0), result.stderr
 
 
 def test_a_step_passes_the_iid_check_but_not_the_drift_check(step_log: Path) -> None:
