@@ -160,14 +160,19 @@ class Replayed:
         self.head, self.stream, self.error = head, stream, error
 
     def read(self, size: int = -1) -> bytes:
-        if self.head:
-            data = self.head if size < 0 else self.head[:size]
-            self.head = self.head[len(data) :]
-            return data
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
-        return self.stream.read(size)
+        if not self.head:
+            if self.error is not None:
+                error, self.error = self.error, None
+                raise error
+            return self.stream.read(size)
+        data = self.head if size < 0 else self.head[:size]
+        self.head = self.head[len(data) :]
+        if (size < 0 or len(data) < size) and self.error is None:
+            try:  # the rest of the request from the stream; an error waits, as the bytes before it come back
+                data += self.stream.read(size - len(data) if size >= 0 else -1)
+            except Exception as exc:
+                self.error = exc
+        return data
 
     def close(self) -> None:
         self.stream.close()

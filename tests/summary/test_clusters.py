@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 import os
 from pathlib import Path
@@ -208,6 +209,10 @@ def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> Non
     blank_first = write_jsonl(tmp_path / "blank.jsonl", [])
     blank_first.write_bytes(b"\n  \n" + orjson.dumps({"rid": 1, "p": []}) + b"\n")
     assert first_row_fields(expand_inputs([str(blank_first)])[0]) == ["rid", "p"]
+    # A first row longer than the 64 KiB read ahead to tell a .jsonl.gz's format: the rest comes from the stream.
+    long_first = tmp_path / "long.jsonl.gz"
+    long_first.write_bytes(gzip.compress(orjson.dumps({"request_id": "r" * 200_000, "p": [0.5]}) + b"\n"))
+    assert first_row_fields(expand_inputs([str(long_first)])[0]) == ["request_id", "p"]
 
 
 def test_a_comparison_with_one_clustered_side_says_so() -> None:
