@@ -231,6 +231,15 @@ class StderrConsole:
         """Rich's answer, asked only when it could be yes: Rich sees a terminal only on a TTY,
         with TTY_COMPATIBLE=1 or with a non-empty FORCE_COLOR."""
         environment = os.environ
-        if not (sys.stderr.isatty() or environment.get("TTY_COMPATIBLE") == "1" or environment.get("FORCE_COLOR")):
+        if not (_is_a_tty(sys.stderr) or environment.get("TTY_COMPATIBLE") == "1" or environment.get("FORCE_COLOR")):
             return False
         return self.console.is_terminal
+
+
+def _is_a_tty(stream: object) -> bool:
+    """isatty() as Rich asks it: a closed stderr (`2>&-`: None) or one whose isatty fails is no terminal."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed file
+        return False

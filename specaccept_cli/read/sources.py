@@ -274,7 +274,10 @@ class _TextSample:
             # to check its format before reading it; --format names an engine format.
             return b""
         if self.read_ahead is None:
-            stream = decompress(self.raw, self.source.name)
+            try:
+                stream = decompress(self.raw, self.source.name)
+            except InputError:  # zstd without its extra: the reader says so, where the error policy applies
+                return b""
             try:  # a SalvagingReader: what decodes before damage comes back, the error with the next read
                 self.read_ahead = Replayed(stream.read(size), stream)
             except Exception as exc:  # damaged from the start: the reader meets it at its first read
@@ -468,6 +471,6 @@ def first_row_fields(source: Source, requested: Format = "auto", limit: int = 1 
                 if line.strip():
                     row = orjson.loads(line)
                     return [str(key) for key in row] if isinstance(row, dict) else []
-    except (OSError, ValueError, InputError, EOFError):
+    except Exception:  # a damaged or unreadable source (zlib.error, LZMAError, ...): the audit reports it
         return []
     return []

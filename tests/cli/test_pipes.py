@@ -107,6 +107,16 @@ def test_closed_stdout_is_an_error_not_a_crash(output: str) -> None:
     assert result.stderr == b"specaccept: cannot write output: stdout is closed\n"
 
 
+@pytest.mark.parametrize("output", ["json", "jsonl", "table"])
+def test_closed_stderr_still_gives_the_output(output: str) -> None:
+    """`2>&-` (cron, daemons): nothing is shown on stderr, and the output and exit status are as usual."""
+    seed = CORPUS / "q_zero.jsonl"
+    closed = shell(f'"$SPECACCEPT" -m specaccept_cli audit {seed} -o {output} --on-error skip 2>&-')
+    shown = shell(f'"$SPECACCEPT" -m specaccept_cli audit {seed} -o {output} --on-error skip 2>/dev/null')
+    assert closed.returncode == shown.returncode == 0
+    assert closed.stdout == shown.stdout and closed.stdout
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_ctrl_c_stops_a_shell_loop_over_files(big_log: Path) -> None:
     """Ctrl-C (SIGINT to the whole foreground group) must stop `for f in ...; do specaccept audit $f; done`.

@@ -144,6 +144,18 @@ def test_zstd_without_the_extra_names_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert b"zstd" in result.stderr and b"specaccept[zstd]" in result.stderr
     assert b"Traceback" not in result.stderr
+    # Skipped like any unreadable source, per-run output of the others written, whatever the output.
+    good = write_jsonl(tmp_path / "good.jsonl", ROWS[:5])
+    for output in ("jsonl", "json"):
+        argv = ["specaccept", "audit", str(path), str(good), "-o", output, "--on-error", "skip"]
+        skipping = code.replace(f"sys.argv = ['specaccept', 'audit', {str(path)!r}]", f"sys.argv = {argv!r}")
+        result = subprocess.run([sys.executable, "-c", skipping], capture_output=True, check=False)
+        assert result.returncode == 0, result.stderr
+        assert b"specaccept[zstd]" in result.stderr
+        if output == "jsonl":
+            assert [r["line"] for r in per_run(result.stdout)] == [1, 2, 3, 4, 5]
+        else:
+            assert orjson.loads(result.stdout)["skipped_sources"] == 1
 
 
 def test_format_option_overrides_detection(tmp_path: Path) -> None:

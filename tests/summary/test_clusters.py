@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import lzma
 import math
 import os
 from pathlib import Path
@@ -213,6 +214,14 @@ def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> Non
     long_first = tmp_path / "long.jsonl.gz"
     long_first.write_bytes(gzip.compress(orjson.dumps({"request_id": "r" * 200_000, "p": [0.5]}) + b"\n"))
     assert first_row_fields(expand_inputs([str(long_first)])[0]) == ["request_id", "p"]
+    # Damaged compressed text is no suggestion and no error (the audit reports it, with its line).
+    for name, packed in (
+        ("bad.jsonl.gz", gzip.compress(b'{"rid": 1}\n')),
+        ("bad.jsonl.xz", lzma.compress(b'{"rid": 1}\n')),
+    ):
+        damaged = tmp_path / name
+        damaged.write_bytes(packed[:12] + bytes(64))
+        assert first_row_fields(expand_inputs([str(damaged)])[0]) == []
 
 
 def test_a_comparison_with_one_clustered_side_says_so() -> None:
