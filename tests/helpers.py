@@ -6,11 +6,13 @@ that imports `specaccept_cli.cli`: when the commands move, this file is the one 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -319,3 +321,20 @@ def interleaved(
     alpha = request_alpha[request] * np.where(np.arange(n) < n // 2, 1.0, step)
     k = rng.integers(1, 9, n).astype(np.int64)
     return k, geometric_runs(alpha, k, rng), request
+
+
+@contextlib.contextmanager
+def fed_fifo(path: Path, data: bytes) -> Iterator[Path]:
+    """A named pipe at `path` that a thread writes `data` into while the block runs (`audit <(cat x)`)."""
+    os.mkfifo(path)
+
+    def feed() -> None:
+        with open(path, "wb") as pipe:
+            pipe.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        yield path
+    finally:
+        writer.join(timeout=60)

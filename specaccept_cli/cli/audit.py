@@ -505,6 +505,7 @@ def _read(
         )
         summary = run(writer.write)
         writer.close()
+        _refuse_engine_output_read(summary, options)
         return summary
     if options.output == "table" and options.max_rows and options.scheduler is None:
 
@@ -622,16 +623,33 @@ def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec,
 
 
 def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
-    """Engine metrics hold interval counters, not runs: say so before any per-run output starts."""
+    """Engine metrics hold interval counters, not runs: say so before any per-run output starts.
+
+    A pipe given as a path (`<(zcat server.log.gz)`) cannot be looked at without consuming it: it is
+    left to `_refuse_engine_output_read` once it has been read.
+    """
     from specaccept_cli.read.sources import ENGINE_FORMATS, open_source
 
     for source in sources:
+        if source.path is not None and not source.path.is_file():
+            continue
         with open_source(source, options.input_format) as opened:
             if opened.format in ENGINE_FORMATS:
-                raise UsageError(
-                    f"{source.name} is {opened.format} output: engine metrics hold interval counters, not runs, "
-                    f"so -o {options.output} has no per-run records to write; use -o table, json or markdown"
-                )
+                raise UsageError(_no_records(f"{source.name} is {opened.format} output", options.output))
+
+
+def _refuse_engine_output_read(summary: Summary, options: AuditOptions) -> None:
+    """After the read: engine output that only reading could tell (through a pipe given as a path) is refused too."""
+    if summary.engine is not None:
+        formats = ", ".join(summary.engine.formats) or "engine"
+        raise UsageError(_no_records(f"{formats} output was read", options.output))
+
+
+def _no_records(what: str, output: str) -> str:
+    return (
+        f"{what}: engine metrics hold interval counters, not runs, so -o {output} has no per-run records "
+        "to write; use -o table, json or markdown"
+    )
 
 
 def _too_many_errors(summary: Summary, max_errors: int) -> str:

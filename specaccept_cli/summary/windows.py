@@ -507,24 +507,30 @@ def _cluster_variance(clusters: ClusterTally, alpha: float, runs: int) -> float:
 
 def kolmogorov_sf_estimated_scale(x: float, degrees: int) -> float:
     """P(K / sqrt(V) > x) for V = chi2(degrees) / degrees independent of K: Kolmogorov's tail when the
-    scale was estimated with `degrees` degrees of freedom (as Student's t is the normal's). Simpson's rule
-    over V on [0, 1 + 12 sd]."""
+    scale was estimated with `degrees` degrees of freedom (as Student's t is the normal's).
+
+    Simpson's rule over u = sqrt(V) on [sqrt(max(0, 1 - 12 sd)), sqrt(1 + 12 sd)], sd = sqrt(2 / degrees):
+    in u the integrand is smooth and finite at 0 for every degree of freedom (in V, the chi-square density
+    is infinite there for 1 and a jump for 2, which a rule over V misses: with 2 or 3 requests, or 3 or 4
+    windows, that made p-values too small).
+    """
     if degrees < 1:
         return 1.0
     half = degrees / 2.0
-    upper = 1.0 + 12.0 * math.sqrt(2.0 / degrees)
+    spread = 12.0 * math.sqrt(2.0 / degrees)
+    lower, upper = math.sqrt(max(0.0, 1.0 - spread)), math.sqrt(1.0 + spread)
     steps = 400
-    width = upper / steps
-    log_norm = half * math.log(half) - math.lgamma(half)  # density of V = chi2 / degrees
+    width = (upper - lower) / steps
+    log_norm = math.log(2.0) + half * math.log(half) - math.lgamma(half)  # density of u = sqrt(chi2 / degrees)
 
-    def integrand(v: float) -> float:
-        if v <= 0.0:
-            return 0.0
-        density = math.exp(log_norm + (half - 1.0) * math.log(v) - half * v)
-        return density * kolmogorov_sf(x * math.sqrt(v))
+    def integrand(u: float) -> float:
+        if u <= 0.0:  # u^(degrees - 1) at 0, times Kolmogorov's tail at 0, which is 1
+            return math.exp(log_norm) if degrees == 1 else 0.0
+        density = math.exp(log_norm + (degrees - 1) * math.log(u) - half * u * u)
+        return density * kolmogorov_sf(x * u)
 
-    total = integrand(0.0) + integrand(upper)
-    total += sum((4.0 if i % 2 else 2.0) * integrand(i * width) for i in range(1, steps))
+    total = integrand(lower) + integrand(upper)
+    total += sum((4.0 if i % 2 else 2.0) * integrand(lower + i * width) for i in range(1, steps))
     return min(1.0, max(0.0, total * width / 3.0))
 
 

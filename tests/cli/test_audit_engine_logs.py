@@ -22,7 +22,7 @@ from tests.engines import (
     truth_hist,
     vllm_full_line,
 )
-from tests.helpers import invoke
+from tests.helpers import fed_fifo, invoke, run_process
 from tests.read.test_engine_logs import SAMPLES
 
 K = 4
@@ -101,6 +101,17 @@ def test_per_run_output_is_refused_before_anything_is_written(tmp_path: Path, ou
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "interval counters, not runs" in result.stderr and "-o table, json or markdown" in result.stderr
+
+
+def test_per_run_output_of_engine_output_through_a_pipe_is_refused_once_read(tmp_path: Path) -> None:
+    """A pipe given as a path is not looked at before the read (that would eat its bytes): refused after it."""
+    data = write_lines(tmp_path / "server.log", server_log(intervals=2)[0]).read_bytes()
+    with fed_fifo(tmp_path / "server.fifo", data) as fifo:
+        result = run_process("audit", str(fifo), "-o", "jsonl", timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert b"output was read: engine metrics hold interval counters, not runs" in result.stderr
+    assert b"Traceback" not in result.stderr
 
 
 def test_two_scrapes_audit_their_difference_and_a_restart_is_said(tmp_path: Path) -> None:

@@ -133,7 +133,7 @@ def test_file_urls_read_local_files(hand_log: Path) -> None:
 
 
 def test_server_output_in_a_bucket_is_recognised_as_on_disk(s3: S3, tmp_path: Path) -> None:
-    """By content, plain or compressed (the compressed object is opened again to look inside)."""
+    """By content, plain or compressed (the compressed object is decompressed once, its first text looked at)."""
     log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
     local = invoke("audit", str(log), "-o", "json")
     assert local.exit_code == 0, local.stderr

@@ -9,7 +9,6 @@ import os
 import pty
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from tests.helpers import (
     IMPORT_MAIN,
     ROWS,
     expected_accepted,
+    fed_fifo,
     invoke,
     jsonl_bytes,
     per_run,
@@ -223,38 +223,21 @@ def test_zstd_starting_with_a_skippable_frame(tmp_path: Path) -> None:
 def test_a_named_pipe_is_read_once_with_parallel_jobs(tmp_path: Path) -> None:
     """`audit <(zcat logs.gz)` hands over a pipe as a path: sniffing its format must not eat its bytes."""
     rows = [FIRST_EXAMPLE] * 20_000
-    fifo = tmp_path / "logs.fifo"
-    os.mkfifo(fifo)
-
-    def feed() -> None:
-        with open(fifo, "wb") as pipe:
-            pipe.write(jsonl_bytes(rows))
-
-    writer = threading.Thread(target=feed)
-    writer.start()
-    try:
+    with fed_fifo(tmp_path / "logs.fifo", jsonl_bytes(rows)) as fifo:
         result = run_process("audit", str(fifo), "-o", "json", "--jobs", "2", timeout=60)
-    finally:
-        writer.join(timeout=60)
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout)["runs"] == 20_000
+    # Per-run output checks a source's format before writing anything: a pipe is not looked at then.
+    with fed_fifo(tmp_path / "again.fifo", jsonl_bytes(rows[:50])) as fifo:
+        result = run_process("audit", str(fifo), "-o", "jsonl", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [record["line"] for record in per_run(result.stdout)] == list(range(1, 51))
 
 
 def test_parquet_through_a_pipe_given_as_a_path(tmp_path: Path) -> None:
     source = tmp_path / "x.parquet"
     pq.write_table(pa.table({name: [[0.5], [0.5, 0.5]] for name in "pqr"}), source)
-    fifo = tmp_path / "x.fifo"
-    os.mkfifo(fifo)
-
-    def feed() -> None:
-        with open(fifo, "wb") as pipe:
-            pipe.write(source.read_bytes())
-
-    writer = threading.Thread(target=feed)
-    writer.start()
-    try:
+    with fed_fifo(tmp_path / "x.fifo", source.read_bytes()) as fifo:
         result = run_process("audit", str(fifo), "-o", "json", timeout=60)
-    finally:
-        writer.join(timeout=60)
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout)["runs"] == 2

@@ -244,6 +244,19 @@ def test_drift_catches_and_locates_a_step_from_080_to_070() -> None:
     assert max(errors) <= 0.07 and float(np.median(errors)) <= 0.02, (max(errors), np.median(errors))
 
 
+@pytest.mark.parametrize("degrees", [1, 2])
+@pytest.mark.parametrize("x", [0.5, 1.0, 1.3581, 3.0, 6.0, 8.0])
+def test_estimated_scale_tail_matches_closed_forms_at_one_and_two_degrees(degrees: int, x: float) -> None:
+    """E[Kolmogorov tail at x sqrt(V)] term by term: with V = chi2(2)/2 ~ Exp(1) each e^(-2 j^2 x^2 V) averages
+    1 / (1 + 2 j^2 x^2); with V = Z^2, 1 / sqrt(1 + 4 j^2 x^2). (Where the chi-square density is infinite or
+    jumps at 0, as here, a rule over V was off by up to 0.1.)"""
+    j = np.arange(1, 200_001, dtype=np.float64)
+    terms = 1 / (1 + 2 * j**2 * x**2) if degrees == 2 else 1 / np.sqrt(1 + 4 * j**2 * x**2)
+    partial = np.cumsum(2 * np.where(j % 2 == 1, 1.0, -1.0) * terms)
+    expected = (partial[-1] + partial[-2]) / 2  # an alternating series: the mean of two partial sums
+    assert kolmogorov_sf_estimated_scale(x, degrees) == pytest.approx(expected, abs=2e-6)
+
+
 def test_drift_with_requests_uses_the_spread_of_request_totals_by_hand() -> None:
     """64 requests at a time: request totals spread more than runs or windows, and set sigma and the p-value."""
     rng = np.random.default_rng(3)
