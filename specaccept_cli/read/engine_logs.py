@@ -1474,25 +1474,31 @@ def _differences(
     for role in ("drafts", "draft_tokens", "accepted"):
         if role not in series.values:
             continue
-        now = _integer(series.values[role])
-        then = 0 if prev is None else _integer(prev.values.get(role, "0"))
-        if now is None or then is None:
+        change = _increase(series.values[role], "0" if prev is None else prev.values.get(role, "0"), role, resets)
+        if change is None:
             return None, [], resets
-        if now < then:
-            resets.append(f"{role} {then} -> {now}")
-        ints[role] = now - then
+        ints[role] = change
     if series.per_pos and sorted(series.per_pos) != list(range(len(series.per_pos))):
         return ints, None, resets
     positions: list[int] = []
     for pos in range(len(series.per_pos)):
-        now = _integer(series.per_pos[pos])
-        then = 0 if prev is None else _integer(prev.per_pos.get(pos, "0"))
-        if now is None or then is None:
+        then = "0" if prev is None else prev.per_pos.get(pos, "0")
+        change = _increase(series.per_pos[pos], then, f'accepted_per_pos{{position="{pos}"}}', resets)
+        if change is None:
             return None, [], resets
-        if now < then:
-            resets.append(f'accepted_per_pos{{position="{pos}"}} {then} -> {now}')
-        positions.append(now - then)
+        positions.append(change)
     return ints, positions, resets
+
+
+def _increase(now_text: str, then_text: str, name: str, resets: list[str]) -> int | None:
+    """now - then of one counter, with `name` noted in `resets` when it went down; None when either value is
+    not a whole number."""
+    now, then = _integer(now_text), _integer(then_text)
+    if now is None or then is None:
+        return None
+    if now < then:
+        resets.append(f"{name} {then} -> {now}")
+    return now - then
 
 
 def _from_exact_positions(accepted: int, draft_tokens: int, drafts: int, positions: list[int]) -> _Recovery:
