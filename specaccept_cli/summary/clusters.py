@@ -54,6 +54,18 @@ class ClusterBlock:
     def positions(self) -> int:
         return int(self.drafts.shape[1])
 
+    @property
+    def accepted(self) -> npt.NDArray[np.int64]:
+        """Each cluster's accepted tokens: a run keeps tokens 1..a."""
+        accepted: npt.NDArray[np.int64] = self.kept.sum(axis=1, dtype=np.int64)
+        return accepted
+
+    @property
+    def examined(self) -> npt.NDArray[np.int64]:
+        """Each cluster's examined tokens: a run tests tokens 1..min(a + 1, k)."""
+        examined: npt.NDArray[np.int64] = self.reached.sum(axis=1, dtype=np.int64)
+        return examined
+
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
@@ -297,8 +309,8 @@ class Units:
         return cls(
             weight=np.ones(len(sums)),
             runs=sums.runs.astype(np.float64),
-            accepted=sums.kept.sum(axis=1, dtype=np.int64).astype(np.float64),
-            examined=sums.reached.sum(axis=1, dtype=np.int64).astype(np.float64),
+            accepted=sums.accepted.astype(np.float64),
+            examined=sums.examined.astype(np.float64),
             drafts=drafts,
             reached=reached,
             kept=kept,

@@ -498,10 +498,8 @@ def drift_test(tally: WindowTally, clusters: ClusterTally | None = None) -> Drif
 def _cluster_variance(clusters: ClusterTally, alpha: float, runs: int) -> float:
     """Per run: G/(G-1) times the sum over requests of their squared residual totals, over the runs."""
     sums = clusters.sums
-    accepted = sums.kept.sum(axis=1, dtype=np.int64).astype(np.float64)  # kept token j <=> a >= j
-    examined = sums.reached.sum(axis=1, dtype=np.int64).astype(np.float64)  # tested token j
     count = len(sums)
-    totals = accepted - alpha * examined
+    totals = sums.accepted - alpha * sums.examined
     return count / (count - 1) * float(totals @ totals) / runs
 
 
