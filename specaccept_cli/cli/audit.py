@@ -631,7 +631,7 @@ def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
     from specaccept_cli.read.sources import ENGINE_FORMATS, open_source
 
     for source in sources:
-        if source.path is not None and not source.path.is_file():
+        if not (source.is_stdin or source.can_reopen):  # peeking at stdin consumes nothing; at a pipe, it would
             continue
         with open_source(source, options.input_format) as opened:
             if opened.format in ENGINE_FORMATS:

@@ -65,6 +65,11 @@ class Source:
     def is_stdin(self) -> bool:
         return self.path is None and self.remote is None
 
+    @property
+    def can_reopen(self) -> bool:
+        """A file or an object, which can be opened (or fetched) again; stdin and a pipe given as a path cannot."""
+        return self.remote is not None or (self.path is not None and self.path.is_file())
+
 
 def sniff_compression(head: bytes) -> str | None:
     for magic, kind in MAGIC.items():
@@ -153,11 +158,28 @@ class Replayed:
     """A stream whose first bytes were read ahead, to tell its format: they are served again first.
 
     A compressed source is decompressed once: what was looked at is not read (or fetched) a second time.
-    An error met while reading ahead is raised where the reader would have met it: after those bytes.
+    The stream is a SalvagingReader, which raises only when nothing more decoded: such an error waits for
+    the reader's next call, after the bytes before it, where the reader would have met it.
     """
 
-    def __init__(self, head: bytes, stream: BinaryIO, error: BaseException | None = None) -> None:
-        self.head, self.stream, self.error = head, stream, error
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.head = b""
+        self.error: BaseException | None = None
+
+    def _more(self, size: int) -> bytes:
+        """Up to `size` more bytes of the stream (-1: the rest); b"" and the error kept, when it fails."""
+        try:
+            return self.stream.read(size)
+        except Exception as exc:  # the decompressor's own error types
+            self.error = exc
+            return b""
+
+    def peek(self, size: int) -> bytes:
+        """The first `size` bytes not yet read, without consuming them."""
+        if len(self.head) < size and self.error is None:
+            self.head += self._more(size - len(self.head))
+        return self.head[:size]
 
     def read(self, size: int = -1) -> bytes:
         if not self.head:
@@ -167,11 +189,8 @@ class Replayed:
             return self.stream.read(size)
         data = self.head if size < 0 else self.head[:size]
         self.head = self.head[len(data) :]
-        if (size < 0 or len(data) < size) and self.error is None:
-            try:  # the rest of the request from the stream; an error waits, as the bytes before it come back
-                data += self.stream.read(size - len(data) if size >= 0 else -1)
-            except Exception as exc:
-                self.error = exc
+        if (size < 0 or len(data) < size) and self.error is None:  # the rest of the request from the stream
+            data += self._more(size - len(data) if size >= 0 else -1)
         return data
 
     def close(self) -> None:
@@ -268,26 +287,16 @@ class _TextSample:
     def __call__(self, size: int) -> bytes:
         if self.compression is None:
             return self.raw.peek(size)[:size] if isinstance(self.raw, io.BufferedReader) else b""
-        source = self.source
-        if source.remote is None and (source.path is None or not source.path.is_file()):
+        if not self.source.can_reopen:
             # Compressed stdin or pipe: its text is not seen without consuming it, and `audit` opens a source
             # to check its format before reading it; --format names an engine format.
             return b""
         if self.read_ahead is None:
             try:
-                stream = decompress(self.raw, self.source.name)
+                self.read_ahead = Replayed(decompress(self.raw, self.source.name))
             except InputError:  # zstd without its extra: the reader says so, where the error policy applies
                 return b""
-            try:  # a SalvagingReader: what decodes before damage comes back, the error with the next read
-                self.read_ahead = Replayed(stream.read(size), stream)
-            except Exception as exc:  # damaged from the start: the reader meets it at its first read
-                self.read_ahead = Replayed(b"", stream, exc)
-        elif len(self.read_ahead.head) < size and self.read_ahead.error is None:
-            try:
-                self.read_ahead.head += self.read_ahead.stream.read(size - len(self.read_ahead.head))
-            except Exception as exc:
-                self.read_ahead.error = exc
-        return self.read_ahead.head[:size]
+        return self.read_ahead.peek(size)
 
     def text_stream(self) -> BinaryIO | None:
         """The decompressed stream, when reading ahead made it."""
@@ -413,7 +422,7 @@ def _read_parquet(
 ) -> Iterator[RunBatch]:
     from specaccept_cli.read.parquet import read_parquet_file
 
-    if source.remote is not None or (source.path is not None and source.path.is_file()):
+    if source.can_reopen:
         with contextlib.ExitStack() as stack:
             file: Any = source.path
             if source.remote is not None:
