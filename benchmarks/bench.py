@@ -93,11 +93,7 @@ def duckdb_total(path: str) -> int:
     import duckdb
 
     escaped = path.replace("'", "''")
-    if path.endswith(".parquet"):
-        source = f"read_parquet('{escaped}')"
-    else:
-        columns = "{p: 'DOUBLE[]', q: 'DOUBLE[]', r: 'DOUBLE[]'}"
-        source = f"read_json('{escaped}', format = 'newline_delimited', columns = {columns})"
+    source = f"read_parquet('{escaped}')" if path.endswith(".parquet") else _json_source(path)
     query = f"""
         SELECT sum(coalesce(
             list_position(list_transform(r, lambda x, i: x <= least(1.0, p[i] / q[i])), false) - 1,
@@ -184,6 +180,11 @@ def duckdb_strict(path: str) -> int:
     return int(tokens)
 
 
+def _block_document(text: bytes) -> bytes:
+    """A block's lines as one JSON array, as the fast path builds it (`read.jsonl_fast.fast_batch`)."""
+    return b"[" + text.replace(b"\n", b",") + b"]"
+
+
 def simdjson_parse(path: str) -> int:
     """Reading the file into specaccept's 512 KiB blocks and simdjson's parse of each, as the fast path builds
     it; nothing taken out (`--profile` has the parse apart)."""
@@ -196,7 +197,7 @@ def simdjson_parse(path: str) -> int:
     with open(path, "rb") as handle:
         for _, _, text in iter_text_blocks(handle, path):
             assert isinstance(text, bytes)
-            document = b"[" + text.replace(b"\n", b",") + b"]"
+            document = _block_document(text)
             rows += len(parser.parse(document))
     return rows
 
@@ -236,7 +237,7 @@ def profile_steps(path: str, repeat: int = 3) -> list[tuple[str, float]]:
         jsonl_fast._key_strings(data, np.flatnonzero(data == ord('"')), keys)
 
     def parse(text: bytes) -> None:
-        document = bytearray(b"[") + text.replace(b"\n", b",") + b"]"
+        document = _block_document(text)
         len(parser.parse(document))
 
     def fast(first_line: int, text: bytes) -> Any:
