@@ -283,10 +283,10 @@ class _RowFrame:
             if raw is None or len(raw) > max_line_bytes:
                 problems.append((line, f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"))
                 continue
+            if line == 1 and raw.startswith(BOM):  # before the blank test: a BOM alone is an empty first line
+                raw = raw[len(BOM) :]
             if not raw or raw.isspace():
                 continue
-            if line == 1 and raw.startswith(BOM):
-                raw = raw[len(BOM) :]
             try:
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:
