@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
-from specaccept_cli.read.engines.intervals import NUM, EngineInterval, line_error, make_interval
+from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
 from specaccept_cli.read.engines.recovery import Inconsistent, fits, from_exact_positions, recover_counts
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +113,9 @@ def vllm_line(
             "a vLLM 'SpecDecoding metrics' line in no known layout (vllm/v1/spec_decode/metrics.py)",
         )
     fmt, printed, pct, acc, drafted, mean, rates = figures
+    for name, figure in (("Accepted", acc), ("Drafted", drafted)):
+        if (why := count_too_large(figure)) is not None:
+            return line_error(source, number, text, f"bad vLLM line: {name}: {why}")
     accepted, draft_tokens = int(acc), int(drafted)
     problems = []
     if draft_tokens > 0 and not fits(pct, Fraction(100 * accepted, draft_tokens)):
@@ -168,6 +171,16 @@ class _VllmCounters:
     labels: dict[str, str]
     values: dict[str, str] = field(default_factory=dict)  # counter -> printed value
     per_pos: dict[int, str] = field(default_factory=dict)  # 0-based position -> printed value
+    lines: dict[str, int] = field(default_factory=dict)  # the printed name of each value -> its line
+
+    def named(self) -> list[tuple[str, str]]:
+        """(printed name, value) of every counter of the series, the per-position ones last."""
+        named = [(name, self.values[role]) for name, role in VLLM_COUNTERS.items() if role in self.values]
+        return named + [(_per_pos_name(pos), value) for pos, value in sorted(self.per_pos.items())]
+
+
+def _per_pos_name(pos: int) -> str:
+    return f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{pos}"}}'
 
 
 def _vllm_series(scrape: PrometheusScrape) -> dict[LabelKey, _VllmCounters]:
@@ -184,8 +197,10 @@ def _vllm_series(scrape: PrometheusScrape) -> dict[LabelKey, _VllmCounters]:
             if position is None or not position.isdigit():
                 continue
             series.per_pos[int(position)] = value
+            series.lines[_per_pos_name(int(position))] = scrape.sample_lines.get((name, labels), scrape.line)
         else:
             series.values[role] = value
+            series.lines[name] = scrape.sample_lines.get((name, labels), scrape.line)
     return out
 
 
@@ -206,6 +221,11 @@ def prometheus_intervals(
             out.append(
                 InputError(source, after.line, f"vLLM series {label_text(series.labels)} is not in the earlier scrape")
             )
+            continue
+        unusable = _unusable(series, prev)
+        if unusable is not None:
+            line, why = unusable
+            out.append(InputError(source, line, f"vLLM counter {why} ({label_text(series.labels)})"))
             continue
         ints, positions, resets = _differences(series, prev)
         if ints is None or positions is None:
@@ -228,7 +248,7 @@ def prometheus_intervals(
         drafts = ints.get("drafts")
         printed = {name: series.values[role] for name, role in VLLM_COUNTERS.items() if role in series.values}
         for pos in sorted(series.per_pos):
-            printed[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{pos}"}}'] = series.per_pos[pos]
+            printed[_per_pos_name(pos)] = series.per_pos[pos]
         problems = []
         if positions and sum(positions) != accepted:
             problems.append(f"per-position counts sum to {sum(positions)}, not accepted {accepted}")
@@ -259,6 +279,22 @@ def prometheus_intervals(
             )
         )
     return out
+
+
+def _unusable(series: _VllmCounters, prev: _VllmCounters | None) -> tuple[int, str] | None:
+    """The line and the problem of the first counter value that is no count (NaN, 2.5, 1.7e308), in the
+    earlier scrape first: the error names the line that holds it, not the scrape that closes the interval."""
+    wanted = {name for name, _ in series.named()}  # the earlier scrape's values that the differences use
+    for counters in (prev, series) if prev is not None else (series,):
+        for name, value in counters.named():
+            if name not in wanted:
+                continue
+            why = count_too_large(value)
+            if why is None and sample_int(value) is None:
+                why = f"{value} is not a whole number"
+            if why is not None:
+                return counters.lines[name], f"{name} = {why}"
+    return None
 
 
 def _differences(
