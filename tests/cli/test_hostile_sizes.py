@@ -7,8 +7,13 @@ an object deleted while it is read, a `--scheduler` that is not a Dask scheduler
 from __future__ import annotations
 
 import gzip
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
@@ -144,4 +149,61 @@ def test_a_file_holding_only_a_byte_order_mark_is_empty_input(tmp_path: Path, co
     assert (said.exit_code, said.stderr.replace(str(bom), "X")) == (
         expected.exit_code,
         expected.stderr.replace(str(empty), "X"),
+    )
+
+
+# --- running out of memory ------------------------------------------------------------------------------------------
+
+# The command as a real process whose address space is capped at what it holds once loaded, plus argv[1] bytes:
+# a MemoryError then happens for real, wherever the command next needs more (workers inherit the cap).
+CAPPED = r"""
+import re, resource, sys
+import click, numpy, orjson, rich  # what an audit loads, before the cap
+import specaccept_cli.cli.audit
+from specaccept_cli.cli import main
+size = int(re.search(r"VmSize:\s+(\d+) kB", open("/proc/self/status").read()).group(1)) << 10
+resource.setrlimit(resource.RLIMIT_AS, (size + int(sys.argv[1]), resource.RLIM_INFINITY))
+sys.argv = ["specaccept", *sys.argv[2:]]
+main()
+"""
+
+
+def _capped(extra_bytes: int, *args: str) -> subprocess.CompletedProcess[bytes]:
+    command = [sys.executable, "-c", CAPPED, str(extra_bytes), *args]
+    env = {**os.environ, "COLUMNS": "120", "TERM": "dumb", "NO_COLOR": "1"}
+    return subprocess.run(command, capture_output=True, env=env, timeout=300, check=False)
+
+
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/status").exists() or not hasattr(resource, "RLIMIT_AS"), reason="caps memory with RLIMIT_AS"
+)
+
+
+@needs_proc
+def test_a_line_that_max_line_bytes_allows_past_memory_is_one_line(tmp_path: Path) -> None:
+    values = b"[" + b"0.5," * (8 << 20) + b"0.5]"  # a row of 32 MB, under a cap of 24 MB more than the command
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(orjson.dumps(FIRST_EXAMPLE) + b'\n{"p": ' + values + b', "q": [0.5], "r": [0.5]}\n')
+    done = _capped(24 << 20, "audit", str(path), "--max-line-bytes", str(10**9), "-o", "json")
+    assert done.returncode == 2
+    said = done.stderr.decode()
+    assert said.startswith(f"specaccept: {path}:2: line does not fit in memory (")
+    assert said.endswith(" bytes of it read; --max-line-bytes 1,000,000,000 allows more than this machine holds)\n")
+    assert len(said.splitlines()) == 1
+
+
+@needs_proc
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_running_out_of_memory_anywhere_is_one_line_and_exit_2(tmp_path: Path, jobs: str) -> None:
+    rng = np.random.default_rng(5)
+    rows = (
+        {"p": row.tolist(), "q": row.tolist(), "r": (row / 2).tolist(), "request": index}
+        for index, row in enumerate(rng.random((100_000, 4)))
+    )
+    path = write_jsonl(tmp_path / "clusters.jsonl", rows)  # 100,000 clusters of one run each
+    done = _capped(30 << 20, "audit", str(path), "--cluster-field", "request", "-o", "json", "-j", jobs)
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode() == (
+        "specaccept: out of memory: this input needs more memory than the system allows (see docs/reliability.md)\n"
     )
