@@ -131,3 +131,29 @@ def test_a_sglang_response_count_beyond_64_bits_is_a_bad_line(tmp_path: Path) ->
     assert result.exit_code == 2
     assert result.stderr.startswith(f"specaccept: {path}:2: ")
     assert "spec_accept_token_num = 1e+29 is beyond 2**53, more than any server counts" in result.stderr
+
+
+def test_the_intervals_of_a_scrape_are_made_one_at_a_time() -> None:
+    """A scrape of many series: its intervals stream out (the scrape itself is held, to pair it with the next)."""
+    import tracemalloc
+
+    from specaccept_cli.read.engines import prometheus_intervals, read_prometheus_scrapes
+
+    lines = []
+    for engine in range(20_000):
+        lines += [
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="{engine}"}} 300.0',
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="{engine}"}} 150.0',
+        ]
+    (scrape,) = read_prometheus_scrapes(lines, "metrics.prom")
+    tracemalloc.start()
+    try:
+        made = sum(1 for _ in prometheus_intervals(None, scrape, "metrics.prom"))
+        streamed = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        held = list(prometheus_intervals(None, scrape, "metrics.prom"))
+        holding = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert made == len(held) == 20_000
+    assert streamed < 0.6 * holding, (streamed, holding)

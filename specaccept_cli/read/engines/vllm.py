@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -206,31 +207,32 @@ def _vllm_series(scrape: PrometheusScrape) -> dict[LabelKey, _VllmCounters]:
 
 def prometheus_intervals(
     before: PrometheusScrape | None, after: PrometheusScrape, source: str
-) -> list[EngineInterval | InputError]:
-    """vLLM intervals between two scrapes (or since the counters started, with `before` None).
+) -> Iterator[EngineInterval | InputError]:
+    """vLLM intervals between two scrapes (or since the counters started, with `before` None), series by series.
+
+    Made one at a time as they are read: a scrape of 500,000 series does not hold 500,000 intervals.
 
     A counter that went down between the scrapes is a reset (the server restarted): as Prometheus's
     `increase()` does, the interval counts from the restart, and its notes say so (the counts between
     the first scrape and the restart are lost).
     """
-    out: list[EngineInterval | InputError] = []
     old = _vllm_series(before) if before is not None else {}
     for key, series in _vllm_series(after).items():
         prev = old.get(key)
         if before is not None and prev is None:
-            out.append(
-                InputError(source, after.line, f"vLLM series {label_text(series.labels)} is not in the earlier scrape")
+            yield InputError(
+                source, after.line, f"vLLM series {label_text(series.labels)} is not in the earlier scrape"
             )
             continue
         unusable = _unusable(series, prev)
         if unusable is not None:
             line, why = unusable
-            out.append(InputError(source, line, f"vLLM counter {why} ({label_text(series.labels)})"))
+            yield InputError(source, line, f"vLLM counter {why} ({label_text(series.labels)})")
             continue
         ints, positions, resets = _differences(series, prev)
         if ints is None or positions is None:
             problem = "are not positions 0..k-1" if ints is not None else "is not a whole number"
-            out.append(InputError(source, after.line, f"vLLM counter {label_text(series.labels)} {problem}"))
+            yield InputError(source, after.line, f"vLLM counter {label_text(series.labels)} {problem}")
             continue
         notes = []
         if resets:  # like Prometheus's increase(): after a restart the counters count from zero again
@@ -242,7 +244,7 @@ def prometheus_intervals(
                 + "; counted since the restart, so what ran between the earlier scrape and the restart is lost"
             )
         if "accepted" not in ints or "draft_tokens" not in ints:
-            out.append(InputError(source, after.line, "vLLM scrape without accepted and draft token counters"))
+            yield InputError(source, after.line, "vLLM scrape without accepted and draft token counters")
             continue
         accepted, draft_tokens = ints["accepted"], ints["draft_tokens"]
         drafts = ints.get("drafts")
@@ -257,7 +259,7 @@ def prometheus_intervals(
         if positions and drafts is not None and positions[0] > drafts:
             problems.append(f"{positions[0]} drafts accepted position 1 out of {drafts} drafts")
         if problems:
-            out.append(InputError(source, after.line, "inconsistent vLLM counters: " + "; ".join(problems)))
+            yield InputError(source, after.line, "inconsistent vLLM counters: " + "; ".join(problems))
             continue
         try:
             if drafts is not None and positions:
@@ -265,20 +267,17 @@ def prometheus_intervals(
             else:
                 rec = recover_counts(accepted, draft_tokens, drafts=drafts, assume_full_drafts=False)
         except Inconsistent as exc:
-            out.append(InputError(source, after.line, f"inconsistent vLLM counters: {exc}"))
+            yield InputError(source, after.line, f"inconsistent vLLM counters: {exc}")
             continue
         if before is None:
             rec.notes.append("one scrape: counts since the counters started")
         rec.notes.extend(notes)
-        out.append(
-            make_interval(
-                ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
-                draft_tokens=draft_tokens,
-                accepted=accepted,
-                **rec.fields(),
-            )
+        yield make_interval(
+            ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
+            draft_tokens=draft_tokens,
+            accepted=accepted,
+            **rec.fields(),
         )
-    return out
 
 
 def _unusable(series: _VllmCounters, prev: _VllmCounters | None) -> tuple[int, str] | None:
