@@ -14,13 +14,13 @@ if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.verdict import Findings, VerdictEntry
 
-GATE_OPTIONS = {
+GATE_OPTIONS: dict[str | tuple[str, str], str | None] = {
     "alpha": "--min-alpha",
     "tokens_per_pass": "--min-tokens-per-pass",
     "acceptance_rate": "--min-acceptance-rate",
 }
 # check (or (check, kind)) -> the option that sets its threshold or makes it fail
-OPTIONS = {
+OPTIONS: dict[str | tuple[str, str], str | None] = {
     "baseline": "--max-drop",
     "drift": "--check-drift",
     "server": "--max-mismatches",
@@ -28,6 +28,9 @@ OPTIONS = {
     "skipped": "--max-errors",
     "intervals": "--cluster-field",
     ("skipped", "no_valid_run"): "--allow-empty",
+    ("baseline", "unclustered"): "--cluster-field",
+    ("baseline", "k_mix"): None,
+    ("baseline", "cluster_fields_differ"): None,
 }
 
 

@@ -50,6 +50,7 @@ def diff(
     from specaccept_cli.views import terminal as render
     from specaccept_cli.views.markdown import markdown_report
 
+    notes = [warning_text(warning) for warning in comparison.warnings]
     if output == "json":
         data = {
             "schema": "specaccept.comparison/1",
@@ -59,11 +60,11 @@ def diff(
         }
         write_stdout(json_bytes(data))
     elif output == "markdown":
-        write_stdout(markdown_report(None, comparison).encode())
+        write_stdout(markdown_report(None, comparison, notes=notes).encode())
     else:
         with printing_to_stdout():
             render.QuietPipeConsole().print(render.comparison_view(comparison))
-    markdown = markdown_report(None, comparison) if github else None
+    markdown = markdown_report(None, comparison, notes=notes) if github else None
     # The comparison's own verdict: what else the current summary shows is the audit's to judge.
     only_comparison = replace(findings, verdict=findings.entries("baseline"))
     context = f"baseline {baseline_path}; current {current_path}"

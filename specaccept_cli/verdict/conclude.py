@@ -115,8 +115,8 @@ def baseline_entries(findings: Findings) -> list[VerdictEntry]:
             entries.append(_entry("baseline", "fail", text, issue))
         elif row.beyond_tolerance:
             text = (
-                f"{row.label} {_moved(row)}: below the tolerated drop of {comparison.max_drop:g}, but not "
-                f"significantly (Holm p = {row.p_adjusted:.3g}, not below {comparison.significance:g})"
+                f"{row.label} {_moved(row)}: a drop beyond the tolerated {comparison.max_drop:g}, but not "
+                f"significant (Holm p = {row.p_adjusted:.3g}, not below {comparison.significance:g})"
             )
             entries.append(_entry("baseline", "warn", text, replace(issue, kind="drop_not_significant")))
         else:
@@ -155,9 +155,10 @@ def drift_entries(findings: Findings) -> list[VerdictEntry]:
 
     tally, drift, spec = findings.window_tally, findings.drift, findings.spec
     if drift is None or tally is None:
-        text = f"drift cannot be tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs"
         if spec.strict_drift:
+            text = f"drift cannot be tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs"
             return [_entry("drift", "fail", text, Issue("drift", "untestable"))]
+        text = f"drift not tested (fewer than {MIN_DRIFT_WINDOWS} windows hold runs)"
         return [_entry("drift", "ok", text)] if findings.windows else []
     where = describe_position(tally, drift.change_at)
     if drift.p_value < spec.significance:

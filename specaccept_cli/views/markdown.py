@@ -39,9 +39,10 @@ def markdown_report(
     comparison: Comparison | None = None,
     words: shared.Words = shared.entry_text,
     gate_names: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     """The findings (their headline and verdict, tables, gates and baseline comparison) as GitHub-flavoured
-    markdown, ending with a newline; a bare `comparison` (two saved summaries) without findings."""
+    markdown, ending with a newline; a bare `comparison` (two saved summaries, with its `notes`) without."""
     parts = []
     if findings is not None:
         summary, numbers = findings.summary, findings.numbers
@@ -84,12 +85,13 @@ def markdown_report(
             ]
     if comparison is not None:
         numeric = ("baseline", "current", "change", "z", "p", "Holm p")
-        warnings = () if findings is None else findings.entries("baseline")
+        if findings is not None:
+            notes = [words(entry) for entry in findings.entries("baseline") if entry.status == "warn"]
         parts += [
             "### Baseline comparison",
             markdown_table(shared.COMPARISON_COLUMNS, shared.comparison_rows(comparison), right=numeric),
             shared.comparison_rule(comparison),
-            *(f"**Warning:** {markdown_cell(words(entry))}" for entry in warnings if entry.status == "warn"),
+            *(f"**Warning:** {markdown_cell(note)}" for note in notes),
         ]
     return "\n\n".join(parts) + "\n"
 
