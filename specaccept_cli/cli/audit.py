@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
@@ -41,8 +41,6 @@ from specaccept_cli.errors import OutputError, UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from specaccept_cli.checks import Issue
     from specaccept_cli.read.policy import Mode
     from specaccept_cli.read.sources import Format, Source
@@ -270,7 +268,7 @@ class AuditOptions:
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
-    output: Literal["table", "json", "markdown", "jsonl", "csv", "html"]  # html: `report`, nothing on stdout
+    output: Literal["table", "json", "markdown", "jsonl", "csv"] | None  # None: nothing on stdout (`report`)
     input_format: Format
     draft_length: int | None
     p_field: str
@@ -313,8 +311,15 @@ class AuditOptions:
     full: bool = False
 
 
-def run_audit(options: AuditOptions) -> None:
-    """Check the options, read every source through the per-batch stage, print, then conclude the checks."""
+Renderer = Callable[["Findings", "Sequence[str]"], None]  # draws the findings of the inputs named
+
+
+def run_audit(options: AuditOptions, renderers: Sequence[Renderer] = ()) -> None:
+    """Check the options, read every source through the per-batch stage, conclude, render, then exit.
+
+    `renderers` draw the findings besides the -o output (`report` passes its HTML page), before
+    the checks' exit status.
+    """
     from specaccept_cli.read.sources import expand_inputs
     from specaccept_cli.summary.files import read_summary_file, summary_of
 
@@ -362,6 +367,8 @@ def run_audit(options: AuditOptions) -> None:
         markdown = markdown_report(findings, words=hinted, gate_names=GATE_OPTIONS)
     if options.html_path is not None:
         write_report(options.html_path, findings, options.cost_ratio, paths)
+    for render in renderers:
+        render(findings, paths)
     where = describe_inputs(paths)
     conclude_findings(findings, markdown, where, f"baseline {baseline}; {where}", warnings)
 
@@ -638,14 +645,14 @@ def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
             continue
         with open_source(source, options.input_format) as opened:
             if opened.format in ENGINE_FORMATS:
-                raise UsageError(_no_records(f"{source.name} is {opened.format} output", options.output))
+                raise UsageError(_no_records(f"{source.name} is {opened.format} output", str(options.output)))
 
 
 def _refuse_engine_output_read(summary: Summary, options: AuditOptions) -> None:
     """After the read: engine output that only reading could tell (through a pipe given as a path) is refused too."""
     if summary.engine is not None:
         formats = ", ".join(summary.engine.formats) or "engine"
-        raise UsageError(_no_records(f"{formats} output was read", options.output))
+        raise UsageError(_no_records(f"{formats} output was read", str(options.output)))
 
 
 def _no_records(what: str, output: str) -> str:

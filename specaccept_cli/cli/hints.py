@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.verdict import Findings, VerdictEntry
 
-GATE_OPTIONS: dict[str | tuple[str, str], str | None] = {
+GATE_OPTIONS = {
     "alpha": "--min-alpha",
     "tokens_per_pass": "--min-tokens-per-pass",
     "acceptance_rate": "--min-acceptance-rate",
