@@ -179,6 +179,8 @@ def server_entries(findings: Findings) -> list[VerdictEntry]:
     if not reported.mismatches:
         return [_entry("server", "ok", f"reported counts match ({reported.runs:,} runs)")]
     text = f"{reported.mismatches:,} of {reported.runs:,} reported counts mismatch"
+    if reported.headline():
+        text += f", {reported.headline()}"
     if reported.all_near_ties():
         text += " (every one a near tie: bf16/fp16 p and q do this with a lawful server)"
     failed = limit is not None and reported.mismatches > limit
