@@ -589,11 +589,14 @@ def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) 
 
 
 def findings_object(findings: Findings, machine: dict[str, Any], warnings: Sequence[Issue]) -> dict[str, Any]:
-    """`-o json`: the summary object with the verdict before its `state` (still the last key when no gate or
-    baseline was asked for), then the gates and the comparison, as always."""
-    data = {key: value for key, value in machine.items() if key != "state"}
-    data["verdict"] = findings.verdict_list()
-    data["state"] = machine["state"]
+    """`-o json`: the summary object with the verdict before its `provenance` and `state` (still the last
+    keys when no gate or baseline was asked for), then the gates and the comparison, as always."""
+    tail = next(key for key in ("provenance", "state") if key in machine)  # they stay the last keys
+    data: dict[str, Any] = {}
+    for key, value in machine.items():
+        if key == tail:
+            data["verdict"] = findings.verdict_list()
+        data[key] = value
     if findings.gates:
         data["gates"] = [
             {"option": GATE_OPTIONS[gate.metric], "metric": gate.metric, "threshold": gate.threshold}

@@ -177,7 +177,8 @@ def test_headline_verdicts_name_each_failed_check(tmp_path: Path) -> None:
     assert verdict[0].startswith("- **fail**: alpha regressed: 0.5 -> 0.25 (-50.00%), a drop of more than 0.02")
     assert verdict[1].startswith("- **fail**: tokens per pass regressed: 1.5 -> 1.25 (-16.67%)")
     assert verdict[2:6] == [
-        "- **warn**: 300 of 400 reported counts mismatch (--max-mismatches)",
+        "- **warn**: 300 of 400 reported counts mismatch, most explained by bonus-counted (300 runs, 300 by it alone)"
+        " (--max-mismatches)",
         "- **warn**: sampler calibration fails: p = 4.71e-18 &lt; 0.001 (--check-sampler)",
         "- **warn**: sampler r uniformity fails: p = 5.08e-149 &lt; 0.001 (--check-sampler)",
         "- **warn**: skipped 1 bad row (--max-errors)",
