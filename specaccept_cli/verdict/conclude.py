@@ -166,10 +166,14 @@ def drift_entries(findings: Findings) -> list[VerdictEntry]:
         issue = replace(issue, before=drift.alpha_before, after=drift.alpha_after)
         text = (
             f"alpha is not constant over the log (p = {drift.p_value:.3g} < {spec.significance:g}): likeliest "
-            f"change at {where}, {number(drift.alpha_before)} before, {number(drift.alpha_after)} after"
+            f"change at {where}, {_alpha(drift.alpha_before)} before, {_alpha(drift.alpha_after)} after"
         )
         return [_entry("drift", "fail" if spec.strict_drift else "warn", text, issue)]
     return [_entry("drift", "ok", f"alpha looks constant over the log (p = {drift.p_value:.3g})")]
+
+
+def _alpha(value: float | None) -> str:
+    return "null" if value is None else f"{value:.4f}"
 
 
 def server_entries(findings: Findings) -> list[VerdictEntry]:
