@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.server import ReportedTally, SamplerTally, TestResult
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.summary.windows import Drift, WindowEstimate, WindowSpec, WindowTally, drift_test
-    from specaccept_cli.verdict import Findings, GateSpec, SamplerTest, VerdictEntry, conclude
+    from specaccept_cli.verdict import Findings, GateSpec, SamplerTest, Status, VerdictEntry, conclude
 
 from specaccept_cli.version import __version__
 
@@ -66,6 +66,7 @@ _LAZY = {
     "GateSpec": "specaccept_cli.verdict",
     "SamplerTest": "specaccept_cli.verdict",
     "VerdictEntry": "specaccept_cli.verdict",
+    "Status": "specaccept_cli.verdict",
     "ReportedTally": "specaccept_cli.summary.server",
     "SamplerTally": "specaccept_cli.summary.server",
     "TestResult": "specaccept_cli.summary.server",
@@ -94,6 +95,7 @@ __all__ = [
     "SamplerTally",
     "SamplerTest",
     "SpecacceptError",
+    "Status",
     "Summary",
     "TestResult",
     "VerdictEntry",

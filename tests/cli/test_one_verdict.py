@@ -180,3 +180,26 @@ def test_group_lines_have_a_key(tmp_path: Path) -> None:
     assert invoke("report", str(log), "--group-by", "model", "-o", str(page)).exit_code == 0
     key = page.read_text().split('<p class="legend">groups: ')[1].split("</p>")[0]
     assert [name for name in re.findall(r"</span>([^<]+)", key)] == ["m0", "m1", "m2"]
+
+
+def test_the_drift_test_runs_once_for_every_view(
+    case: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON, the saved summary, the table and the HTML report of one audit: one drift test, in `conclude`."""
+    from specaccept_cli.summary import files, windows
+
+    calls = []
+    real = windows.drift_test
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(windows, "drift_test", counted)
+    monkeypatch.setattr(files, "drift_test", counted)
+    log, options = case
+    saved, page = tmp_path / "s.json", tmp_path / "r.html"
+    result = invoke("audit", str(log), *options, "-o", "json", "--summary-out", str(saved), "--html", str(page))
+    assert result.exit_code == 1 and saved.exists() and page.exists()
+    assert len(calls) == 1
+    assert orjson.loads(saved.read_bytes())["drift"] == orjson.loads(result.stdout)["drift"] is not None
