@@ -182,13 +182,14 @@ def conclude_findings(
     failed = [entry for entry in findings.verdict if entry.status == "fail"]
     lines = [failure_line(findings, entry) for entry in failed]
     if github_markdown is not None:
+        # In the verdict's words, as the step summary and every view say them, with the option they answer to.
         annotations = []
-        for entry, line in zip(failed, lines):
+        for entry in failed:
             title = {"gate": "specaccept gate", "baseline": "specaccept regression"}.get(
                 entry.check, "specaccept audit"
             )
             context = regression_context if entry.check == "baseline" else gate_context
-            annotations.append(("error", title, f"{line.removeprefix('gate failed: ')} ({context})"))
+            annotations.append(("error", title, f"{hinted(entry)} ({context})"))
         annotations += [
             ("warning", f"specaccept {entry.check}", f"{hinted(entry)} ({gate_context})")
             for entry in findings.verdict

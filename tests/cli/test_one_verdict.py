@@ -97,8 +97,8 @@ def test_github_step_summary_and_annotations_show_the_verdict(case: tuple[Path, 
         if entry["status"] == "ok":
             continue
         assert markdown_cell(entry["text"]) in written, entry
-        if entry["status"] == "warn":  # failures are annotated with the stderr line, which names the option
-            assert any(workflow_data(entry["text"]) in line for line in annotations if line.startswith("::warning"))
+        command = "::error" if entry["status"] == "fail" else "::warning"
+        assert any(workflow_data(entry["text"]) in line for line in annotations if line.startswith(command)), entry
     assert sum(line.startswith("::error") for line in annotations) == sum(
         entry["status"] == "fail" for entry in verdict_of(log, options)
     )
