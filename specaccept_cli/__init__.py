@@ -4,9 +4,10 @@ The public API. The data flows one way:
 inputs -> `read` (batches) -> `rule` (accepted lengths) -> `summary` (additive state, then
 estimates) -> `checks` -> `views`; `summarise` wires the first stages, serial or parallel.
 
-    from specaccept_cli import summarise, estimate, FieldSpec, Plan
+    from specaccept_cli import summarise, estimate, FieldSpec, Plan, ReadRequest
     state = summarise(["logs.jsonl.gz"], FieldSpec(extras=("model",)), Plan(group_by="model"), jobs=2)
     numbers = estimate(state)          # alpha, intervals, per-position rates, ...
+    same = summarise(ReadRequest(["logs.jsonl.gz"], FieldSpec(extras=("model",)), Plan(group_by="model"), jobs=2))
 
 Nothing here imports click or rich, and numpy/pyarrow load only when a name that needs
 them is first used, so `from specaccept_cli import accept_prefix` stays instant.
@@ -22,7 +23,7 @@ from specaccept_cli.rule.scalar import accept_prefix
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult, check_gates, compare
-    from specaccept_cli.pipeline import summarise
+    from specaccept_cli.pipeline import ReadRequest, summarise
     from specaccept_cli.read.sources import read_all
     from specaccept_cli.rule.batch import FieldSpec, RunBatch
     from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
@@ -37,6 +38,7 @@ from specaccept_cli.version import __version__
 # Public name -> the module that defines it; loaded on first use (PEP 562).
 _LAZY = {
     "summarise": "specaccept_cli.pipeline",
+    "ReadRequest": "specaccept_cli.pipeline",
     "read_all": "specaccept_cli.read.sources",
     "FieldSpec": "specaccept_cli.rule.batch",
     "RunBatch": "specaccept_cli.rule.batch",
@@ -66,6 +68,7 @@ __all__ = [
     "GateResult",
     "InputError",
     "Plan",
+    "ReadRequest",
     "RunBatch",
     "SpecacceptError",
     "Summary",
