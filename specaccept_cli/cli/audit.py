@@ -10,6 +10,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 import click
 
+from specaccept_cli.cli.live import DEFAULT_EVERY, alert_option, every_option
 from specaccept_cli.cli.options import (
     FiniteFloat,
     WholeNumber,
@@ -231,6 +232,14 @@ if TYPE_CHECKING:
     metavar="PATH",
     help="Also write a self-contained HTML report with plots to PATH (as `specaccept report` does).",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Read a stream that never ends (stdin, or one file followed as tail -F does) and show an interval "
+    "every --every; EOF, Ctrl-C or SIGTERM end it normally: the final summary is printed and the gates applied.",
+)
+@every_option(DEFAULT_EVERY)
+@alert_option
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -254,6 +263,7 @@ def audit(**options: Any) -> None:
       specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
       specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
       specaccept audit --scheduler tcp://scheduler:8786 s3://bucket/logs/2026-11-30/ -o json
+      kubectl logs -f deploy/vllm | specaccept audit --follow --every 30s --min-alpha 0.6
     """
     run_audit(AuditOptions(**options))
 
@@ -303,6 +313,14 @@ class AuditOptions:
     window: str | None = None
     check_drift: bool = False
     html_path: str | None = None
+    follow: bool = False
+    every: int = 10
+    alert: bool = False
+    # `watch`: endpoints scraped instead of inputs read (a live audit of their counters)
+    watch_urls: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout: float = 5.0
+    retries: int = 2
 
 
 def run_audit(options: AuditOptions) -> None:
@@ -324,7 +342,7 @@ def run_audit(options: AuditOptions) -> None:
         check_writable(options.html_path, "HTML report")
     if options.github:
         check_step_summary()
-    if options.output in ("jsonl", "csv"):
+    if options.output in ("jsonl", "csv") and not options.follow:
         _refuse_engine_output(sources, options)
 
     from specaccept_cli.views.records import RunPreview
@@ -332,7 +350,16 @@ def run_audit(options: AuditOptions) -> None:
     stderr = StderrConsole()
     preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     with _quarantine_file(options.quarantine) as quarantine:
-        summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
+        if options.watch_urls:
+            from specaccept_cli.cli.live import watch_read
+
+            summary = watch_read(options, plan, stderr)
+        elif options.follow:
+            from specaccept_cli.cli.live import follow_read
+
+            summary = follow_read(options, paths, fields, plan, quarantine, stderr)
+        else:
+            summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
     from specaccept_cli.checks import check_gates, compare
     from specaccept_cli.summary.estimates import estimate
@@ -355,7 +382,7 @@ def run_audit(options: AuditOptions) -> None:
         if baseline_summary is None
         else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
-    if comparison is not None and options.cluster_field is None:
+    if comparison is not None and options.cluster_field is None and not options.follow:
         comparison = _suggest_cluster_field(comparison, sources, options)
     provenance = None
     if options.summary_out is not None or options.output == "json":
@@ -389,6 +416,8 @@ def _input_paths(options: AuditOptions) -> list[str]:
     """The inputs to read (stdin when none is given and stdin is a pipe), after the usage checks."""
     from specaccept_cli.read.sources import STDIN
 
+    if options.watch_urls:
+        return []
     paths = list(options.inputs)
     if not paths:
         stdin = sys.stdin
@@ -413,6 +442,7 @@ def _input_paths(options: AuditOptions) -> list[str]:
                 raise click.UsageError(f"{name} applies to --on-error skip")
     if options.scheduler is not None:
         _check_cluster_options(options, paths)
+    _check_follow_options(options)
     if options.baseline is None:
         ctx = click.get_current_context()
         for name in ("max_drop", "significance"):
@@ -421,6 +451,17 @@ def _input_paths(options: AuditOptions) -> list[str]:
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
     return paths
+
+
+def _check_follow_options(options: AuditOptions) -> None:
+    ctx = click.get_current_context()
+    if not options.follow:
+        for name in ("every", "alert"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--{name} applies to a live audit: give --follow too")
+        return
+    if options.scheduler is not None:
+        raise click.UsageError("--follow reads one stream here; --scheduler is for files and objects")
 
 
 def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
