@@ -24,10 +24,7 @@ from specaccept_cli.cli.output import StderrConsole, write_stdout
 from specaccept_cli.errors import UsageError
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import GateResult
-    from specaccept_cli.pipeline.live import Tick
-    from specaccept_cli.summary.estimates import Estimates
-    from specaccept_cli.summary.windows import Drift
+    from specaccept_cli.pipeline.live import Judged, Tick
 
 DEFAULT_EVERY = "10s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -87,43 +84,6 @@ def stopping_on_signals(stop: threading.Event) -> Iterator[None]:
     finally:
         for number, old in previous.items():
             signal.signal(number, old)
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One tick judged: what every live view draws (computed once, here)."""
-
-    tick: Tick
-    interval: Estimates
-    total: Estimates
-    gates: tuple[GateResult, ...]
-    drift: Drift | None
-    significance: float
-    skipped_rows: int = 0
-
-    @property
-    def drifting(self) -> bool | None:
-        return None if self.drift is None else self.drift.p_value < self.significance
-
-
-def judge(tick: Tick, thresholds: dict[str, float | None], significance: float, skipped_rows: int = 0) -> Judged:
-    """The tick's interval and total estimated, the gates applied to the total, the drift test over the periods."""
-    from specaccept_cli.checks import check_gates
-    from specaccept_cli.summary.estimates import estimate
-    from specaccept_cli.summary.windows import drift_test
-
-    total = estimate(tick.total)
-    windows = tick.total.windows
-    drift = None if windows is None else drift_test(windows, tick.total.clusters)
-    return Judged(
-        tick,
-        estimate(tick.interval.summary),
-        total,
-        tuple(check_gates(total, thresholds)),
-        drift,
-        significance,
-        skipped_rows,
-    )
 
 
 @dataclass
@@ -188,6 +148,8 @@ class TickHandler:
             self.live.start()
 
     def __call__(self, tick: Tick) -> None:
+        from specaccept_cli.pipeline.live import judge
+
         judged = judge(tick, self.thresholds, self.significance, self.skipped())
         if self.records:
             from specaccept_cli.views.interval import interval_line

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from specaccept_cli.checks import GateResult, check_gates
 from specaccept_cli.errors import InputError, UsageError
 from specaccept_cli.read.follow import FollowedStream
 from specaccept_cli.read.policy import ErrorPolicy
@@ -38,9 +39,10 @@ from specaccept_cli.read.sources import (
     read_opened,
     sniff_compression,
 )
+from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_batch
 from specaccept_cli.summary.state import Summary
-from specaccept_cli.summary.windows import WindowSpec, WindowTally
+from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally, drift_test
 
 RECENT = 20  # intervals kept apart for the view (alpha over the recent intervals)
 QUEUE_BLOCKS = 64  # evaluated blocks in flight between the reader and the ticker: backpressure, not growth
@@ -86,6 +88,41 @@ class Tick:
 def live_windows(every: int) -> WindowSpec:
     """Windows of live runs: one per period, by arrival time."""
     return WindowSpec(time_field=ARRIVAL, width=every)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One tick judged: what every live view draws (computed once, here)."""
+
+    tick: Tick
+    interval: Estimates
+    total: Estimates
+    gates: tuple[GateResult, ...]
+    drift: Drift | None
+    significance: float
+    skipped_rows: int = 0
+    recent_alphas: tuple[float | None, ...] = ()
+
+    @property
+    def drifting(self) -> bool | None:
+        return None if self.drift is None else self.drift.p_value < self.significance
+
+
+def judge(tick: Tick, thresholds: dict[str, float | None], significance: float, skipped_rows: int = 0) -> Judged:
+    """The tick's interval and total estimated, the gates applied to the total, the drift test over the periods."""
+    total = estimate(tick.total)
+    windows = tick.total.windows
+    drift = None if windows is None else drift_test(windows, tick.total.clusters)
+    return Judged(
+        tick,
+        estimate(tick.interval.summary),
+        total,
+        tuple(check_gates(total, thresholds)),
+        drift,
+        significance,
+        skipped_rows,
+        tuple(recent_alphas(tick.recent)),
+    )
 
 
 @dataclass(frozen=True)

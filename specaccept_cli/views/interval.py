@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from specaccept_cli.cli.live import Judged
+    from specaccept_cli.pipeline.live import Judged
     from specaccept_cli.summary.estimates import Estimates
 
 SCHEMA = "specaccept.interval/1"

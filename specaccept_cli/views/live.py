@@ -8,14 +8,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from specaccept_cli.pipeline.live import recent_alphas
 from specaccept_cli.text import safe_text
 from specaccept_cli.views.format import interval, number
 from specaccept_cli.views.interval import moment
 from specaccept_cli.views.timeline import BARS, bar_levels
 
 if TYPE_CHECKING:
-    from specaccept_cli.cli.live import Judged
+    from specaccept_cli.pipeline.live import Judged
 
 
 def _strip(values: list[float | None]) -> str:
@@ -51,7 +50,7 @@ def live_view(judged: Judged, source: str) -> RenderableType:
     head.add_row("total", f"{total.runs:,} runs  alpha {number(total.alpha)} {interval(total.alpha_ci)} {unit}")
     head.add_row("", f"tokens per pass {number(total.tokens_per_pass, '.3f')} {interval(total.tokens_per_pass_ci)}")
     head.add_row("this period", f"{current.runs:,} runs  alpha {number(current.alpha)} {interval(current.alpha_ci)}")
-    alphas = recent_alphas(tick.recent)
+    alphas = list(judged.recent_alphas)
     shown = [value for value in alphas if value is not None]
     span = f"  {min(shown):.3f}..{max(shown):.3f}" if shown else ""
     head.add_row(f"last {len(alphas)}", _strip(alphas) + span)
