@@ -122,7 +122,8 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     seen = latency(args.probes, every=1)
-    print(f"latency with --every 1s: max {max(seen):.2f} s, median {sorted(seen)[len(seen) // 2]:.2f} s (target <= 2 s)")
+    median = sorted(seen)[len(seen) // 2]
+    print(f"latency with --every 1s: max {max(seen):.2f} s, median {median:.2f} s (target <= 2 s)")
     figures = memory(args.seconds, args.rate, every=10)
     print(
         f"memory over {figures['seconds']:.0f} s at {args.rate:,} runs/s: {figures['rss_start_mib']:.1f} MiB after the "
