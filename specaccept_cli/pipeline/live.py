@@ -369,7 +369,8 @@ def watch_producer(
     and the next good scrape counts the whole gap, as counters are cumulative.
     """
     from specaccept_cli.pipeline.engine import _evaluate
-    from specaccept_cli.read.engine_logs import LineTally, ScrapeSeries
+    from specaccept_cli.read.engines.intervals import LineTally
+    from specaccept_cli.read.engines.prometheus import ScrapeSeries
     from specaccept_cli.read.scrape import Retry, ScrapeError, fetch_with_retries
 
     retry = Retry(attempts=attempts)
