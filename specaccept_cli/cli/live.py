@@ -25,6 +25,7 @@ from specaccept_cli.errors import UsageError
 
 if TYPE_CHECKING:
     from specaccept_cli.pipeline.live import Judged, Tick
+    from specaccept_cli.verdict import GateSpec
 
 DEFAULT_EVERY = "10s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -88,29 +89,29 @@ def stopping_on_signals(stop: threading.Event) -> Iterator[None]:
 
 @dataclass
 class Alerts:
-    """States of the gates and the drift test, to tell when one changes."""
+    """The verdict's gate and drift entries as last seen, to tell when one changes state."""
 
     github: bool = False
     states: dict[str, bool] = field(default_factory=dict)
 
     def update(self, judged: Judged, stderr: StderrConsole) -> None:
+        from specaccept_cli.cli.hints import hinted
         from specaccept_cli.text import visible, workflow_command
 
-        now: dict[str, tuple[bool, str]] = {gate.metric: (gate.passed, gate.message()) for gate in judged.gates}
-        if judged.drift is not None:
-            drifting = bool(judged.drifting)
-            text = f"drift test p = {judged.drift.p_value:.3g} over {judged.drift.windows} periods"
-            now["drift"] = (not drifting, text)
+        now: dict[str, tuple[bool, str]] = {}
+        for entry in judged.findings.verdict:
+            if entry.check == "gate":
+                metric = entry.issue.metric if entry.issue is not None else entry.text.split(" ", 1)[0]
+                now[f"gate {metric}"] = (entry.status == "ok", hinted(entry))
+            elif entry.check == "drift" and judged.drift is not None:
+                now["drift"] = (entry.status == "ok", hinted(entry))
         for name, (passed, text) in now.items():
             before = self.states.get(name)
             self.states[name] = passed
-            if before is None and passed:  # a first state that is fine is no news
-                continue
-            if before is passed:
+            if before is passed or (before is None and passed):  # no change; a first state that is fine is no news
                 continue
             word = "passes again" if passed else "FAILS"
-            line = f"specaccept: alert: {name} {word}: {text}"
-            stderr.console.file.write(visible(line) + "\n")
+            stderr.console.file.write(visible(f"specaccept: alert: {name} {word}: {text}") + "\n")
             stderr.console.file.flush()
             if self.github and not passed:
                 sys.stdout.write(workflow_command("warning", text, title=f"specaccept {name}") + "\n")
@@ -123,8 +124,7 @@ class TickHandler:
     def __init__(
         self,
         *,
-        thresholds: dict[str, float | None],
-        significance: float,
+        spec: GateSpec,
         records: bool,
         live_view: bool,
         alert: bool,
@@ -133,7 +133,7 @@ class TickHandler:
         source: str,
         skipped: Callable[[], int] = lambda: 0,
     ) -> None:
-        self.thresholds, self.significance = thresholds, significance
+        self.spec = spec
         self.skipped = skipped
         self.records, self.alerts = records, (Alerts(github) if alert else None)
         self.stderr = stderr
@@ -150,7 +150,7 @@ class TickHandler:
     def __call__(self, tick: Tick) -> None:
         from specaccept_cli.pipeline.live import judge
 
-        judged = judge(tick, self.thresholds, self.significance, self.skipped())
+        judged = judge(tick, self.spec, self.skipped())
         if self.records:
             from specaccept_cli.views.interval import interval_line
 
@@ -206,7 +206,9 @@ def unfinished_note(stream: Any, stderr: StderrConsole) -> None:
         stderr.console.file.write(f"specaccept: {note}\n")
 
 
-def follow_read(options: Any, paths: list[str], fields: Any, plan: Any, quarantine: Any, stderr: StderrConsole) -> Any:
+def follow_read(
+    options: Any, spec: GateSpec, paths: list[str], fields: Any, plan: Any, quarantine: Any, stderr: StderrConsole
+) -> Any:
     """`audit --follow`: the one input read live until EOF or a stop signal; returns the whole summary."""
     from specaccept_cli.pipeline import skipped_input
     from specaccept_cli.pipeline.live import check_follow_plan, follow_producer, run_live
@@ -220,7 +222,7 @@ def follow_read(options: Any, paths: list[str], fields: Any, plan: Any, quaranti
     policy = ErrorPolicy(options.on_error, quarantine)
     reading = Reading(fields, options.input_format, options.max_line_bytes)
     producer = follow_producer(stream, source, reading, plan, policy, options.draft_length)
-    handler = tick_handler(options, source.name, stderr, lambda: policy.skipped_rows)
+    handler = tick_handler(options, spec, source.name, stderr, lambda: policy.skipped_rows)
     try:
         with stopping_on_signals(stop):
             total = run_live(producer, plan, options.every, stop, handler)
@@ -230,16 +232,13 @@ def follow_read(options: Any, paths: list[str], fields: Any, plan: Any, quaranti
     return total + skipped_input(policy)
 
 
-def tick_handler(options: Any, source: str, stderr: StderrConsole, skipped: Callable[[], int]) -> TickHandler:
+def tick_handler(
+    options: Any, spec: GateSpec, source: str, stderr: StderrConsole, skipped: Callable[[], int]
+) -> TickHandler:
     """Records on stdout (-o jsonl, or a table that is not on a terminal), or the live view on a terminal."""
     on_terminal = options.output == "table" and _stdout_is_terminal()
     return TickHandler(
-        thresholds={
-            "min_alpha": options.min_alpha,
-            "min_tokens_per_pass": options.min_tokens_per_pass,
-            "min_acceptance_rate": options.min_acceptance_rate,
-        },
-        significance=options.significance,
+        spec=spec,
         records=options.output == "jsonl" or (options.output == "table" and not on_terminal),
         live_view=on_terminal and not options.quiet,
         alert=options.alert,
@@ -256,7 +255,7 @@ def _stdout_is_terminal() -> bool:
     return bool(QuietPipeConsole().is_terminal)
 
 
-def watch_read(options: Any, plan: Any, stderr: StderrConsole) -> Any:
+def watch_read(options: Any, spec: GateSpec, plan: Any, stderr: StderrConsole) -> Any:
     """`watch`: the endpoints scraped every period until SIGINT or SIGTERM; returns the whole summary."""
     from specaccept_cli.pipeline import skipped_input
     from specaccept_cli.pipeline.live import Endpoints, run_live, watch_producer
@@ -276,7 +275,7 @@ def watch_read(options: Any, plan: Any, stderr: StderrConsole) -> Any:
         attempts=options.retries + 1,
     )
     shown = ", ".join(state.url for state in endpoints.snapshot())
-    handler = tick_handler(options, shown, stderr, lambda: policy.skipped_rows)
+    handler = tick_handler(options, spec, shown, stderr, lambda: policy.skipped_rows)
     try:
         with stopping_on_signals(stop):
             total = run_live(

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from specaccept_cli.checks import GateResult, check_gates
+from specaccept_cli.checks import GateResult
 from specaccept_cli.errors import InputError, UsageError
 from specaccept_cli.read.follow import FollowedStream
 from specaccept_cli.read.policy import ErrorPolicy
@@ -42,7 +42,8 @@ from specaccept_cli.read.sources import (
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_batch
 from specaccept_cli.summary.state import Summary
-from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally, drift_test
+from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally
+from specaccept_cli.verdict import Findings, GateSpec, conclude
 
 RECENT = 20  # intervals kept apart for the view (alpha over the recent intervals)
 QUEUE_BLOCKS = 64  # evaluated blocks in flight between the reader and the ticker: backpressure, not growth
@@ -92,34 +93,44 @@ def live_windows(every: int) -> WindowSpec:
 
 @dataclass(frozen=True)
 class Judged:
-    """One tick judged: what every live view draws (computed once, here)."""
+    """One tick judged: the period's own numbers, and everything so far concluded as a finished audit is.
+
+    Every live view (the screen, the records, the alerts) draws this; nothing is computed twice.
+    """
 
     tick: Tick
     interval: Estimates
-    total: Estimates
-    gates: tuple[GateResult, ...]
-    drift: Drift | None
-    significance: float
+    findings: Findings
     skipped_rows: int = 0
     recent_alphas: tuple[float | None, ...] = ()
 
     @property
+    def total(self) -> Estimates:
+        return self.findings.numbers
+
+    @property
+    def gates(self) -> tuple[GateResult, ...]:
+        return self.findings.gates
+
+    @property
+    def drift(self) -> Drift | None:
+        return self.findings.drift
+
+    @property
     def drifting(self) -> bool | None:
-        return None if self.drift is None else self.drift.p_value < self.significance
+        """Whether the drift test finds alpha moving (None: not testable yet)."""
+        entries = [entry for entry in self.findings.verdict if entry.check == "drift"]
+        if self.drift is None or not entries:
+            return None
+        return any(entry.status != "ok" for entry in entries)
 
 
-def judge(tick: Tick, thresholds: dict[str, float | None], significance: float, skipped_rows: int = 0) -> Judged:
-    """The tick's interval and total estimated, the gates applied to the total, the drift test over the periods."""
-    total = estimate(tick.total)
-    windows = tick.total.windows
-    drift = None if windows is None else drift_test(windows, tick.total.clusters)
+def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
+    """The tick's period estimated on its own, and the total concluded under `spec` (gates, drift, ...)."""
     return Judged(
         tick,
         estimate(tick.interval.summary),
-        total,
-        tuple(check_gates(total, thresholds)),
-        drift,
-        significance,
+        conclude(tick.total, None, spec),
         skipped_rows,
         tuple(recent_alphas(tick.recent)),
     )

@@ -59,6 +59,9 @@ def interval_record(judged: Judged) -> dict[str, Any]:
             for gate in judged.gates
         ],
         "skipped_rows": judged.skipped_rows,
+        "verdict": [
+            {"check": entry.check, "status": entry.status, "text": entry.text} for entry in judged.findings.verdict
+        ],
     }
     if tick.endpoints:
         record["endpoints"] = [

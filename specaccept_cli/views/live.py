@@ -24,15 +24,14 @@ def _strip(values: list[float | None]) -> str:
 def live_view(judged: Judged, source: str) -> RenderableType:
     """Headline with its verdict, alpha over the recent periods, per-position rates, drift, every gate."""
     tick, total, current = judged.tick, judged.total, judged.interval
-    failing = [gate for gate in judged.gates if not gate.passed]
-    drifting = bool(judged.drifting)
-    if failing or drifting:
-        words = [f"{gate.label} below {gate.threshold:g}" for gate in failing]
-        if drifting:
-            words.append("alpha drifts")
-        verdict = Text("✗ " + "; ".join(words), style="bold red")
+    problems = [entry for entry in judged.findings.verdict if entry.status != "ok"]
+    if problems:
+        verdict = Text()
+        for number_, entry in enumerate(problems):
+            style = "bold red" if entry.status == "fail" else "yellow"
+            verdict.append(("" if number_ == 0 else "\n") + f"{entry.status}  {safe_text(entry.text)}", style=style)
     else:
-        verdict = Text("✓ every check passes so far", style="bold green")
+        verdict = Text("ok   every check passes so far", style="bold green")
     title = Text.assemble(
         ("specaccept live ", "bold"),
         (safe_text(source), "cyan"),
@@ -61,7 +60,7 @@ def live_view(judged: Judged, source: str) -> RenderableType:
     if drift is None:
         head.add_row("drift", "needs 3 periods with runs")
     else:
-        style = "red" if drifting else ""
+        style = "red" if judged.drifting else ""
         head.add_row("drift", Text(f"p = {drift.p_value:.3g} over {drift.windows} periods", style=style))
     for gate in judged.gates:
         mark = Text("pass", style="green") if gate.passed else Text("FAIL", style="bold red")
