@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs fuzz bench bench-dask study examples clean
+.PHONY: demo test lint docs fuzz bench bench-dask bench-live study examples clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+
+# Live: latency from a line written to the record showing it, and RSS over LIVE_SECONDS of 100k runs/s.
+LIVE_SECONDS ?= 600
+bench-live: $(STAMP)
+	$(BIN)/python benchmarks/bench_live.py --seconds $(LIVE_SECONDS)
 
 # One process vs --jobs 2 vs a Dask cluster of 2 workers (Dask comes with the dev extra).
 bench-dask: $(STAMP)

@@ -64,6 +64,7 @@ LAZY_COMMANDS = {
     "simulate": "specaccept_cli.cli.models:simulate",
     "expect": "specaccept_cli.cli.models:expect",
     "report": "specaccept_cli.cli.report:report",
+    "watch": "specaccept_cli.cli.watch:watch",
 }
 
 

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, cast
 import click
 
 from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
+from specaccept_cli.cli.live import DEFAULT_EVERY, alert_option, every_option
 from specaccept_cli.cli.options import (
     FiniteFloat,
     WholeNumber,
@@ -239,6 +240,14 @@ if TYPE_CHECKING:
     metavar="PATH",
     help="Also write a self-contained HTML report with plots to PATH (as `specaccept report` does).",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Read a stream that never ends (stdin, or one file followed as tail -F does) and show an interval "
+    "every --every; EOF, Ctrl-C or SIGTERM end it normally: the final summary is printed and the gates applied.",
+)
+@every_option(DEFAULT_EVERY)
+@alert_option
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -262,6 +271,7 @@ def audit(**options: Any) -> None:
       specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
       specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
       specaccept audit --scheduler tcp://scheduler:8786 s3://bucket/logs/2026-11-30/ -o json
+      kubectl logs -f deploy/vllm | specaccept audit --follow --every 30s --min-alpha 0.6
     """
     run_audit(AuditOptions(**options))
 
@@ -312,6 +322,14 @@ class AuditOptions:
     check_drift: bool = False
     html_path: str | None = None
     full: bool = False
+    follow: bool = False
+    every: int = 10
+    alert: bool = False
+    # `watch`: endpoints scraped instead of inputs read (a live audit of their counters)
+    watch_urls: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout: float = 5.0
+    retries: int = 2
 
 
 Renderer = Callable[["Findings", "Sequence[str]"], None]  # draws the findings of the inputs named
@@ -340,7 +358,7 @@ def run_audit(options: AuditOptions, renderers: Sequence[Renderer] = ()) -> None
         check_writable(options.html_path, "HTML report")
     if options.github:
         check_step_summary()
-    if options.output in ("jsonl", "csv"):
+    if options.output in ("jsonl", "csv") and not options.follow:
         _refuse_engine_output(sources, options)
 
     from specaccept_cli.views.records import RunPreview
@@ -348,13 +366,22 @@ def run_audit(options: AuditOptions, renderers: Sequence[Renderer] = ()) -> None
     stderr = StderrConsole()
     preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     with _quarantine_file(options.quarantine) as quarantine:
-        summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
+        if options.watch_urls:
+            from specaccept_cli.cli.live import watch_read
+
+            summary = watch_read(options, gate_spec(options), plan, stderr)
+        elif options.follow:
+            from specaccept_cli.cli.live import follow_read
+
+            summary = follow_read(options, gate_spec(options), paths, fields, plan, quarantine, stderr)
+        else:
+            summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
     from specaccept_cli.verdict import conclude
 
     findings = conclude(summary, baseline_summary, gate_spec(options), max_groups=options.max_groups)
     warnings = () if findings.comparison is None else findings.comparison.warnings
-    if findings.comparison is not None and options.cluster_field is None:
+    if findings.comparison is not None and options.cluster_field is None and not options.follow:
         warnings += _suggest_cluster_field(sources, options)
     # A summary file holds the sampler tally only when --check-sampler asked for it: shown, not saved.
     saved = summary if options.check_sampler else replace(summary, sampler=None)
@@ -398,6 +425,8 @@ def _input_paths(options: AuditOptions) -> list[str]:
     """The inputs to read (stdin when none is given and stdin is a pipe), after the usage checks."""
     from specaccept_cli.read.sources import STDIN
 
+    if options.watch_urls:
+        return []
     paths = list(options.inputs)
     if not paths:
         stdin = sys.stdin
@@ -422,6 +451,7 @@ def _input_paths(options: AuditOptions) -> list[str]:
                 raise click.UsageError(f"{name} applies to --on-error skip")
     if options.scheduler is not None:
         _check_cluster_options(options, paths)
+    _check_follow_options(options)
     if options.baseline is None:
         ctx = click.get_current_context()
         for name in ("max_drop", "significance"):
@@ -430,6 +460,17 @@ def _input_paths(options: AuditOptions) -> list[str]:
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
     return paths
+
+
+def _check_follow_options(options: AuditOptions) -> None:
+    ctx = click.get_current_context()
+    if not options.follow:
+        for name in ("every", "alert"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--{name} applies to a live audit: give --follow too")
+        return
+    if options.scheduler is not None:
+        raise click.UsageError("--follow reads one stream here; --scheduler is for files and objects")
 
 
 def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
