@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from specaccept_cli.cli.audit import AuditOptions, audit, run_audit, write_report
+from specaccept_cli.cli.output import check_writable, refuse_outputs_that_are_inputs
 
 # audit's options that mean nothing for a report: its own output, the table's rows, the per-run columns.
 NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields"}
@@ -35,10 +36,13 @@ def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[s
     from specaccept_cli.summary.estimates import estimate
     from specaccept_cli.summary.files import merge_summaries, read_summary_file, summary_of
 
+    baseline = options["baseline"]
+    refuse_outputs_that_are_inputs([("-o", html_path)], [*paths, *([baseline] if baseline else [])], stdout=False)
+    check_writable(html_path, "HTML report")
     merged = merge_summaries([(path, read_summary_file(path)) for path in paths])
     summary = summary_of(merged, " + ".join(paths))
     numbers = estimate(summary)
-    comparison, baseline, significance = None, options["baseline"], options["significance"]
+    comparison, significance = None, options["significance"]
     if baseline is not None:
         baseline_numbers = estimate(summary_of(read_summary_file(baseline), baseline))
         comparison = compare(baseline_numbers, numbers, options["max_drop"], significance)

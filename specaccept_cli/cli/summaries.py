@@ -11,7 +11,14 @@ from specaccept_cli.cli.options import (
     github_option,
     output_option,
 )
-from specaccept_cli.cli.output import conclude_checks, describe_inputs, printing_to_stdout, write_file, write_stdout
+from specaccept_cli.cli.output import (
+    conclude_checks,
+    describe_inputs,
+    printing_to_stdout,
+    refuse_outputs_that_are_inputs,
+    write_file,
+    write_stdout,
+)
 
 
 @click.command(short_help="Compare two saved summaries, as audit --baseline does.")
@@ -35,6 +42,7 @@ def diff(
     from specaccept_cli.summary.estimates import estimate
     from specaccept_cli.summary.files import json_bytes, read_summary_file, summary_of
 
+    refuse_outputs_that_are_inputs([], [baseline_path, current_path])
     baseline = estimate(summary_of(read_summary_file(baseline_path), baseline_path))
     current = estimate(summary_of(read_summary_file(current_path), current_path))
     comparison = compare(baseline, current, max_drop, significance)
@@ -98,6 +106,7 @@ def merge(
     from specaccept_cli.summary.files import json_bytes, merge_summaries, read_summary_file
 
     _refuse_the_same_file_twice(summaries)
+    refuse_outputs_that_are_inputs([("-o", output_path)], list(summaries), stdout=output_path == "-")
     merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)
     if output_path == "-":
