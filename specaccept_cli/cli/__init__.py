@@ -30,6 +30,7 @@ EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
+_WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, *((errno.EDQUOT,) if hasattr(errno, "EDQUOT") else ())}
 
 # Signals that end a run the way Ctrl-C does, and the line that says which one did.
 ENDING_SIGNALS = {
@@ -135,7 +136,12 @@ class SpecacceptGroup(click.Group):
         except OSError as exc:  # a last resort: reads and writes are named where they happen
             _abandon_stdout()
             reason = exc.strerror or str(exc)
-            _error_line(f"{exc.filename}: {reason}" if exc.filename else f"I/O error: {reason}")
+            if exc.filename:
+                _error_line(f"{exc.filename}: {reason}")
+            elif exc.errno in _WRITE_ERRORS:  # only writes fail so: click's own output (`audit --help`)
+                _error_line(f"cannot write output: {reason}")
+            else:
+                _error_line(f"I/O error: {reason}")
             ctx.exit(EXIT_INPUT)
         # Interrupted. Out of the `except` block, the exception and its frames are gone, and with them
         # every generator it stopped: their `finally` blocks have run (worker pools shut down, spool
@@ -222,13 +228,13 @@ def _delivered(status: object) -> object:
 
 
 def main() -> None:
-    from specaccept_cli.cli.destinations import whole_writes_on_unbuffered_streams
+    from specaccept_cli.cli.destinations import whole_writes_on_standard_streams
 
     # numpy's OpenBLAS starts a thread per core at import, and they spin: about 0.1 CPU-second of every
     # command, and in every worker, for linear algebra specaccept never does. One thread, unless the user
     # says otherwise; set before anything imports numpy.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    whole_writes_on_unbuffered_streams()
+    whole_writes_on_standard_streams()
     _handle_ending_signals()
     code: object = EXIT_OK
     try:

@@ -219,52 +219,61 @@ def write_all(raw: IO[bytes] | io.RawIOBase, data: bytes | bytearray | memoryvie
 
 
 class WholeWrites(io.RawIOBase):
-    """A raw descriptor whose `write` takes everything, for the unbuffered text streams of `python -u`.
+    """A binary stream whose `write` takes everything, under the text layer of stdout and stderr.
 
-    Python's text layer ignores how much its raw stream took, so a short write there loses the
-    rest silently; here the rest is written, and a full disk is an OSError at once.
+    Python's text layer ignores how much its binary stream took, and neither a raw stream
+    (`PYTHONUNBUFFERED=1`) nor a BufferedWriter handed more than its buffer holds promises to take
+    it all: on a nearly full disk the rest was lost and the command exited 0. Here the rest is
+    written, and the disk's refusal is an OSError at once. Buffering stays the stream's own.
     """
 
-    def __init__(self, raw: io.FileIO) -> None:
+    def __init__(self, stream: IO[bytes]) -> None:
         super().__init__()
-        self.raw = raw
+        self.stream = stream
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: object) -> int:
         view = memoryview(data)  # type: ignore[arg-type]
-        write_all(self.raw, view)
+        write_all(self.stream, view)
         return view.nbytes
 
+    def flush(self) -> None:
+        self.stream.flush()
+
     def fileno(self) -> int:
-        return self.raw.fileno()
+        return self.stream.fileno()
 
     def isatty(self) -> bool:
-        return self.raw.isatty()
+        return self.stream.isatty()
 
     @property
     def name(self) -> object:
-        return self.raw.name
+        return getattr(self.stream, "name", None)
 
     def close(self) -> None:
-        self.raw.close()
+        """Flushed, never closed: the descriptor is the interpreter's (`sys.__stdout__` holds it too)."""
+        if not self.closed:
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.flush()
         super().close()
 
 
-def whole_writes_on_unbuffered_streams() -> None:
-    """Give stdout and stderr a raw layer that writes everything when they have none of their own (-u)."""
+def whole_writes_on_standard_streams() -> None:
+    """Put `WholeWrites` under the text layers of stdout and stderr (see its docstring)."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
-        raw = getattr(stream, "buffer", None)
-        if not isinstance(raw, io.FileIO) or not isinstance(stream, io.TextIOWrapper):
+        binary = getattr(stream, "buffer", None)
+        if not isinstance(stream, io.TextIOWrapper) or not isinstance(binary, (io.FileIO, io.BufferedWriter)):
             continue
+        stream.flush()
         wrapped = io.TextIOWrapper(
-            WholeWrites(raw),
+            WholeWrites(binary),
             encoding=stream.encoding,
             errors=stream.errors,
             line_buffering=stream.line_buffering,
-            write_through=True,
+            write_through=stream.write_through,
         )
         setattr(sys, name, wrapped)
 

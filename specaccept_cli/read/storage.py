@@ -76,9 +76,11 @@ STORAGE_OPTIONS = sorted({*_S3_OPTIONS, *_GCS_OPTIONS})
 
 # Query parameters that carry credentials in pyarrow's and the clouds' URI forms.
 _SECRET_PARAMETERS = ("access_key", "secret_key", "session_token", "access_token", "token", "password")
-# `scheme://` then an authority that holds `:` or `@` (user:password@, or a secret with a `/` in it), up
-# to the last `@` before a blank: the part of a URL that may be a secret.
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)(?=[^/\s]*[:@])[^\s@]*@")
+# A bucket's name (S3 and GCS): what may stand between `scheme://` and the first `/`.
+_BUCKET = re.compile(r"[a-z0-9._-]+")
+# `scheme://`, then an authority that is no bucket name (`KEY:SECRET`, a token, a secret holding a `/`),
+# up to the first `@` before a blank: the part of a URL that may be a secret.
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)(?=[^/\s]*[^a-z0-9._\-/\s])[^\s@]*@")
 _SECRET_QUERY = re.compile(r"(?i)([?&](?:" + "|".join(_SECRET_PARAMETERS) + r")=)[^&#\s]*")
 
 
@@ -95,24 +97,24 @@ def refuse_credentials(url: str) -> None:
 
     pyarrow would reject `s3://KEY:SECRET@bucket/...` with a message quoting the secret; a secret
     belongs in the environment (`AWS_*`), the cloud's own files, or --storage-option, never printed.
-    A bucket name holds no `:` (a secret with a `/` in it parses as `KEY:SECRET/...@bucket`).
+    A secret may hold a `/` (AWS secret keys do): then the `@` that ends it comes after a first
+    "bucket" that is no bucket name (`s3://KEY:wJal/rXU@bucket/...`).
     """
-    _, _, rest = url.partition("://")
+    scheme, _, rest = url.partition("://")
     authority = rest.split("/", 1)[0]
     query = rest.partition("?")[2]
-    secret_query = any(part.partition("=")[0].lower() in _SECRET_PARAMETERS for part in query.split("&") if "=" in part)
-    if "@" in authority or (":" in authority and "@" in rest) or secret_query:
-        shown = redacted(url)
+    in_query = any(part.partition("=")[0].lower() in _SECRET_PARAMETERS for part in query.split("&") if "=" in part)
+    userinfo = "@" in authority or ("@" in rest and authority != "" and not _BUCKET.fullmatch(authority))
+    if userinfo or in_query:
+        shown = f"{scheme}://***@{rest.split('@', 1)[1]}" if userinfo else url
         raise UsageError(
-            f"{shown}: a URL must not carry credentials (give them in the environment, such as "
+            f"{redacted(shown)}: a URL must not carry credentials (give them in the environment, such as "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, in the cloud's own files, or with --storage-option)"
         )
     if ":" in authority:
-        scheme = url.partition("://")[0]
-        shown = f"{scheme}://***" + rest[len(authority) :]
         raise UsageError(
-            f"{shown}: a bucket name cannot hold ':' (credentials go in the environment or --storage-option, "
-            "an endpoint in --storage-option endpoint=...)"
+            f"{scheme}://***{rest[len(authority) :]}: a bucket name cannot hold ':' (credentials go in the "
+            "environment or --storage-option, an endpoint in --storage-option endpoint=...)"
         )
 
 
