@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -326,6 +327,7 @@ def run_audit(options: AuditOptions) -> None:
             ("--quarantine", options.quarantine),
             ("--summary-out", options.summary_out),
             ("-o" if options.output == "html" else "--html", options.html_path),
+            ("$GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY") or None if options.github else None),
         ],
         _local_inputs(sources, baseline),
         stdin=any(source.is_stdin for source in sources),

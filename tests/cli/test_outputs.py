@@ -23,6 +23,7 @@ from tests.helpers import (
     BAD_LINES,
     ROWS,
     invoke,
+    invoke_env,
     jsonl_bytes,
     save,
     shell,
@@ -149,6 +150,9 @@ def test_stdout_into_an_input_is_refused(tmp_path: Path, log: Path) -> None:
     assert merged.returncode == 2 and b"stdout is the input" in merged.stderr
     compared = shell(f'"$SPECACCEPT" -m specaccept_cli diff {a} {b} -o json >> {b}')
     assert compared.returncode == 2 and b"stdout is the input" in compared.stderr
+    step = invoke_env({"GITHUB_STEP_SUMMARY": str(log)}, "audit", str(log), "--on-error", "skip", "--github")
+    assert step.exit_code == 2
+    assert step.stderr.startswith(f"specaccept: $GITHUB_STEP_SUMMARY {log} is the input {log}")
     assert log.read_bytes() == before and a.read_bytes() == summary
 
 
