@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -28,17 +29,19 @@ from specaccept_cli.cli.options import (
 from specaccept_cli.cli.output import (
     CheckedOutput,
     StderrConsole,
-    atomic_file,
     binary_stdout,
     check_step_summary,
     check_writable,
     conclude_findings,
     describe_inputs,
+    output_file,
     printing_to_stdout,
+    refuse_outputs_that_are_inputs,
+    side_outputs_outlive_stdout,
     write_file,
     write_stdout,
 )
-from specaccept_cli.errors import OutputError, UsageError
+from specaccept_cli.errors import UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -335,7 +338,9 @@ class AuditOptions:
 Renderer = Callable[["Findings", "Sequence[str]"], None]  # draws the findings of the inputs named
 
 
-def run_audit(options: AuditOptions, renderers: Sequence[Renderer] = ()) -> None:
+def run_audit(
+    options: AuditOptions, renderers: Sequence[Renderer] = (), outputs: Sequence[tuple[str, str]] = ()
+) -> None:
     """Check the options, read every source through the per-batch stage, conclude, render, then exit.
 
     `renderers` draw the findings besides the -o output (`report` passes its HTML page), before
@@ -351,7 +356,20 @@ def run_audit(options: AuditOptions, renderers: Sequence[Renderer] = ()) -> None
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths, _storage(options))
-    # So is an output that cannot be written: found now, not after reading the whole input.
+    # So is an output that would overwrite an input, or that cannot be written: found now, not after
+    # reading the whole input (and not after the input is gone).
+    refuse_outputs_that_are_inputs(
+        [
+            ("--quarantine", options.quarantine),
+            ("--summary-out", options.summary_out),
+            ("--html", options.html_path),
+            *outputs,
+            ("$GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY") or None if options.github else None),
+        ],
+        _local_inputs(sources, baseline),
+        stdin=any(source.is_stdin for source in sources),
+        stdout=options.output is not None,
+    )
     if options.summary_out is not None:
         check_writable(options.summary_out, "--summary-out")
     if options.html_path is not None:
@@ -361,8 +379,36 @@ def run_audit(options: AuditOptions, renderers: Sequence[Renderer] = ()) -> None
     if options.output in ("jsonl", "csv") and not options.follow:
         _refuse_engine_output(sources, options)
 
+    # `| head` may close stdout early: the summary, report and quarantine asked for are still written.
+    side_outputs = (options.summary_out, options.html_path, options.quarantine, options.github or None)
+    with side_outputs_outlive_stdout(any(output is not None for output in side_outputs)):
+        _audit(options, paths, sources, fields, plan, baseline_summary, renderers)
+
+
+def _local_inputs(sources: list[Source], baseline: str | None) -> list[str]:
+    """The files on this machine that the audit reads (an output must not be one of them)."""
+    local = [str(source.path) for source in sources if source.path is not None]
+    local += [
+        source.remote.url[len("file://") :]
+        for source in sources
+        if source.remote is not None and source.remote.url.lower().startswith("file://")
+    ]
+    return local + ([baseline] if baseline is not None else [])
+
+
+def _audit(
+    options: AuditOptions,
+    paths: list[str],
+    sources: list[Source],
+    fields: FieldSpec,
+    plan: Plan,
+    baseline_summary: Summary | None,
+    renderers: Sequence[Renderer],
+) -> None:
+    """Read, show, write the side outputs, conclude: the audit once its options and outputs are checked."""
     from specaccept_cli.views.records import RunPreview
 
+    baseline = options.baseline
     stderr = StderrConsole()
     preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     with _quarantine_file(options.quarantine) as quarantine:
@@ -709,12 +755,8 @@ def _quarantine_file(path: str | None) -> Iterator[CheckedOutput | None]:
     if path is None:
         yield None
         return
-    with contextlib.ExitStack() as stack:
-        try:
-            handle = stack.enter_context(atomic_file(path))
-        except OSError as exc:
-            raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
-        yield CheckedOutput(handle, f"quarantine file {path}")
+    with output_file(path, "quarantine file") as handle:
+        yield handle
 
 
 def _storage(options: AuditOptions) -> Storage | None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from specaccept_cli.cli.audit import AuditOptions, audit, run_audit, write_report
-from specaccept_cli.cli.output import check_writable
+from specaccept_cli.cli.output import check_writable, refuse_outputs_that_are_inputs
 
 if TYPE_CHECKING:
     from specaccept_cli.verdict import Findings
@@ -37,7 +37,7 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
     def page(findings: Findings, sources: Sequence[str]) -> None:
         write_report(html_path, findings, options["cost_ratio"], sources)
 
-    run_audit(AuditOptions(**options, **fixed), renderers=[page])
+    run_audit(AuditOptions(**options, **fixed), renderers=[page], outputs=[("-o", html_path)])
 
 
 def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[str, Any]) -> None:
@@ -48,9 +48,11 @@ def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[s
     from specaccept_cli.summary.files import merge_summaries, read_summary_file, summary_of
     from specaccept_cli.verdict import GateSpec, conclude
 
+    baseline = options["baseline"]
+    refuse_outputs_that_are_inputs([("-o", html_path)], [*paths, *([baseline] if baseline else [])], stdout=False)
+    check_writable(html_path, "HTML report")
     merged = merge_summaries([(path, read_summary_file(path)) for path in paths])
     summary = summary_of(merged, " + ".join(paths))
-    baseline = options["baseline"]
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     spec = GateSpec(max_drop=options["max_drop"], significance=options["significance"])
     findings = conclude(summary, baseline_summary, spec, max_groups=options["max_groups"])

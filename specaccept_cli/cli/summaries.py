@@ -15,7 +15,14 @@ from specaccept_cli.cli.options import (
     github_option,
     output_option,
 )
-from specaccept_cli.cli.output import conclude_findings, describe_inputs, printing_to_stdout, write_file, write_stdout
+from specaccept_cli.cli.output import (
+    conclude_findings,
+    describe_inputs,
+    printing_to_stdout,
+    refuse_outputs_that_are_inputs,
+    write_file,
+    write_stdout,
+)
 
 if TYPE_CHECKING:
     from specaccept_cli.verdict import GateSpec
@@ -41,6 +48,7 @@ def diff(
     from specaccept_cli.summary.files import json_bytes, read_summary_file, summary_of
     from specaccept_cli.verdict import GateSpec, conclude
 
+    refuse_outputs_that_are_inputs([], [baseline_path, current_path])
     baseline = summary_of(read_summary_file(baseline_path), baseline_path)
     current = summary_of(read_summary_file(current_path), current_path)
     findings = conclude(current, baseline, GateSpec(max_drop=max_drop, significance=significance))
@@ -110,6 +118,7 @@ def merge(
     from specaccept_cli.summary.files import json_bytes, merge_summaries, read_summary_file
 
     _refuse_the_same_file_twice(summaries)
+    refuse_outputs_that_are_inputs([("-o", output_path)], list(summaries), stdout=output_path == "-")
     merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)
     if output_path == "-":

@@ -173,9 +173,40 @@ def _restore(parts: tuple[type[InputError], tuple[Any, ...], dict[str, Any]]) ->
     return error
 
 
-def _ignore_interrupts() -> None:
-    """Ctrl-C reaches the whole process group: the parent handles it, workers just stop when told."""
+def _start_worker(parent: int) -> None:
+    """A worker's first act: let the parent handle interruptions, and never outlive it.
+
+    Ctrl-C reaches the whole process group: the parent handles it, workers just stop when told.
+    SIGTERM and SIGHUP get their default action back (a forked worker inherits whatever handler
+    the parent set). A parent that dies without stopping its workers (SIGKILL, a crash) would leave
+    them blocked on its pipe forever: on Linux the kernel kills them with it (PR_SET_PDEATHSIG),
+    and a parent already gone before that was set is noticed by its pid.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    _die_with_parent()
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send this process SIGKILL when its parent dies (nothing elsewhere: the pid check remains)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no C library to ask: the pid check remains
+        pass
 
 
 # --- the parent's side --------------------------------------------------------------------------
@@ -232,7 +263,9 @@ class _Pool:
 
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
-            self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_ignore_interrupts)
+            self.executor = ProcessPoolExecutor(
+                self.jobs, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
+            )
             gc.freeze()  # workers forked from here: their collector leaves the parent's objects (and pages) alone
             try:
                 with warnings.catch_warnings():
