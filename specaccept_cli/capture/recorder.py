@@ -115,8 +115,11 @@ def _whole(value: Any, name: str) -> int | None:
 
 
 def _label(value: Any) -> Any:
+    """A label as a plain value: str, int, float, bool, or a list of them (numpy and torch scalars unwrapped)."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    if isinstance(value, list | tuple):
+        return [_label(item) for item in value]
     item = getattr(value, "item", None)  # numpy and torch scalars
     if item is not None:
         try:
