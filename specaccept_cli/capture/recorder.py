@@ -68,9 +68,9 @@ class _Block:
 
     def __init__(self) -> None:
         self.offsets = array("q", [0])
-        self.p = array("d")
-        self.q = array("d")
-        self.r = array("d")
+        self.p: list[Any] = []  # flat values, checked for numbers by the writer (`_checked`), not in record()
+        self.q: list[Any] = []
+        self.r: list[Any] = []
         self.request_id: list[Any] = []
         self.step: list[int | None] = []
         self.accepted: list[int | None] = []
@@ -92,18 +92,20 @@ class _Block:
         return self
 
 
-def _floats(values: Any) -> array[float]:
-    """One copy of a step's values as doubles: a list, a tuple, a numpy array or a torch tensor (any device)."""
-    if isinstance(values, list | tuple):
-        return array("d", values)
+def _values(values: Any) -> list[Any] | tuple[Any, ...]:
+    """A step's values as a sequence to copy from: a list or tuple as it is, a numpy array or a torch
+    tensor (any device: one device-to-host copy) as a list. Whether they are numbers is the writer's check."""
+    if type(values) is list or isinstance(values, list | tuple):
+        return values
     detach = getattr(values, "detach", None)
-    if detach is not None:  # torch: one device-to-host copy
-        return array("d", detach().cpu().tolist())
-    if isinstance(values, np.ndarray):
-        if values.ndim != 1:
-            raise ValueError(f"an array of shape {values.shape}, not one value per drafted token")
-        return array("d", values.astype(np.float64, copy=False).tobytes())
-    return array("d", values)
+    if detach is not None:  # torch
+        values = detach().cpu()
+    elif not isinstance(values, np.ndarray):
+        return list(values)
+    if values.ndim != 1:
+        raise ValueError(f"an array of shape {tuple(values.shape)}, not one value per drafted token")
+    listed: list[Any] = values.tolist()
+    return listed
 
 
 def _whole(value: Any, name: str) -> int | None:
@@ -216,16 +218,16 @@ class Recorder:
                 self._lose("closed", "record() after close(): the row is dropped")
                 return False
             try:
-                p_values, q_values, r_values = _floats(p), _floats(q), _floats(r)
+                p_values, q_values, r_values = _values(p), _values(q), _values(r)
                 k = len(p_values)
                 if len(q_values) != k or len(r_values) != k:
                     raise ValueError(f"p, q and r have different lengths ({k}, {len(q_values)}, {len(r_values)})")
                 if k > MAX_DRAFT_LENGTH:
                     raise ValueError(f"a draft of {k} tokens is longer than {MAX_DRAFT_LENGTH}")
                 at = clock.time() if time is None else float(time)
-                step_number = _whole(step, "step")
-                count = _whole(accepted, "accepted")
-                if not (request_id is None or isinstance(request_id, str | int)):
+                step_number = step if step is None or type(step) is int else _whole(step, "step")
+                count = accepted if accepted is None or type(accepted) is int else _whole(accepted, "accepted")
+                if not (request_id is None or type(request_id) is str or isinstance(request_id, str | int)):
                     request_id = _label(request_id)
                 row_labels = None
                 if labels:
@@ -238,8 +240,6 @@ class Recorder:
                 self._warn_once("bad", f"a row was refused ({exc}); such rows are counted in stats.bad_values")
                 return False
             with self._lock:
-                if self._pid != os.getpid():  # a child forked past the at-fork hook (a fallback)
-                    self._fresh_state()
                 block = self._block
                 if block.rows >= self._block_rows:
                     if not self._hand_off():
@@ -387,11 +387,17 @@ class Recorder:
             self._lock.release()
 
     def _write(self, block: _Block) -> None:
+        block, flats, refused = _checked(block)
+        if refused:
+            self._bad += refused
+            self._warn_once("bad", "rows holding values that are not numbers were refused (stats.bad_values)")
+        if block.rows == 0:
+            return
         try:
             if self.format == "parquet":
-                self._write_parquet(block)
+                self._write_parquet(block, flats)
             else:
-                self._write_jsonl(block)
+                self._write_jsonl(block, flats)
         except Exception as exc:  # a full disk, a size limit, a vanished directory: count, log once, go on
             self._write_errors += 1
             self._lose("write", f"cannot write ({type(exc).__name__}: {exc})", block.rows)
@@ -409,8 +415,8 @@ class Recorder:
             self._sink_opened = clock.monotonic()
         return self._sink
 
-    def _write_parquet(self, block: _Block) -> None:
-        table = _table(block)
+    def _write_parquet(self, block: _Block, flats: list[np.ndarray]) -> None:
+        table = _table(block, flats)
         sink = self._open_sink()
         assert isinstance(sink, _ParquetSink)
         if sink.schema is not None and not table.schema.equals(sink.schema):
@@ -432,10 +438,10 @@ class Recorder:
             raise
         self._written += block.rows
 
-    def _write_jsonl(self, block: _Block) -> None:
+    def _write_jsonl(self, block: _Block, flats: list[np.ndarray]) -> None:
         sink = self._open_sink()
         assert isinstance(sink, _JsonlSink)
-        sink.write(_jsonl(block))  # a failed write is cut back to the last whole line
+        sink.write(_jsonl(block, flats))  # a failed write is cut back to the last whole line
         self._written += block.rows
 
     def _finish_part(self) -> None:
@@ -548,18 +554,59 @@ class _JsonlSink:
         self.path.unlink(missing_ok=True)
 
 
-def _table(block: _Block) -> Any:
+def _flat(values: list[Any]) -> np.ndarray | None:
+    """The flat values as doubles, or None when one is not a number (None, text, a nested list, ...)."""
+    try:
+        converted = np.array(values)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if converted.ndim != 1 or converted.shape[0] != len(values) or converted.dtype.kind not in "fiub":
+        return None
+    return converted.astype(np.float64, copy=False)
+
+
+def _checked(block: _Block) -> tuple[_Block, list[np.ndarray], int]:
+    """The block's p, q and r as doubles, less the rows holding something that is not a number (counted)."""
+    flats = [_flat(block.p), _flat(block.q), _flat(block.r)]
+    if all(flat is not None for flat in flats):
+        return block, [flat for flat in flats if flat is not None], 0
+    good = _Block()
+    offsets = block.offsets
+    for row in range(block.rows):
+        start, end = offsets[row], offsets[row + 1]
+        try:
+            values = [array("d", column[start:end]) for column in (block.p, block.q, block.r)]
+        except (TypeError, ValueError, OverflowError):
+            continue
+        n = good.rows
+        for column, row_values in zip((good.p, good.q, good.r), values):
+            column.extend(row_values.tolist())
+        good.offsets.append(good.offsets[n] + (end - start))
+        good.request_id.append(block.request_id[row])
+        good.step.append(block.step[row])
+        good.accepted.append(block.accepted[row])
+        good.time.append(block.time[row])
+        for name, column in block.labels.items():
+            good.labels.setdefault(name, [None] * n).append(column[row])
+        good.rows = n + 1
+    for column in good.labels.values():
+        column.extend([None] * (good.rows - len(column)))
+    arrays = [np.array(column, dtype=np.float64) for column in (good.p, good.q, good.r)]
+    return good, arrays, block.rows - good.rows
+
+
+def _table(block: _Block, flats: list[np.ndarray]) -> Any:
     import pyarrow as pa
 
     offsets = pa.array(np.frombuffer(block.offsets, dtype=np.int64).astype(np.int32))
 
-    def lists(flat: array[float]) -> Any:
-        return pa.ListArray.from_arrays(offsets, pa.array(np.frombuffer(flat, dtype=np.float64)))
+    def lists(flat: np.ndarray) -> Any:
+        return pa.ListArray.from_arrays(offsets, pa.array(flat))
 
     columns: dict[str, Any] = {
-        "p": lists(block.p),
-        "q": lists(block.q),
-        "r": lists(block.r),
+        "p": lists(flats[0]),
+        "q": lists(flats[1]),
+        "r": lists(flats[2]),
         "request_id": _column(block.request_id),
         "step": pa.array(block.step, pa.int64()),
         "accepted": pa.array(block.accepted, pa.int64()),
@@ -599,11 +646,11 @@ def _conform(table: Any, schema: Any) -> Any:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _jsonl(block: _Block) -> bytes:
+def _jsonl(block: _Block, flats: list[np.ndarray]) -> bytes:
     import orjson
 
     offsets = block.offsets.tolist()
-    p, q, r = block.p.tolist(), block.q.tolist(), block.r.tolist()
+    p, q, r = (flat.tolist() for flat in flats)
     labels = list(block.labels.items())
     lines = []
     for row in range(block.rows):

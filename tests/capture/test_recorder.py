@@ -121,13 +121,21 @@ def test_bad_values_are_refused_counted_and_logged_once(tmp_path: Path, caplog: 
     caplog.set_level(logging.WARNING, logger="specaccept.capture")
     with Recorder(tmp_path / "c", handle_sigterm=False) as recorder:
         assert not recorder.record([0.5, 0.5], [0.5], [0.1, 0.2])  # lengths differ
-        assert not recorder.record(["x"], [0.5], [0.1])  # not a number
         assert not recorder.record(np.zeros((2, 2)), np.zeros(2), np.zeros(2))  # not one value per token
         assert not recorder.record([0.5], [0.5], [0.1], accepted=1.5)  # a count that is not whole
         assert not recorder.record([0.5], [0.5], [0.1], step=True)
         assert not recorder.record([0.5], [0.5], [0.1], p_field="x", time="soon")  # type: ignore[arg-type]
-        assert recorder.record([0.5], [0.5], [0.1], accepted=np.int64(1))
-    assert recorder.stats.bad_values == 6 and recorder.stats.written == 1
+        assert recorder.record([0.5], [0.5], [0.1], accepted=np.int64(1), step=np.int32(4))
+        # Values that are not numbers are found by the writer, off the serving loop: the row is refused there.
+        recorder.record(["x"], [0.5], [0.1], accepted=0)
+        recorder.record([None, 0.5], [0.5, 0.5], [0.1, 0.1], accepted=0)
+        recorder.record([[0.5]], [0.5], [0.1], accepted=0)
+        assert recorder.record((0.9, 1), [0.5, 1], [0.1, 0.3], accepted=2)  # ints and tuples are numbers
+    assert recorder.stats.bad_values == 8 and recorder.stats.written == 2
+    assert [(row["p"], row["accepted"], row["step"]) for row in rows_of(tmp_path / "c")] == [
+        ([0.5], 1, 4),
+        ([0.9, 1.0], 2, None),
+    ]
     warnings = [record for record in caplog.records if "refused" in record.getMessage()]
     assert len(warnings) == 1 and "different lengths" in warnings[0].getMessage()
 
