@@ -3,7 +3,8 @@
 One verify step is k = 8 drafted tokens: p, q and r as lists of floats or as numpy arrays, with a
 request id, a step number and the engine's count. Three figures per (input, format):
 
-- the calls alone: wall time of the `record()` calls / steps;
+- the calls alone: wall time of the `record()` calls / steps, and the CPU time of the calling thread
+  over them (what the serving loop's own thread pays, whatever else runs on the machine);
 - amortised: wall time of the calls and of `close()` (the writer thread finishing every block) / steps;
 - CPU: process CPU time over the same span / steps (the writer thread's encoding and compression included).
 
@@ -57,17 +58,18 @@ def measure(form: str, source: str, data: tuple[np.ndarray, ...]) -> dict[str, f
     request_ids = [f"req-{i // 32}" for i in range(steps)]
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as directory:
         recorder = Recorder(directory, form, handle_sigterm=False)  # type: ignore[arg-type]
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0, own0 = time.process_time(), time.perf_counter(), time.thread_time()
         record = recorder.record
         for i, (row_p, row_q, row_r) in enumerate(rows):
             record(row_p, row_q, row_r, request_id=request_ids[i], step=i % 32, accepted=counts[i])
-        wall1 = time.perf_counter()
+        wall1, own1 = time.perf_counter(), time.thread_time()
         recorder.close()
         wall2, cpu2 = time.perf_counter(), time.process_time()
         stats = recorder.stats
         size = sum(os.path.getsize(part) for part in stats.parts)
     return {
         "calls_us": (wall1 - wall0) / steps * 1e6,
+        "calls_cpu_us": (own1 - own0) / steps * 1e6,
         "amortised_us": (wall2 - wall0) / steps * 1e6,
         "cpu_us": (cpu2 - cpu0) / steps * 1e6,
         "bytes_per_step": size / max(stats.written, 1),
@@ -90,9 +92,9 @@ def main() -> None:
         f"{args.steps:,} verify steps of k = {K} per measurement, median of {args.repeat}; "
         "disk per 1B steps extrapolated linearly from the bytes those steps took.",
         "",
-        "| input | format | record() calls, µs/step | amortised with close(), µs/step | CPU, µs/step "
-        "| dropped rows | disk per 1B steps |",
-        "|---|---|---|---|---|---|---|",
+        "| input | format | record() calls: wall, µs/step | calling thread's CPU, µs/step "
+        "| amortised with close(): wall, µs/step | all threads' CPU, µs/step | dropped rows | disk per 1B steps |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for source in ("lists", "numpy"):
         for form in ("parquet", "jsonl"):
@@ -100,7 +102,8 @@ def main() -> None:
             median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
             per_billion = median["bytes_per_step"]  # bytes per step x 1e9 steps / 1e9 bytes per GB
             lines.append(
-                f"| {source} | {form} | {median['calls_us']:.2f} | {median['amortised_us']:.2f} | "
+                f"| {source} | {form} | {median['calls_us']:.2f} | {median['calls_cpu_us']:.2f} | "
+                f"{median['amortised_us']:.2f} | "
                 f"{median['cpu_us']:.2f} | {int(max(run['dropped'] for run in runs))} | {per_billion:.0f} GB |"
             )
             print(lines[-1], flush=True)

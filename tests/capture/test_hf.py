@@ -263,3 +263,18 @@ def test_versions_outside_the_tested_range_are_refused_by_name() -> None:
     for version in ("4.57.6", "5.17.0", f"{high[0]}.{high[1] + 1}.0", "nightly"):
         with pytest.raises(CaptureError, match=rf"transformers {re.escape(version)} is not supported"):
             check_version(version)
+
+
+def test_an_ensemble_weight_is_recorded_as_the_verification_distribution(
+    models: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """With assistant_ensemble_weight w the library accepts on r <= 1 - w + w·p/q: the row's p is w·p + (1 - w)·q."""
+    target, draft = models
+    with Recorder(tmp_path / "c", handle_sigterm=False) as recorder, capture_assisted_generation(recorder):
+        generate(target, draft, next(prompts(1)), 4, assistant_ensemble_weight=0.5)
+    rows = captured_rows(tmp_path / "c")
+    assert rows and {row["ensemble_weight"] for row in rows} == {0.5}
+    for row in rows:
+        for mixed, target_p, q in zip(row["p"], row["target_p"], row["q"], strict=True):
+            assert mixed == pytest.approx(0.5 * target_p + 0.5 * q, rel=1e-6)
+    assert audit(tmp_path / "c", "--reported-field", "accepted")["mismatches"] == 0
