@@ -278,3 +278,45 @@ def test_an_ensemble_weight_is_recorded_as_the_verification_distribution(
         for mixed, target_p, q in zip(row["p"], row["target_p"], row["q"], strict=True):
             assert mixed == pytest.approx(0.5 * target_p + 0.5 * q, rel=1e-6)
     assert audit(tmp_path / "c", "--reported-field", "accepted")["mismatches"] == 0
+
+
+def word_tokenizer(words: list[str]) -> Any:
+    """A whitespace word tokenizer made here (no download): its vocabulary is the list, in order."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    engine = Tokenizer(models.WordLevel(vocab={word: i for i, word in enumerate(words)}, unk_token="<unk>"))
+    engine.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    engine.decoder = decoders.WordPiece(prefix="##")
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=engine, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
+
+
+def test_universal_assisted_generation_rows_are_labelled_and_hold_what_the_library_compared(
+    models: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """A draft with another tokenizer: transformers maps the draft's logits into the target's vocabulary.
+
+    The rows are labelled by the candidate generator; their q is the mapped one the library tested
+    (which can be 0 for the drafted token: the library then accepts on p/0 = inf and rejects 0/0),
+    and the library's count is the prefix rule applied to exactly these numbers.
+    """
+    target, _ = models
+    special = ["<pad>", "<s>", "</s>", "<unk>"]
+    words = [f"w{i}" for i in range(252)]
+    order = torch.randperm(252, generator=torch.Generator().manual_seed(0)).tolist()
+    target_tokenizer = word_tokenizer(special + words)
+    draft_tokenizer = word_tokenizer(special + [words[i] for i in order[:186]] + [f"x{i}" for i in range(10)])
+    torch.manual_seed(2)
+    draft_config = transformers.LlamaConfig(**{**target.config.to_dict(), "vocab_size": 200})
+    draft = transformers.LlamaForCausalLM(draft_config).eval()
+    prompt = target_tokenizer("w1 w2 w3 w4 w5", return_tensors="pt").input_ids
+    with Recorder(tmp_path / "c", handle_sigterm=False) as recorder, capture_assisted_generation(recorder):
+        generate(target, draft, prompt, 0, tokenizer=target_tokenizer, assistant_tokenizer=draft_tokenizer)
+    rows = captured_rows(tmp_path / "c")
+    assert rows and {row["generator"] for row in rows} == {"UniversalSpeculativeDecodingGenerator"}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for row in rows:
+            ratio = np.float32(row["p"]) / np.float32(row["q"])
+            passed = np.float32(row["r"]) <= ratio
+            assert row["accepted"] == int(np.cumprod(passed).sum())
