@@ -174,6 +174,7 @@ class Recorder:
             import orjson  # noqa: F401
         self._lock = threading.RLock()  # reentrant: a SIGTERM handler may flush while this thread records
         self._io_lock = threading.Lock()  # held by the writer around each write; fork waits for it
+        self._stats_lock = threading.Lock()
         self._fresh_state()
         _LIVE.add(self)
         if handle_sigterm:
@@ -236,7 +237,7 @@ class Recorder:
                         taken = sorted(RESERVED_SET.intersection(row_labels))
                         raise ValueError(f"label {taken[0]!r} is a field the recorder writes itself")
             except (TypeError, ValueError, OverflowError) as exc:
-                self._bad += 1
+                self._count(bad=1)
                 self._warn_once("bad", f"a row was refused ({exc}); such rows are counted in stats.bad_values")
                 return False
             with self._lock:
@@ -271,7 +272,7 @@ class Recorder:
         except Exception as exc:  # the serving loop must go on; the failure is counted and logged once
             with self._lock:
                 self._block.trimmed()  # drop whatever part of the row was appended
-            self._bad += 1
+            self._count(bad=1)
             self._warn_once("internal", f"a row was refused ({type(exc).__name__}: {exc})")
             return False
 
@@ -284,8 +285,15 @@ class Recorder:
         self._block = _Block()
         return True
 
+    def _count(self, bad: int = 0, dropped: int = 0, write_errors: int = 0) -> None:
+        """Add to the counters that several threads raise (under a lock of their own, held for nothing else)."""
+        with self._stats_lock:
+            self._bad += bad
+            self._dropped += dropped
+            self._write_errors += write_errors
+
     def _lose(self, key: str, message: str, rows: int = 1) -> None:
-        self._dropped += rows
+        self._count(dropped=rows)
         self._warn_once(key, f"{message} (stats.dropped counts them)")
 
     def _warn_once(self, key: str, message: str) -> None:
@@ -304,7 +312,8 @@ class Recorder:
         return self._closed
 
     def flush(self, timeout: float | None = None) -> None:
-        """Write what is buffered now (the part stays open); returns when it is on disk or after `timeout`."""
+        """Write what is buffered now and finish the part, so a reader sees every row recorded so far;
+        returns when that is done or after `timeout` seconds."""
         with self._lock:
             if self._thread is None or self._block.rows == 0:
                 return
@@ -367,7 +376,9 @@ class Recorder:
             if isinstance(item, _Block) and item.rows:
                 with self._io_lock:
                     self._write(item)
-            if done is not None:
+            if done is not None:  # flush(): the part is finished so that a reader sees it
+                with self._io_lock:
+                    self._finish_part()
                 done.set()
             old = self._rotate_seconds is not None and clock.monotonic() - self._sink_opened >= self._rotate_seconds
             if self._sink is not None and old:
@@ -389,7 +400,7 @@ class Recorder:
     def _write(self, block: _Block) -> None:
         block, flats, refused = _checked(block)
         if refused:
-            self._bad += refused
+            self._count(bad=refused)
             self._warn_once("bad", "rows holding values that are not numbers were refused (stats.bad_values)")
         if block.rows == 0:
             return
@@ -399,7 +410,7 @@ class Recorder:
             else:
                 self._write_jsonl(block, flats)
         except Exception as exc:  # a full disk, a size limit, a vanished directory: count, log once, go on
-            self._write_errors += 1
+            self._count(write_errors=1)
             self._lose("write", f"cannot write ({type(exc).__name__}: {exc})", block.rows)
             if isinstance(self._sink, _JsonlSink):
                 self._finish_part()  # its whole lines are kept; the next block starts a part of its own
@@ -434,7 +445,7 @@ class Recorder:
             self._sink = None
             sink.abandon()  # a Parquet file is unreadable after a failed write: its rows are lost with it
             self._written -= rows
-            self._dropped += rows
+            self._count(dropped=rows)
             raise
         self._written += block.rows
 
@@ -455,7 +466,7 @@ class Recorder:
             else:
                 sink.path.unlink(missing_ok=True)
         except Exception as exc:
-            self._write_errors += 1
+            self._count(write_errors=1)
             self._written -= sink.rows
             self._lose("write", f"cannot finish a part ({type(exc).__name__}: {exc})", sink.rows)
             sink.abandon()
@@ -745,6 +756,7 @@ def _after_fork_child() -> None:
     for recorder in list(_LIVE):
         recorder._lock = threading.RLock()
         recorder._io_lock = threading.Lock()
+        recorder._stats_lock = threading.Lock()
         closed = recorder._closed
         recorder._fresh_state()
         recorder._closed = closed

@@ -303,6 +303,8 @@ def test_a_full_disk_is_counted_never_raised_and_what_was_written_stays_readable
         for i in range(4000):
             p, q, r = ([random.random() for _ in range(3)] for _ in range(3))
             assert recorder.record(p, q, r, request_id=i, accepted=1)
+            if i == 199:
+                recorder.flush(timeout=30)  # a first part, whole, under the limit
         recorder.close()
         stats = recorder.stats
         print(stats.recorded, stats.written, stats.dropped, stats.write_errors)
@@ -315,6 +317,20 @@ def test_a_full_disk_is_counted_never_raised_and_what_was_written_stays_readable
     assert recorded == 4000 and errors >= 1 and dropped > 0 and written + dropped == recorded
     assert err.decode().count("cannot") == 1, err.decode()  # logged once
     parts = sorted((tmp_path / "c").glob("part-*"))
-    assert parts and len(rows_of(tmp_path / "c")) == written
+    assert parts and len(rows_of(tmp_path / "c")) == written >= 200
     numbers = audit(*(str(part) for part in parts))
     assert numbers["runs"] == written and numbers["skipped_rows"] == 0
+
+
+def test_flush_publishes_every_row_recorded_so_far_and_recording_goes_on(tmp_path: Path) -> None:
+    directory = tmp_path / "c"
+    recorder = Recorder(directory, flush_seconds=600, handle_sigterm=False)
+    for p, q, r, accepted in steps(30):
+        recorder.record(p, q, r, accepted=accepted)
+    recorder.flush(timeout=30)
+    assert len(rows_of(directory)) == 30
+    for p, q, r, accepted in steps(20, seed=1):
+        recorder.record(p, q, r, accepted=accepted)
+    recorder.close()
+    assert sorted(os.listdir(directory)) == ["part-00001.parquet", "part-00002.parquet"]
+    assert len(rows_of(directory)) == 50
