@@ -40,6 +40,11 @@ from specaccept_cli.capture.recorder import Recorder
 # (major, minor) releases whose `_speculative_sampling` and `_assisted_decoding` were read and tested.
 SUPPORTED = ((5, 18), (5, 24))
 TESTED = "5.24.0"
+# What a row holds besides the user's labels.
+ROW_FIELDS = frozenset(
+    {"p", "q", "r", "time", "request_id", "step", "accepted", "committed", "position", "draft_tokens"}
+    | {"generator", "ensemble_weight", "target_p"}
+)
 _PARAMETERS = ("candidate_input_ids", "candidate_logits", "candidate_length", "new_logits", "assistant_ensemble_weight")
 
 
@@ -275,6 +280,9 @@ def capture_assisted_generation(
     `draft_tokens` and `generator` (the candidate generator's class: `UniversalSpeculativeDecodingGenerator`
     and `AssistedCandidateGeneratorDifferentTokenizers` map logits between vocabularies).
     """
+    taken = sorted(ROW_FIELDS.intersection(labels))
+    if taken:
+        raise ValueError(f"label {taken[0]!r} is a field the capture writes itself")
     counter = itertools.count(1)
     prefix = uuid.uuid4().hex[:12]
 

@@ -255,6 +255,16 @@ def test_a_library_that_draws_r_another_way_stops_with_a_clear_error(
     assert utils._speculative_sampling is drawing_twice  # put back as it was
 
 
+def test_a_label_named_like_a_field_of_the_row_is_refused_before_generation(tmp_path: Path) -> None:
+    refused = pytest.raises(ValueError, match="'committed' is a field")
+    with (
+        Recorder(tmp_path / "c", handle_sigterm=False) as recorder,
+        refused,
+        capture_assisted_generation(recorder, committed=1),
+    ):
+        pass
+
+
 def test_versions_outside_the_tested_range_are_refused_by_name() -> None:
     low, high = SUPPORTED
     check_version(f"{low[0]}.{low[1]}.0")
