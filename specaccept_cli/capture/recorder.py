@@ -370,20 +370,28 @@ class Recorder:
                 with self._io_lock:
                     self._finish_part()
                 return
-            done = None
-            if isinstance(item, tuple):
-                item, done = item
-            if isinstance(item, _Block) and item.rows:
-                with self._io_lock:
-                    self._write(item)
-            if done is not None:  # flush(): the part is finished so that a reader sees it
-                with self._io_lock:
-                    self._finish_part()
-                done.set()
-            old = self._rotate_seconds is not None and clock.monotonic() - self._sink_opened >= self._rotate_seconds
-            if self._sink is not None and old:
-                with self._io_lock:
-                    self._finish_part()
+            try:
+                self._handle(item)
+            except Exception as exc:  # the writer must outlive anything a block holds; counted and logged once
+                self._count(write_errors=1)
+                self._warn_once("writer", f"the writer met {type(exc).__name__}: {exc}")
+
+    def _handle(self, item: object) -> None:
+        """One item of the queue: a block, a flush (a block and its event), or a wake-up to rotate by age."""
+        done = None
+        if isinstance(item, tuple):
+            item, done = item
+        if isinstance(item, _Block) and item.rows:
+            with self._io_lock:
+                self._write(item)
+        if done is not None:  # flush(): the part is finished so that a reader sees it
+            with self._io_lock:
+                self._finish_part()
+            done.set()
+        old = self._rotate_seconds is not None and clock.monotonic() - self._sink_opened >= self._rotate_seconds
+        if self._sink is not None and old:
+            with self._io_lock:
+                self._finish_part()
 
     def _take_current(self) -> _Block | None:
         """The rows recorded since the last block, so a quiet server's rows still reach the disk."""
