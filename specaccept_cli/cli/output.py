@@ -20,7 +20,8 @@ from specaccept_cli.errors import ChecksFailed, OutputError, SpecacceptError
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
-    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.checks import Issue
+    from specaccept_cli.verdict import Findings
     from specaccept_cli.views.terminal import QuietPipeConsole
 
 
@@ -161,40 +162,48 @@ def describe_inputs(paths: list[str], shown: int = 3) -> str:
     return f"input {listed}" + (f" and {more} more" if more > 0 else "")
 
 
-def conclude_checks(
-    gates: Sequence[GateResult],
-    comparison: Comparison | None,
+def conclude_findings(
+    findings: Findings,
     github_markdown: str | None,
     gate_context: str,
     regression_context: str,
-    audits: list[str] | None = None,
+    warnings: Sequence[Issue] = (),
 ) -> None:
     """After the output: one stderr line per failed check, the GitHub report when asked for, exit 1 on failure.
 
+    `warnings` are the comparison's (and the command line's own hints about it), said on stderr once.
     The contexts (which inputs, which baseline) go into the GitHub annotations only, which are
     read away from the log; the stderr lines sit right under the command that produced them.
     """
-    failed_gates = [result.message() for result in gates if not result.passed]
-    for warning in () if comparison is None else comparison.warnings:
-        click.echo(f"specaccept: warning: {warning}", err=True)
-    regressions = (
-        []
-        if comparison is None
-        else [row.message(comparison.max_drop, comparison.significance) for row in comparison.failures]
-    )
+    from specaccept_cli.cli.hints import failure_line, hinted, warning_text
+
+    for warning in warnings:
+        click.echo(f"specaccept: warning: {warning_text(warning)}", err=True)
+    failed = [entry for entry in findings.verdict if entry.status == "fail"]
+    lines = [failure_line(findings, entry) for entry in failed]
     if github_markdown is not None:
-        annotations = [("specaccept gate", f"{message} ({gate_context})") for message in failed_gates]
-        annotations += [("specaccept regression", f"{message} ({regression_context})") for message in regressions]
-        annotations += [("specaccept audit", f"{message} ({gate_context})") for message in audits or []]
+        # In the verdict's words, as the step summary and every view say them, with the option they answer to.
+        annotations = []
+        for entry in failed:
+            title = {"gate": "specaccept gate", "baseline": "specaccept regression"}.get(
+                entry.check, "specaccept audit"
+            )
+            context = regression_context if entry.check == "baseline" else gate_context
+            annotations.append(("error", title, f"{hinted(entry)} ({context})"))
+        annotations += [
+            ("warning", f"specaccept {entry.check}", f"{hinted(entry)} ({gate_context})")
+            for entry in findings.verdict
+            if entry.status == "warn"
+        ]
         report_to_github(github_markdown, annotations)
-    failures = [f"gate failed: {message}" for message in failed_gates] + regressions + list(audits or [])
-    if failures:
-        raise ChecksFailed(failures)
+    if lines:
+        raise ChecksFailed(lines)
 
 
-def report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
+def report_to_github(markdown: str, annotations: list[tuple[str, str, str]]) -> None:
     """Append `markdown` to the job's step summary (when the runner set $GITHUB_STEP_SUMMARY) and print
-    one `::error::` workflow command per failed check, on stderr so stdout stays the command's output.
+    one `::error::` workflow command per failed check (`::warning::` per warning), on stderr so stdout
+    stays the command's output.
     """
     from specaccept_cli.text import workflow_command
 
@@ -205,8 +214,8 @@ def report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
                 handle.write(markdown + "\n")
         except OSError as exc:
             raise _cannot_append(step_summary, exc) from None
-    for title, message in annotations:
-        click.echo(workflow_command("error", message, title=title), err=True)
+    for command, title, message in annotations:
+        click.echo(workflow_command(command, message, title=title), err=True)
 
 
 class StderrConsole:
