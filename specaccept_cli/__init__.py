@@ -5,11 +5,12 @@ inputs -> `read` (batches) -> `rule` (accepted lengths) -> `summary` (additive s
 estimates) -> `conclude` (every test, gate and verdict, once) -> `views`; `summarise` wires the first
 stages, serial or parallel.
 
-    from specaccept_cli import summarise, conclude, FieldSpec, GateSpec, Plan
+    from specaccept_cli import summarise, conclude, FieldSpec, GateSpec, Plan, ReadRequest
     state = summarise(["logs.jsonl.gz"], FieldSpec(extras=("model",)), Plan(group_by="model"), jobs=2)
     findings = conclude(state, spec=GateSpec(min_alpha=0.6))
     findings.numbers.alpha             # alpha, intervals, per-position rates, ...
     findings.verdict                   # every check: (check, "ok" | "warn" | "fail", text)
+    same = summarise(ReadRequest(["logs.jsonl.gz"], FieldSpec(extras=("model",)), Plan(group_by="model"), jobs=2))
 
 Nothing here imports click or rich, and numpy/pyarrow load only when a name that needs
 them is first used, so `from specaccept_cli import accept_prefix` stays instant.
@@ -25,7 +26,7 @@ from specaccept_cli.rule.scalar import accept_prefix
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult, Issue, MetricComparison, check_gates, compare
-    from specaccept_cli.pipeline import summarise
+    from specaccept_cli.pipeline import ReadRequest, summarise
     from specaccept_cli.read.sources import read_all
     from specaccept_cli.rule.batch import FieldSpec, RunBatch
     from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
@@ -42,6 +43,7 @@ from specaccept_cli.version import __version__
 # Public name -> the module that defines it; loaded on first use (PEP 562).
 _LAZY = {
     "summarise": "specaccept_cli.pipeline",
+    "ReadRequest": "specaccept_cli.pipeline",
     "read_all": "specaccept_cli.read.sources",
     "FieldSpec": "specaccept_cli.rule.batch",
     "RunBatch": "specaccept_cli.rule.batch",
@@ -90,6 +92,7 @@ __all__ = [
     "Issue",
     "MetricComparison",
     "Plan",
+    "ReadRequest",
     "ReportedTally",
     "RunBatch",
     "SamplerTally",

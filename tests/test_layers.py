@@ -255,3 +255,22 @@ def test_the_computation_guard_sees_a_call() -> None:
         if isinstance(node, ast.Call)
     }
     assert {"estimate", "drift_test", "compare"} <= calls
+
+
+def _writes_the_accept_test(tree: ast.AST) -> bool:
+    """A call min(1, a / b) (or min(a / b, 1)) anywhere in the module's code, not in its text."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min":
+            ones = [arg for arg in node.args if isinstance(arg, ast.Constant) and arg.value == 1]
+            ratios = [arg for arg in node.args if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div)]
+            if ones and ratios:
+                return True
+    return False
+
+
+def test_the_accept_test_is_written_in_the_rule_alone() -> None:
+    """min(1, p / q) is computed in the scalar rule (`rule.scalar.threshold`) and nowhere else in scalar code:
+    a view that shows the test (`check --explain`) calls the rule's own functions instead of writing it again."""
+    assert _writes_the_accept_test(ast.parse("x = min(1.0, p[i] / q[i])"))  # the guard sees what it looks for
+    found = sorted(name for name, path in MODULES.items() if _writes_the_accept_test(ast.parse(path.read_text())))
+    assert found == ["specaccept_cli.rule.scalar"]

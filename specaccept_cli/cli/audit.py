@@ -41,7 +41,10 @@ from specaccept_cli.errors import OutputError, UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from specaccept_cli.checks import Issue
+    from specaccept_cli.pipeline.request import ReadRequest
     from specaccept_cli.read.policy import Mode
     from specaccept_cli.read.sources import Format, Source
     from specaccept_cli.read.storage import Storage
@@ -474,26 +477,20 @@ def _read(
     stderr: StderrConsole,
 ) -> Summary:
     """Every source through the front door, in order; per-run records stream out as they come."""
+    from specaccept_cli.errors import SpecacceptError, WorkerDied
     from specaccept_cli.pipeline import summarise
 
+    request = _read_request(options, sources, fields, plan, quarantine)
+
     def run(sink: RunSink | None = None) -> Summary:
-        if options.scheduler is not None:
-            return _read_on_cluster(options, sources, fields, plan, sink, cast("IO[bytes] | None", quarantine))
+        if request.scheduler is not None:
+            return _read_on_cluster(request, sink)
 
         def read(progress: RichProgress | None) -> Summary:
-            return summarise(
-                sources,
-                fields,
-                plan,
-                jobs=options.jobs,
-                on_error=options.on_error,
-                quarantine=cast("IO[bytes] | None", quarantine),  # the error policy only writes to it
-                sink=sink,
-                progress=progress,
-                input_format=options.input_format,
-                max_line_bytes=options.max_line_bytes,
-                draft_length=options.draft_length,
-            )
+            try:
+                return summarise(request, sink=sink, progress=progress)
+            except WorkerDied as exc:
+                raise SpecacceptError(f"{exc}; try again with --jobs 1") from None
 
         if not options.quiet and stderr.is_terminal:
             from specaccept_cli.views.progress import RichProgress
@@ -695,33 +692,50 @@ def _check_cluster_options(options: AuditOptions, paths: list[str]) -> None:
         raise click.UsageError("a cluster cannot read stdin (-): give files, directories or URLs with --scheduler")
 
 
-def _read_on_cluster(
-    options: AuditOptions,
-    sources: list[Source],
-    fields: FieldSpec,
-    plan: Plan,
-    sink: RunSink | None,
-    quarantine: IO[bytes] | None,
-) -> Summary:
+def _read_request(
+    options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan, quarantine: CheckedOutput | None
+) -> ReadRequest:
+    """What the audit reads and how: the one request every reading path (here, a pool, a cluster) takes."""
+    from specaccept_cli.pipeline.request import ReadRequest
+
+    return ReadRequest(
+        tuple(sources),
+        fields,
+        plan,
+        jobs=options.jobs,
+        scheduler=options.scheduler,
+        on_error=options.on_error,
+        quarantine=cast("IO[bytes] | None", quarantine),  # the error policy only writes to it
+        input_format=options.input_format,
+        max_line_bytes=options.max_line_bytes,
+        draft_length=options.draft_length,
+        storage=_storage(options),
+    )
+
+
+def _read_on_cluster(request: ReadRequest, sink: RunSink | None) -> Summary:
     """The same summary from a Dask cluster; per-run records and quarantined lines come back in input order.
 
     (The table's preview of runs is not asked for: it would bring every run back for twenty rows.)
+    The core's errors name no option; here they are told in the command's words.
     """
+    from specaccept_cli.errors import ExtraMissing, OneProcessOnly
     from specaccept_cli.pipeline import distributed
 
-    assert options.scheduler is not None
-    with distributed.connect(options.scheduler) as client:
-        return distributed.summarise(
-            sources,
-            fields,
-            plan,
-            client=client,
-            on_error=options.on_error,
-            input_format=options.input_format,
-            max_line_bytes=options.max_line_bytes,
-            sink=sink,
-            quarantine=quarantine,
-        )
+    assert request.scheduler is not None
+    try:
+        with contextlib.ExitStack() as stack:
+            try:
+                client = stack.enter_context(distributed.connect(request.scheduler))
+            except ExtraMissing:
+                raise
+            except UsageError as exc:  # an address that is not one (`local:none`)
+                raise UsageError(f"--scheduler {exc}") from None
+            return distributed.summarise(request, client=client, sink=sink)
+    except ExtraMissing as exc:
+        raise UsageError(f"--scheduler needs Dask: pip install 'specaccept[{exc.extra}]'") from None
+    except OneProcessOnly as exc:
+        raise UsageError(f"{exc}; run without --scheduler") from None
 
 
 def write_report(path: str, findings: Findings, cost_ratio: float | None, sources: Sequence[str]) -> None:

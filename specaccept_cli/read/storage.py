@@ -86,7 +86,7 @@ def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> tuple[tuple[str
         key, separator, value = pair.partition("=")
         key = key.strip().lower().replace("-", "_")
         if not separator or not key:
-            raise UsageError(f"--storage-option takes KEY=VALUE, not {pair.partition('=')[0]!r}")
+            raise UsageError(f"a storage option takes KEY=VALUE, not {pair.partition('=')[0]!r}")
         if key not in STORAGE_OPTIONS:
             raise UsageError(f"unknown storage option {key!r} (known: {', '.join(STORAGE_OPTIONS)})")
         options[key] = value

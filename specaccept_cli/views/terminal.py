@@ -17,6 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from specaccept_cli.rule.scalar import kept_flags, threshold
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import Estimates
@@ -425,16 +426,14 @@ def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], ac
     table = FitTable(title="Accept test, token by token", title_justify="left")
     for name in ("#", "p", "q", "threshold", "r", "kept?"):
         table.add_column(name, justify="right")
-    for i, (p_i, q_i, r_i) in enumerate(zip(p, q, r)):
-        threshold = min(1.0, p_i / q_i)
-        passes = r_i <= threshold
+    for i, (p_i, q_i, r_i, passes) in enumerate(zip(p, q, r, kept_flags(p, q, r))):
         if i < accepted:
             verdict = "[green]kept[/]"
         elif i == accepted:
             verdict = "[red]rejected[/]"
         else:
             verdict = "[dim]not examined" + (" (would pass)" if passes else "") + "[/]"
-        table.add_row(str(i + 1), f"{p_i:g}", f"{q_i:g}", f"{threshold:.6g}", f"{r_i:g}", verdict)
+        table.add_row(str(i + 1), f"{p_i:g}", f"{q_i:g}", f"{threshold(p_i, q_i):.6g}", f"{r_i:g}", verdict)
     k = len(p)
     if k == 0:
         why = "Empty draft: nothing to test; the target pass still emits 1 token."
@@ -443,7 +442,7 @@ def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], ac
     else:
         stop = accepted
         why = (
-            f"Token {stop + 1} stopped the run: r = {r[stop]:g} > min(1, p/q) = {min(1.0, p[stop] / q[stop]):.6g}. "
+            f"Token {stop + 1} stopped the run: r = {r[stop]:g} > min(1, p/q) = {threshold(p[stop], q[stop]):.6g}. "
             f"{accepted} accepted, {accepted + 1} emitted (the target resamples token {stop + 1})."
         )
     return Group(table, Text(why))

@@ -193,8 +193,9 @@ def test_windows_are_the_same_on_several_processes(tmp_path: Path, time_field: s
 def run_in_blocks(log: Path, time_field: str | None) -> object:
     """The windows of `log` read on two worker processes, in small blocks (so blocks straddle windows)."""
     from specaccept_cli.pipeline.parallel import evaluate_source
+    from specaccept_cli.pipeline.request import ReadRequest
     from specaccept_cli.read.policy import ErrorPolicy
-    from specaccept_cli.read.sources import Reading, expand_inputs
+    from specaccept_cli.read.sources import expand_inputs
     from specaccept_cli.rule.batch import FieldSpec
     from specaccept_cli.summary.evaluate import Plan, add_up
     from specaccept_cli.summary.files import summary_object
@@ -204,11 +205,9 @@ def run_in_blocks(log: Path, time_field: str | None) -> object:
     (source,) = expand_inputs([str(log)])
     results = evaluate_source(
         source,
-        Reading(FieldSpec(extras=(time_field,) if time_field else ())),
+        ReadRequest(fields=FieldSpec(extras=(time_field,) if time_field else ()), plan=plan, jobs=2),
         ErrorPolicy("fail", None),
-        jobs=2,
         keep_runs=False,
-        plan=plan,
         block_bytes=4096,
         blocks_per_task=3,
     )

@@ -196,7 +196,7 @@ def test_engine_metrics_have_no_runs_to_cluster() -> None:
     log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
     result = invoke("audit", str(log), "--cluster-field", "request_id")
     assert result.exit_code == 2
-    assert "--cluster-field has nothing to cluster" in result.stderr
+    assert "a cluster field has nothing to cluster" in result.stderr
 
 
 def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> None:
