@@ -309,7 +309,7 @@ class _RowFrame:
         for raw in self.lines:
             line += 1
             if raw is None or len(raw) > max_line_bytes:
-                problems.append((line, f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"))
+                problems.append((line, f"line is longer than {max_line_bytes} bytes (the max_line_bytes limit)"))
                 continue
             if line == 1 and raw.startswith(BOM):  # before the blank test: a BOM alone is an empty first line
                 raw = raw[len(BOM) :]
