@@ -30,12 +30,20 @@ SOURCE = "fuzz.jsonl"
 
 
 def counted_lines(data: bytes, max_line_bytes: int) -> list[int]:
-    """Numbers of the lines the reader must account for: not empty and not all ASCII whitespace, or too long."""
-    return [
-        number
-        for number, line in enumerate(data.split(b"\n"), start=1)
-        if line and (len(line) > max_line_bytes or not line.isspace())
-    ]
+    """Numbers of the lines the reader must account for: not empty and not all ASCII whitespace, or too long.
+
+    The first line's byte order mark is not part of it: a first line holding only one (and spaces) is blank.
+    """
+    numbers = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if len(line) > max_line_bytes:
+            numbers.append(number)
+            continue
+        if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if line and not line.isspace():
+            numbers.append(number)
+    return numbers
 
 
 def read_lines(data: bytes, block_bytes: int, max_line_bytes: int) -> tuple[list[int], InputError | None]:

@@ -131,8 +131,12 @@ def write_jsonl(path: Path, rows: Iterable[object]) -> Path:
 
 def nonblank_lines(data: bytes) -> int:
     """The reader's definition: pieces between b"\\n" that are neither empty nor all ASCII whitespace
-    (bytes.isspace: space, \\t, \\n, \\r, \\x0b, \\x0c). A line over --max-line-bytes always counts."""
-    return sum(1 for line in data.split(b"\n") if line and not line.isspace())
+    (bytes.isspace: space, \\t, \\n, \\r, \\x0b, \\x0c). A line over --max-line-bytes always counts.
+    The first line's byte order mark is not part of it: a BOM alone is a blank line."""
+    lines = data.split(b"\n")
+    if lines[0].startswith(b"\xef\xbb\xbf"):
+        lines[0] = lines[0][3:]
+    return sum(1 for line in lines if line and not line.isspace())
 
 
 BAD_LINES = [

@@ -134,6 +134,11 @@ class SpecacceptGroup(click.Group):
             received = getattr(exc, "signum", signal.SIGINT)
         except BrokenPipeError:
             _quiet_broken_pipe()
+        except MemoryError:
+            # Anywhere in a command (a huge cluster tally, a line allowed past memory by --max-line-bytes): the
+            # frames holding the allocations are gone by now, and one line needs next to nothing.
+            _error_line("out of memory: this input needs more memory than the system allows (see docs/reliability.md)")
+            ctx.exit(EXIT_INPUT)
         except OSError as exc:  # a last resort: reads and writes are named where they happen
             _abandon_stdout()
             reason = exc.strerror or str(exc)

@@ -505,12 +505,77 @@ def connect(address: str, timeout: float = 10) -> Iterator[Client]:
             cluster = stack.enter_context(local_cluster(_local_workers(address)))
             yield stack.enter_context(distributed.Client(cluster))
             return
+        _probe_scheduler(address, timeout)
         try:
             client = distributed.Client(address, timeout=timeout)
         except (OSError, TimeoutError, ValueError) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SpecacceptError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
         yield stack.enter_context(client)
+
+
+# A Dask peer's first message (its handshake: a few frames of msgpack) is announced by an 8-byte length.
+_HANDSHAKE_MAX_BYTES = 1 << 20
+
+
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Check that a `tcp://` address answers like a Dask scheduler, within `timeout` seconds, before Dask tries.
+
+    Dask's own client waits forever on a peer that accepts and stays silent (an HTTP server), fails in
+    `struct` on a short answer and allocates whatever length a garbage answer announces (3 EiB). A Dask
+    server speaks first: on accepting, it sends its handshake, an 8-byte little-endian length then that
+    many bytes, which begin with the number of frames. Anything else is refused in one line. Other
+    schemes (tls://, ucx://) are left to Dask.
+    """
+    import socket
+    import struct
+
+    scheme, _, location = address.rpartition("://")
+    if scheme not in ("", "tcp"):
+        return
+    host, _, port_text = location.rpartition(":")
+    if not port_text.isdigit():
+        return  # Dask names the problem with the address itself
+    host = host.strip("[]")
+    where = f"the Dask scheduler at {address}"
+    try:
+        peer = socket.create_connection((host, int(port_text)), timeout=timeout)
+    except TimeoutError:
+        raise SpecacceptError(f"cannot reach {where}: no answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise SpecacceptError(f"cannot reach {where}: {exc.strerror or exc}") from None
+    with peer:
+        try:
+            length = struct.unpack("<Q", _receive(peer, 8))[0]
+            if not 16 <= length <= _HANDSHAKE_MAX_BYTES:
+                raise SpecacceptError(
+                    f"{address} is not a Dask scheduler: its first message announces {length:,} bytes, not a handshake"
+                )
+            frames = struct.unpack("<Q", _receive(peer, 8))[0]
+            if not 1 <= frames <= 64 or 8 * (frames + 1) > length:
+                raise SpecacceptError(f"{address} is not a Dask scheduler: its first message is not Dask's framing")
+        except TimeoutError:
+            raise SpecacceptError(
+                f"{address} is not a Dask scheduler: it accepted the connection but sent no Dask handshake within"
+                f" {timeout:g} s"
+            ) from None
+        except EOFError:
+            raise SpecacceptError(
+                f"{address} is not a Dask scheduler: it closed the connection before a Dask handshake"
+            ) from None
+        except OSError as exc:
+            raise SpecacceptError(f"cannot reach {where}: {exc.strerror or exc}") from None
+
+
+def _receive(peer: Any, size: int) -> bytes:
+    """Exactly `size` bytes from a socket (its timeout applies to each read); EOFError if it closes first."""
+    data = b""
+    while len(data) < size:
+        piece = peer.recv(size - len(data))
+        if not piece:
+            raise EOFError
+        data += piece
+    return data
 
 
 def local_cluster(workers: int, quiet: int = 40) -> Any:

@@ -78,11 +78,37 @@ def iter_text_blocks(
     as a list where a line was longer than `max_line_bytes`: such a line is yielded alone as None and its
     bytes are dropped as they arrive, so memory stays bounded whatever the input.
     """
+    state = _LineState()
+    try:
+        yield from _text_blocks(stream, source, block_bytes, max_line_bytes, state)
+    except MemoryError:
+        if not state.pending_size:
+            raise
+        # A line that --max-line-bytes allows, longer than the memory there is: its pieces are dropped by now.
+        raise InputError(
+            source,
+            state.next_line,
+            f"line does not fit in memory ({state.pending_size:,} bytes of it read; --max-line-bytes"
+            f" {max_line_bytes:,} allows more than this machine holds)",
+        ) from None
+
+
+class _LineState:
+    """Where `_text_blocks` is: the next line's number and how much of a line that spans blocks it holds."""
+
+    next_line = 1
+    pending_size = 0
+
+
+def _text_blocks(
+    stream: BinaryIO, source: str, block_bytes: int, max_line_bytes: int, state: _LineState
+) -> Iterator[tuple[int, int, Lines]]:
     next_line = 1
     pending: list[bytes] = []  # pieces of a line that spans blocks, joined once when its end arrives
     pending_size = 0
     discarding = False  # inside an overlong line whose start was already reported
     while True:
+        state.next_line, state.pending_size = next_line, pending_size
         try:
             chunk = stream.read(block_bytes)
         except _STREAM_ERRORS as exc:
@@ -97,6 +123,7 @@ def iter_text_blocks(
             if not discarding:
                 pending.append(chunk)
                 pending_size += len(chunk)
+                state.pending_size = pending_size
                 if pending_size > max_line_bytes:
                     yield next_line, 1, [None]
                     next_line += 1
@@ -117,6 +144,7 @@ def iter_text_blocks(
             yield next_line, count, text
             next_line += count
     if pending and not discarding:
+        state.next_line, state.pending_size = next_line, pending_size
         yield next_line, 1, b"".join(pending)
 
 
@@ -283,10 +311,10 @@ class _RowFrame:
             if raw is None or len(raw) > max_line_bytes:
                 problems.append((line, f"line is longer than {max_line_bytes} bytes (the max_line_bytes limit)"))
                 continue
+            if line == 1 and raw.startswith(BOM):  # before the blank test: a BOM alone is an empty first line
+                raw = raw[len(BOM) :]
             if not raw or raw.isspace():
                 continue
-            if line == 1 and raw.startswith(BOM):
-                raw = raw[len(BOM) :]
             try:
                 obj = loads(raw)
             except orjson.JSONDecodeError as exc:

@@ -20,6 +20,9 @@ from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch, find_bad_ru
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 65_536
+# Column chunks are read through a buffer of this size, page by page, not whole: a row group of hundreds of
+# MB then costs about what one batch does (unbuffered, pyarrow reads each column chunk into memory at once).
+READ_BUFFER_BYTES = 1 << 20
 
 # What pyarrow raises on a damaged file: any Arrow error (invalid data, an encoding it does not implement,
 # absurd sizes), an I/O error, or column names that are not UTF-8.
@@ -86,7 +89,7 @@ def read_parquet_file(
     rows keep the numbers they have in the whole file, from the footer's row counts.
     """
     try:
-        parquet = pq.ParquetFile(path, pre_buffer=False)
+        parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES, page_checksum_verification=True)
         schema_names = parquet.schema_arrow.names
         groups = None if row_groups is None else list(range(*row_groups))
         first_row = 1 + sum(parquet.metadata.row_group(index).num_rows for index in range(groups[0] if groups else 0))
@@ -103,9 +106,33 @@ def read_parquet_file(
             first_row += record_batch.num_rows
     except _DAMAGED as exc:
         read = first_row - 1
+        group = _damaged_group(parquet, groups, first_row, columns)
+        where = "" if group is None else f" in row group {group}"
         raise InputError(
-            source, None, f"cannot read Parquet data after {read} row{'s' if read != 1 else ''} ({exc})"
+            source, None, f"cannot read Parquet data{where} after {read} row{'s' if read != 1 else ''} ({exc})"
         ) from None
+
+
+def _damaged_group(parquet: pq.ParquetFile, groups: list[int] | None, first_row: int, columns: list[str]) -> int | None:
+    """The row group (numbered from 0) that fails to decode, in the batch starting at row `first_row` of the file.
+
+    Batches span row groups, so the failing one is found again by decoding, one at a time, the groups the
+    failed batch reached (at most BATCH_ROWS rows): a cost paid only when a file is damaged. None when
+    none fails on its own.
+    """
+    metadata = parquet.metadata
+    start = 1  # the group's first row, in the whole file's numbering
+    for group in range(metadata.num_row_groups):
+        rows = metadata.row_group(group).num_rows
+        chosen = groups is None or group in groups
+        if chosen and start + rows > first_row and start < first_row + BATCH_ROWS:
+            try:
+                for _ in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns):
+                    pass
+            except _DAMAGED:
+                return group
+        start += rows
+    return None
 
 
 def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> list[str]:

@@ -11,6 +11,7 @@ S3-compatible store needs no flag), `~/.aws/`, instance metadata, Google's defau
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
 import os
@@ -228,7 +229,7 @@ class _GrowingReads(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         size = min(len(view), self.limit)
         self.limit = min(self.limit * 2, REMOTE_BUFFER_BYTES)
-        data = self.file.read(size)
+        data = _read(self.file, size)
         view[: len(data)] = data
         return len(data)
 
@@ -240,10 +241,48 @@ class _GrowingReads(io.RawIOBase):
         super().close()
 
 
+def _read(file: Any, size: int) -> bytes:
+    """`size` bytes of a remote file; a failed request is an OSError with an errno, like a local disk's.
+
+    The object deleted or replaced mid-read, the connection lost: readers then report a read error
+    of the storage, never a truncated or corrupt stream (pyarrow's own errors carry no errno).
+    """
+    try:
+        data: bytes = file.read(size)
+    except OSError as exc:
+        raise OSError(errno.EIO, f"object storage read failed: {_first_line(exc)}") from None
+    return data
+
+
+class _SeekableObject:
+    """A remote file read by byte ranges (`open_seekable`), its failed requests made read errors (`_read`)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+
+    def read(self, size: int = -1) -> bytes:
+        return _read(self.file, size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self.file.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self.file.tell())
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> _SeekableObject:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 def open_seekable(location: str | os.PathLike[str] | RemoteObject) -> BinaryIO:
     """A local file or an object, unbuffered and seekable: for reading byte ranges of it."""
     if isinstance(location, RemoteObject):
-        return cast(BinaryIO, location.open_random())
+        return cast(BinaryIO, _SeekableObject(location.open_random()))
     return open(location, "rb", buffering=0)
 
 

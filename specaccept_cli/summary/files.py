@@ -31,6 +31,7 @@ from specaccept_cli.text import json_controls_escaped
 
 SCHEMA = "specaccept.summary/1"
 GROUPS_KEY = "groups"
+INT64_MAX = 2**63 - 1
 
 
 def summary_object(
@@ -172,23 +173,20 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
         if "state" not in data:
             raise ValueError("missing key 'state' (the counters every estimate derives from)")
         state = data["state"]
-        if any(type(x) is bool for triple in state["joint_counts"] for x in triple):
-            raise ValueError("joint_counts holds a boolean where a count belongs")
         if state.get("threshold_scale", THRESHOLD_SCALE) != THRESHOLD_SCALE:
             raise ValueError("threshold_scale differs from this version's")
-        joint = [(int(k), int(a), int(n)) for k, a, n in state["joint_counts"]]
-        if any(float(x) != y for triple, whole in zip(state["joint_counts"], joint) for x, y in zip(triple, whole)):
-            raise ValueError("joint_counts holds a fractional count")
-        if any(k < 0 or a < 0 or a > k or n < 0 for k, a, n in joint):
+        joint = [
+            (_whole(k, "joint_counts"), _whole(a, "joint_counts"), _whole(n, "joint_counts"))
+            for k, a, n in state["joint_counts"]
+        ]
+        if any(a > k for k, a, _ in joint):
             raise ValueError("joint_counts holds an impossible (k, accepted, runs) triple")
         size = max((k for k, _, _ in joint), default=0) + 1
         counts = np.zeros((size, size), dtype=np.int64)
         for k, a, n in joint:
             counts[k, a] += n
-        skipped_rows = int(state.get("skipped_rows", 0))
-        skipped_sources = int(state.get("skipped_sources", 0))
-        if skipped_rows < 0 or skipped_sources < 0:
-            raise ValueError("skipped counts are negative")
+        skipped_rows = _whole(state.get("skipped_rows", 0), "skipped_rows")
+        skipped_sources = _whole(state.get("skipped_sources", 0), "skipped_sources")
         errors = tuple(
             SkippedRow(str(item["source"]), None if item["line"] is None else int(item["line"]), str(item["message"]))
             for item in data.get("errors", [])[:MAX_KEPT_ERRORS]
@@ -204,16 +202,16 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
         elif group_by is not None:
             raise ValueError("'group_by' without 'groups'")
         examined_sum = state.get("examined_threshold_sum_fixed")  # None: a file from before this sum
-        if examined_sum is not None and type(examined_sum) is not int:
-            raise ValueError("examined_threshold_sum_fixed is not a whole number")
+        if examined_sum is not None:
+            examined_sum = _whole(examined_sum, "examined_threshold_sum_fixed")
         clusters = ClusterTally.from_dict(state["clusters"]) if "clusters" in state else None
         if clusters is not None:
             _check_clusters(clusters, counts)
         return Summary(
             counts=counts,
-            passing_tokens=int(state["passing_tokens"]),
-            threshold_sum_fixed=int(state["threshold_sum_fixed"]),
-            sampled_tokens=int(state["sampled_tokens"]),
+            passing_tokens=_whole(state["passing_tokens"], "passing_tokens"),
+            threshold_sum_fixed=_whole(state["threshold_sum_fixed"], "threshold_sum_fixed"),
+            sampled_tokens=_whole(state["sampled_tokens"], "sampled_tokens"),
             reported=ReportedTally.from_dict(state["reported"]) if "reported" in state else None,
             sampler=SamplerTally.from_dict(state["sampler"]) if "sampler" in state else None,
             engine=EngineTally.from_dict(state["engine"]) if "engine" in state else None,
@@ -228,6 +226,29 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
+
+
+def _whole(value: object, key: str) -> int:
+    """A counter as written by `summary_object`: a JSON integer from 0 to 2**63-1, nothing else.
+
+    A hand-edited file may hold `" 375 "`, `"4"`, `4.0` or a number beyond 64 bits (which JSON
+    readers give back as a float): each is refused, saying which it is, rather than coerced.
+    """
+    if type(value) is int:
+        if not 0 <= value <= INT64_MAX:
+            raise ValueError(f"counters out of range: {key} holds {value}, outside 0 to 2**63-1")
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")) or not value.is_integer():
+            raise ValueError(f"{key} holds {value!r}, not a whole number")
+        if not 0 <= value <= INT64_MAX:
+            raise ValueError(f"counters out of range: {key} holds {value:.6g}, outside 0 to 2**63-1")
+        raise ValueError(f"{key} holds {value!r}, a decimal number where a whole number belongs")
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise ValueError(f"{key} holds the string {shown!r} where a whole number belongs")
+    what = {bool: "a boolean", type(None): "null", list: "an array", dict: "an object"}.get(type(value), "a value")
+    raise ValueError(f"{key} holds {what} where a whole number belongs")
 
 
 def _check_clusters(clusters: ClusterTally, counts: np.ndarray[Any, np.dtype[np.int64]]) -> None:
@@ -262,12 +283,7 @@ def read_summary_file(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":  # `--summary-out x.json.gz` writes gzip
-        import gzip
-
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise InputError(path, None, f"corrupt gzip stream ({exc})") from None
+        raw = _gunzipped(raw, path)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -276,6 +292,37 @@ def read_summary_file(path: str) -> dict[str, Any]:
         raise InputError(path, None, f"not a {SCHEMA} object (a JSON {type(data).__name__})")
     summary_of(data, path)  # validate now, so the error names this file
     return data
+
+
+# What a compressed summary may expand to: the larger of this and MAX_SUMMARY_RATIO times its compressed size.
+# A summary's indented JSON compresses about 28 to 1 (200,000 clusters: 67 MB in 2.4 MB of gzip), while gzip
+# expands up to about 1,000 to 1: 4 MB of it make 4 GiB of spaces, which must not be decompressed into memory.
+MAX_SUMMARY_BYTES = 256 << 20
+MAX_SUMMARY_RATIO = 64
+
+
+def _gunzipped(raw: bytes, path: str) -> bytes:
+    """The decompressed bytes of a gzip summary, refused beyond the bound above rather than grown into memory."""
+    import gzip
+    import io
+
+    limit = max(MAX_SUMMARY_BYTES, MAX_SUMMARY_RATIO * len(raw))
+    pieces: list[bytes] = []
+    size = 0
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+            while piece := stream.read(1 << 20):
+                size += len(piece)
+                if size > limit:
+                    raise InputError(
+                        path,
+                        None,
+                        f"decompresses to more than {limit:,} bytes from {len(raw):,}: too large for a summary",
+                    )
+                pieces.append(piece)
+    except (OSError, EOFError) as exc:
+        raise InputError(path, None, f"corrupt gzip stream ({exc})") from None
+    return b"".join(pieces)
 
 
 # The state is a dense (k + 1) x (k + 1) matrix: a corrupt or hostile file must not make it huge.
@@ -299,9 +346,6 @@ def summary_of(data: dict[str, Any], source: str) -> Summary:
         raise InputError(source, None, f"not a usable summary: {exc}") from None
     _check_range(summary, source)
     return summary
-
-
-INT64_MAX = 2**63 - 1
 
 
 def _check_range(summary: Summary, source: str) -> None:

@@ -31,6 +31,7 @@ class PrometheusScrape:
     line: int
     timestamp: str | None = None
     samples: dict[tuple[str, LabelKey], str] = field(default_factory=dict)
+    sample_lines: dict[tuple[str, LabelKey], int] = field(default_factory=dict)  # where each sample was read
 
 
 def _parse_labels(text: str) -> LabelKey | None:
@@ -135,6 +136,7 @@ def read_prometheus_scrapes(
             if current.timestamp is None:
                 current.timestamp = ts
         current.samples[key] = match.group("value")
+        current.sample_lines[key] = number
         tally.metrics += 1
     if current is not None and current.samples:
         yield current

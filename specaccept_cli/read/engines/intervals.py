@@ -21,6 +21,35 @@ CountMatrix = npt.NDArray[np.int64]
 # A printed number, as the engines' format strings print it (nan and inf included).
 NUM = r"(-?(?:\d+(?:\.\d*)?|nan|inf))"
 
+# The largest token or draft count an engine's figure may hold: 2**53, past which a Prometheus sample
+# (a double) is no longer an exact count and far beyond any server's lifetime. Larger figures (10^29 in a
+# log line, 1.7e308 in a scrape) are bad lines, not counts that would overflow the int64 state.
+MAX_COUNT = 2**53
+
+
+def count_too_large(figure: str | int | float) -> str | None:
+    """Why a printed count is beyond MAX_COUNT (None when it is not), for the bad line's message.
+
+    A figure of digits is measured by its length first: a run of a million digits is never made an int.
+    """
+    if isinstance(figure, str):
+        digits = figure.strip().lstrip("0")
+        if digits.isdigit() and len(digits) <= len(str(MAX_COUNT)) and int(digits) <= MAX_COUNT:
+            return None
+        if not digits.isdigit():  # a sample such as 1.7e308
+            try:
+                if not float(figure) > MAX_COUNT:
+                    return None
+            except ValueError:
+                return None
+        shown = figure if len(figure) <= 32 else f"{figure[:12]}... ({len(figure):,} digits)"
+    else:
+        if not figure > MAX_COUNT:
+            return None
+        shown = f"{figure:.6g}" if isinstance(figure, float) else str(figure)
+        shown = shown if len(shown) <= 32 else f"{shown[:12]}... ({len(shown):,} digits)"
+    return f"{shown} is beyond 2**53, more than any server counts"
+
 
 @dataclass(frozen=True)
 class EngineInterval:

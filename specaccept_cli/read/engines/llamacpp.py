@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import NUM, EngineInterval, line_error, make_interval
+from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
 from specaccept_cli.read.engines.recovery import FLOAT32_EPSILON, Inconsistent, fits, recover_counts
 
 # llama.cpp server, tools/server/server-context.cpp (earlier examples/server/server.cpp)
@@ -89,6 +89,9 @@ class LlamaLines:
         self, number: int, text: str, match: re.Match[str], perpos: re.Match[str] | None
     ) -> EngineInterval | InputError:
         ratio, acc, generated, mean, rate_text = match.groups()
+        for name, figure in (("accepted", acc), ("generated", generated)):
+            if (why := count_too_large(figure)) is not None:
+                return self._error(number, text, f"bad llama.cpp line: {name} {why}")
         if perpos is not None:
             rate_text = perpos.group(1)
         accepted, draft_tokens = int(acc), int(generated)
@@ -132,6 +135,9 @@ class LlamaLines:
 
     def _stats(self, number: int, text: str, stats: re.Match[str]) -> EngineInterval | InputError:
         impl = stats.group("impl")
+        for figure in stats.groups()[1:]:
+            if (why := count_too_large(figure)) is not None:
+                return self._error(number, text, f"bad llama.cpp statistics: {why}")
         _, _, _, gen_drafts, acc_drafts, gen_tokens, acc_tokens = (int(g) for g in stats.groups()[1:])
         printed = {
             "#gen drafts": str(gen_drafts),

@@ -54,7 +54,7 @@ def parse_prometheus_scrapes(
     yield from series.finish()
 
 
-def _tallied(items: list[EngineInterval | InputError], tally: LineTally) -> Iterator[EngineInterval | InputError]:
+def _tallied(items: Iterable[EngineInterval | InputError], tally: LineTally) -> Iterator[EngineInterval | InputError]:
     for out in items:
         if isinstance(out, InputError):
             tally.bad += 1

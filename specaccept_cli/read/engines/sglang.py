@@ -13,7 +13,14 @@ import orjson
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, sample_float, sample_int
-from specaccept_cli.read.engines.intervals import NUM, EngineInterval, decode_line, line_error, make_interval
+from specaccept_cli.read.engines.intervals import (
+    NUM,
+    EngineInterval,
+    count_too_large,
+    decode_line,
+    line_error,
+    make_interval,
+)
 from specaccept_cli.read.engines.recovery import (
     Inconsistent,
     alpha_bounds_from_mean,
@@ -133,6 +140,8 @@ def _count_field(meta: dict[str, Any], names: tuple[str, ...]) -> tuple[str, int
     for name in names:
         if name in meta:
             value = meta[name]
+            if type(value) in (int, float) and (why := count_too_large(value)) is not None:
+                return f"{name} = {why}"  # JSON readers give integers beyond 64 bits back as floats
             if type(value) is not int or value < 0:
                 if type(value) is float and value.is_integer() and value >= 0:
                     return name, int(value)
@@ -178,6 +187,8 @@ def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | Non
         values = meta[hist_name]
         if not isinstance(values, list) or any(type(n) is not int or n < 0 for n in values):
             return f"{hist_name} is not a list of whole counts"
+        if (why := next(filter(None, map(count_too_large, values)), None)) is not None:
+            return f"{hist_name} holds {why}"
         hist = values
         printed[hist_name] = str(values)
         if sum(hist) != verify:
@@ -262,6 +273,9 @@ def sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval 
             continue
         steps = values.get("sglang:spec_num_steps")
         k = sample_int(steps) if steps is not None else None
+        if steps is not None and (why := count_too_large(steps)) is not None:
+            out.append(InputError(source, scrape.line, f"sglang:spec_num_steps {why}"))
+            continue
         printed = {name.split(":", 1)[1]: value for name, value in values.items()}
         notes = ["SGLang exposes gauges of its last log interval, not counters: no counts, no histogram; alpha bounded"]
         if tpp < 1:

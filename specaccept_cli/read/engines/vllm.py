@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
-from specaccept_cli.read.engines.intervals import NUM, EngineInterval, line_error, make_interval
+from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
 from specaccept_cli.read.engines.recovery import Inconsistent, fits, from_exact_positions, recover_counts
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +114,9 @@ def vllm_line(
             "a vLLM 'SpecDecoding metrics' line in no known layout (vllm/v1/spec_decode/metrics.py)",
         )
     fmt, printed, pct, acc, drafted, mean, rates = figures
+    for name, figure in (("Accepted", acc), ("Drafted", drafted)):
+        if (why := count_too_large(figure)) is not None:
+            return line_error(source, number, text, f"bad vLLM line: {name}: {why}")
     accepted, draft_tokens = int(acc), int(drafted)
     problems = []
     if draft_tokens > 0 and not fits(pct, Fraction(100 * accepted, draft_tokens)):
@@ -168,6 +172,16 @@ class _VllmCounters:
     labels: dict[str, str]
     values: dict[str, str] = field(default_factory=dict)  # counter -> printed value
     per_pos: dict[int, str] = field(default_factory=dict)  # 0-based position -> printed value
+    lines: dict[str, int] = field(default_factory=dict)  # the printed name of each value -> its line
+
+    def named(self) -> list[tuple[str, str]]:
+        """(printed name, value) of every counter of the series, the per-position ones last."""
+        named = [(name, self.values[role]) for name, role in VLLM_COUNTERS.items() if role in self.values]
+        return named + [(_per_pos_name(pos), value) for pos, value in sorted(self.per_pos.items())]
+
+
+def _per_pos_name(pos: int) -> str:
+    return f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{pos}"}}'
 
 
 def _vllm_series(scrape: PrometheusScrape) -> dict[LabelKey, _VllmCounters]:
@@ -184,33 +198,41 @@ def _vllm_series(scrape: PrometheusScrape) -> dict[LabelKey, _VllmCounters]:
             if position is None or not position.isdigit():
                 continue
             series.per_pos[int(position)] = value
+            series.lines[_per_pos_name(int(position))] = scrape.sample_lines.get((name, labels), scrape.line)
         else:
             series.values[role] = value
+            series.lines[name] = scrape.sample_lines.get((name, labels), scrape.line)
     return out
 
 
 def prometheus_intervals(
     before: PrometheusScrape | None, after: PrometheusScrape, source: str
-) -> list[EngineInterval | InputError]:
-    """vLLM intervals between two scrapes (or since the counters started, with `before` None).
+) -> Iterator[EngineInterval | InputError]:
+    """vLLM intervals between two scrapes (or since the counters started, with `before` None), series by series.
+
+    Made one at a time as they are read: a scrape of 500,000 series does not hold 500,000 intervals.
 
     A counter that went down between the scrapes is a reset (the server restarted): as Prometheus's
     `increase()` does, the interval counts from the restart, and its notes say so (the counts between
     the first scrape and the restart are lost).
     """
-    out: list[EngineInterval | InputError] = []
     old = _vllm_series(before) if before is not None else {}
     for key, series in _vllm_series(after).items():
         prev = old.get(key)
         if before is not None and prev is None:
-            out.append(
-                InputError(source, after.line, f"vLLM series {label_text(series.labels)} is not in the earlier scrape")
+            yield InputError(
+                source, after.line, f"vLLM series {label_text(series.labels)} is not in the earlier scrape"
             )
+            continue
+        unusable = _unusable(series, prev)
+        if unusable is not None:
+            line, why = unusable
+            yield InputError(source, line, f"vLLM counter {why} ({label_text(series.labels)})")
             continue
         ints, positions, resets = _differences(series, prev)
         if ints is None or positions is None:
             problem = "are not positions 0..k-1" if ints is not None else "is not a whole number"
-            out.append(InputError(source, after.line, f"vLLM counter {label_text(series.labels)} {problem}"))
+            yield InputError(source, after.line, f"vLLM counter {label_text(series.labels)} {problem}")
             continue
         notes = []
         if resets:  # like Prometheus's increase(): after a restart the counters count from zero again
@@ -222,13 +244,13 @@ def prometheus_intervals(
                 + "; counted since the restart, so what ran between the earlier scrape and the restart is lost"
             )
         if "accepted" not in ints or "draft_tokens" not in ints:
-            out.append(InputError(source, after.line, "vLLM scrape without accepted and draft token counters"))
+            yield InputError(source, after.line, "vLLM scrape without accepted and draft token counters")
             continue
         accepted, draft_tokens = ints["accepted"], ints["draft_tokens"]
         drafts = ints.get("drafts")
         printed = {name: series.values[role] for name, role in VLLM_COUNTERS.items() if role in series.values}
         for pos in sorted(series.per_pos):
-            printed[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{pos}"}}'] = series.per_pos[pos]
+            printed[_per_pos_name(pos)] = series.per_pos[pos]
         problems = []
         if positions and sum(positions) != accepted:
             problems.append(f"per-position counts sum to {sum(positions)}, not accepted {accepted}")
@@ -237,7 +259,7 @@ def prometheus_intervals(
         if positions and drafts is not None and positions[0] > drafts:
             problems.append(f"{positions[0]} drafts accepted position 1 out of {drafts} drafts")
         if problems:
-            out.append(InputError(source, after.line, "inconsistent vLLM counters: " + "; ".join(problems)))
+            yield InputError(source, after.line, "inconsistent vLLM counters: " + "; ".join(problems))
             continue
         try:
             if drafts is not None and positions:
@@ -245,20 +267,33 @@ def prometheus_intervals(
             else:
                 rec = recover_counts(accepted, draft_tokens, drafts=drafts, assume_full_drafts=False)
         except Inconsistent as exc:
-            out.append(InputError(source, after.line, f"inconsistent vLLM counters: {exc}"))
+            yield InputError(source, after.line, f"inconsistent vLLM counters: {exc}")
             continue
         if before is None:
             rec.notes.append("one scrape: counts since the counters started")
         rec.notes.extend(notes)
-        out.append(
-            make_interval(
-                ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
-                draft_tokens=draft_tokens,
-                accepted=accepted,
-                **rec.fields(),
-            )
+        yield make_interval(
+            ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
+            draft_tokens=draft_tokens,
+            accepted=accepted,
+            **rec.fields(),
         )
-    return out
+
+
+def _unusable(series: _VllmCounters, prev: _VllmCounters | None) -> tuple[int, str] | None:
+    """The line and the problem of the first counter value that is no count (NaN, 2.5, 1.7e308), in the
+    earlier scrape first: the error names the line that holds it, not the scrape that closes the interval."""
+    wanted = {name for name, _ in series.named()}  # the earlier scrape's values that the differences use
+    for counters in (prev, series) if prev is not None else (series,):
+        for name, value in counters.named():
+            if name not in wanted:
+                continue
+            why = count_too_large(value)
+            if why is None and sample_int(value) is None:
+                why = f"{value} is not a whole number"
+            if why is not None:
+                return counters.lines[name], f"{name} = {why}"
+    return None
 
 
 def _differences(
