@@ -66,12 +66,27 @@ if TYPE_CHECKING:
     "--format",
     "input_format",
     type=click.Choice(
-        ["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+        [
+            "auto",
+            "jsonl",
+            "parquet",
+            "vllm-log",
+            "sglang-log",
+            "sglang-requests",
+            "llamacpp-log",
+            "prometheus",
+            "vllm-payload",
+            "trtllm-payload",
+            "sglang-payload",
+            "llamacpp-payload",
+            "aiperf-records",
+        ]
     ),
     default="auto",
     show_default=True,
     help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet; server output "
-    "holding vLLM, SGLang or llama.cpp metrics lines, or a Prometheus scrape (.prom), is read as engine metrics).",
+    "holding vLLM, SGLang or llama.cpp metrics lines, or a Prometheus scrape (.prom), is read as engine metrics; "
+    "JSON or SSE lines holding per-request payloads are read one request per cluster).",
 )
 @click.option(
     "--draft-length",

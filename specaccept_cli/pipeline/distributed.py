@@ -48,7 +48,15 @@ from specaccept_cli.pipeline.parallel import (
 )
 from specaccept_cli.read.jsonl import BLOCK_BYTES
 from specaccept_cli.read.policy import ErrorPolicy, Mode
-from specaccept_cli.read.sources import ENGINE_FORMATS, Format, Reading, Source, expand_inputs, open_source
+from specaccept_cli.read.sources import (
+    ENGINE_FORMATS,
+    PAYLOAD_FORMATS,
+    Format,
+    Reading,
+    Source,
+    expand_inputs,
+    open_source,
+)
 from specaccept_cli.read.storage import Storage
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
@@ -141,6 +149,8 @@ def plan_shares(source: Source, reading: Reading, range_bytes: int, share_rows: 
     """
     try:
         with open_source(source, reading.input_format) as opened:
+            if opened.format in PAYLOAD_FORMATS:  # one request per line, read whole by one task
+                return [Share(source)]
             if opened.format in ENGINE_FORMATS:
                 raise UsageError(
                     f"{source.name} is {opened.format} output: server metrics are read in one process; "
