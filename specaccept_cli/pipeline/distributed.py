@@ -44,6 +44,7 @@ from specaccept_cli.pipeline.parallel import (
     _parse_range,
     _restore,
     default_jobs,
+    evaluate_source,
     newline_aligned_ranges,
 )
 from specaccept_cli.read.jsonl import BLOCK_BYTES
@@ -101,6 +102,7 @@ class Share:
 
     source: Source
     byte_range: tuple[int, int] | None = None
+    payloads: bool = False  # per-request payloads: read whole, their runs' order sent back for windows of runs
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def plan_shares(source: Source, reading: Reading, range_bytes: int, share_rows: 
     try:
         with open_source(source, reading.input_format) as opened:
             if opened.format in PAYLOAD_FORMATS:  # one request per line, read whole by one task
-                return [Share(source)]
+                return [Share(source, payloads=True)]
             if opened.format in ENGINE_FORMATS:
                 raise UsageError(
                     f"{source.name} is {opened.format} output: server metrics are read in one process; "
@@ -213,6 +215,8 @@ def summarise_share(share: Share, job: Job) -> Part:
 def _summarise_share(share: Share, job: Job) -> Part:
     if share.byte_range is not None:
         return _summarise_range(share, job)
+    if share.payloads:
+        return _summarise_payloads(share, job)
     reading = job.reading
     runs: list[PerRun] = []
     sequence = _Sequence()
@@ -241,6 +245,32 @@ def _summarise_share(share: Share, job: Job) -> Part:
         return Part(Summary(), error=error, runs=tuple(runs))
     kept = quarantine.getvalue() if quarantine is not None else b""
     return Part(summary, 0, summary.skipped_sources > 0, None, tuple(runs), kept, sequence.arrays(job.keep_sequence))
+
+
+def _summarise_payloads(share: Share, job: Job) -> Part:
+    """A file of per-request payloads, as one process reads it; each request's runs in order go back for windows."""
+    policy = ErrorPolicy(job.on_error)
+    sequence = _Sequence()
+
+    def evaluated() -> Iterator[Evaluated]:
+        for result in evaluate_source(share.source, job.reading, policy, plan=job.plan, keep_runs=False):
+            if job.keep_sequence and result.sequence is not None:
+                sequence.add(*result.sequence)
+            yield result
+
+    try:
+        summary = add_up(policy.guard(evaluated()), None, job.plan.group_by)
+    except InputError as error:
+        return Part(Summary(), error=error)
+    return Part(
+        summary + skipped_input(policy),
+        0,
+        policy.skipped_sources > 0,
+        None,
+        (),
+        b"",
+        sequence.arrays(job.keep_sequence),
+    )
 
 
 class _Sequence:
