@@ -66,6 +66,8 @@ def headline_rows(
         ("vLLM's rate", [f'{number(numbers.acceptance_rate)} accepted / drafted ("Avg Draft acceptance rate")']),
         ("verdict", _verdicts(summary, numbers, gates, comparison)),
     ]
+    if numbers.fingerprints:  # evidence the exact rule was not at work: named before any detail
+        rows.append(("fingerprints", [Marked(item.code, "bad") for item in numbers.fingerprints]))
     return rows
 
 
