@@ -38,6 +38,7 @@ from specaccept_cli.cli.output import (
 )
 from specaccept_cli.errors import OutputError, UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.text import visible
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -597,6 +598,8 @@ def _show(
         from specaccept_cli.views.terminal import skipped_table
 
         stderr.console.print(skipped_table(summary))
+    for drift in () if summary.engine is None else summary.engine.drift:  # payload fields no reader knows, once
+        click.echo(f"specaccept: warning: {visible(drift)}", err=True)
 
 
 def _suggest_cluster_field(comparison: Comparison, sources: list[Source], options: AuditOptions) -> Comparison:

@@ -90,9 +90,13 @@ def test_schema_drift_is_in_the_summary_once(tmp_path: Path) -> None:
     lines = [sim.vllm_response(r) for r in sim.requests(26, count=3)]
     for line in lines:
         line["metrics"]["speculative_decoding"]["num_rejected_tokens"] = 1
-    data = audit_json(str(write(tmp_path / "drift.jsonl", sim.jsonl(lines))))
+    path = write(tmp_path / "drift.jsonl", sim.jsonl(lines))
+    data = audit_json(str(path))
     (drift,) = data["engine"]["schema_drift"]
     assert "num_rejected_tokens" in drift and data["clusters"] == 3
+    table = invoke("audit", str(path))
+    assert table.exit_code == 0
+    assert table.stderr.count("specaccept: warning: vLLM vllm-metrics carries fields") == 1
 
 
 def test_merged_halves_are_the_whole_with_the_same_clusters(tmp_path: Path) -> None:
