@@ -162,3 +162,18 @@ def test_summarise_as_a_library_takes_payloads_unchanged(tmp_path: Path) -> None
     summary = summarise([str(path)], plan=Plan())
     assert summary.clusters is not None and summary.clusters.clusters == 12
     assert np.array_equal(summary.counts[: batch[0].k + 1, : batch[0].k + 1], sim.truth_counts(batch))
+
+
+def test_windows_of_time_place_each_request_at_its_created_time(tmp_path: Path) -> None:
+    batch = sim.requests(34, count=24)
+    lines = [sim.vllm_response(r) for r in batch]
+    for index, line in enumerate(lines):
+        line["created"] = 1787364000 + 600 * index  # on the hour, one request every ten minutes: six an hour
+    path = write(tmp_path / "timed.jsonl", sim.jsonl(lines))
+    data = audit_json(str(path), "--time-field", "created", "--window", "1h")
+    assert [window["runs"] for window in data["windows"]] == [
+        sum(r.steps for r in batch[hour * 6 : hour * 6 + 6]) for hour in range(4)
+    ]
+    del lines[3]["created"]
+    untimed = invoke("audit", str(write(tmp_path / "untimed.jsonl", sim.jsonl(lines))), "--time-field", "created")
+    assert untimed.exit_code == 2 and "untimed.jsonl:4: this request carries no time" in untimed.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.payloads import parse_payloads, sniff_payload
@@ -267,3 +269,50 @@ def _padded(counts: np.ndarray | None, k: int) -> np.ndarray:
     out = np.zeros((k + 1, k + 1), dtype=np.int64)
     out[: counts.shape[0], : counts.shape[1]] = counts
     return out
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+FIELDS = [
+    "num_spec_steps",
+    "num_accepted_draft_tokens",
+    "num_draft_tokens",
+    "num_spec_tokens",
+    "acceptance_histogram",
+    "acceptance_histogram_by_draft_length",
+    "per_step_accepted",
+    "per_step_drafted",
+    "draft_acceptance_rate",
+    "mean_acceptance_length",
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    shape=st.sampled_from([VLLM_DOC, VLLM_CHOICE_DOC, TRTLLM_DOC, SGLEXT_CAPTURE, AIPERF_DOC]),
+    replacements=st.lists(st.tuples(st.sampled_from([*FIELDS, "spec_verify_ct", "total_draft_tokens"]), JSON_VALUES)),
+)
+def test_any_damage_to_a_payload_is_a_record_or_a_bad_line_never_a_crash(shape, replacements):
+    value = orjson.loads(shape)
+
+    def damage(node: object) -> None:
+        if isinstance(node, dict):
+            for name, replacement in replacements:
+                if name in node:
+                    node[name] = replacement
+            for child in list(node.values()):
+                damage(child)
+        elif isinstance(node, list):
+            for child in node:
+                damage(child)
+
+    damage(value)
+    line = orjson.dumps(value)
+    for item in parse_payloads([line], "fuzz.jsonl"):
+        assert isinstance(item, (InputError, tuple))
+        if isinstance(item, tuple):
+            item[1].counts()  # a record that passed its checks gives counts or bounds without raising
+            item[1].examined_bounds()
