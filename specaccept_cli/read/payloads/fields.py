@@ -90,3 +90,25 @@ class Drift:
             f"{shape} carries fields this reader does not know, not read: {', '.join(sorted(names))}"
             for shape, names in sorted(self.unknown.items())
         ]
+
+
+def usage_tokens(root: dict[str, Any]) -> int | None:
+    """The response's `usage.completion_tokens`, when there."""
+    usage = root.get("usage")
+    if isinstance(usage, dict) and type(usage.get("completion_tokens")) is int:
+        return int(usage["completion_tokens"])
+    return None
+
+
+def created(root: dict[str, Any]) -> float | None:
+    """The response's `created` (Unix seconds), when there."""
+    created = root.get("created")
+    return float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else None
+
+
+def labels_of(root: dict[str, Any], engine: str) -> dict[str, str]:
+    """What --group-by can split requests by: the engine, and the model the response names."""
+    labels = {"engine": engine}
+    if isinstance(root.get("model"), str):
+        labels["model"] = root["model"]
+    return labels

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payloads.fields import Drift, count, histogram, printed
+from specaccept_cli.read.payloads.fields import Drift, count, created, histogram, labels_of, printed, usage_tokens
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
-from specaccept_cli.read.payloads.vllm import _created, _labels, _usage_tokens
 
 KNOWN = frozenset(
     {
@@ -69,9 +68,9 @@ def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord
                 accepted=count(payload, "total_accepted_draft_tokens"),
                 drafted=count(payload, "total_draft_tokens"),
                 histogram=None if hist is None else histogram(hist, "acceptance_histogram"),
-                completion_tokens=_usage_tokens(obj) if len(choices) == 1 else None,
-                timestamp=_created(obj),
-                labels=_labels(obj, "tensorrt-llm"),
+                completion_tokens=usage_tokens(obj) if len(choices) == 1 else None,
+                timestamp=created(obj),
+                labels=labels_of(obj, "tensorrt-llm"),
                 printed=rates,
             )
             out.append(record.check())

@@ -23,7 +23,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payloads.fields import Drift, count, counts, histogram, printed
+from specaccept_cli.read.payloads.fields import (
+    Drift,
+    count,
+    counts,
+    created,
+    histogram,
+    labels_of,
+    printed,
+    usage_tokens,
+)
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 
 KNOWN = frozenset(
@@ -119,30 +128,11 @@ def _record(
             by_draft_length=by_length,
             per_step_accepted=None if per_acc is None else counts(per_acc, "per_step_accepted"),
             per_step_drafted=None if per_dra is None else counts(per_dra, "per_step_drafted"),
-            completion_tokens=_usage_tokens(root),
-            timestamp=_created(root),
-            labels=_labels(root, "vllm"),
+            completion_tokens=usage_tokens(root),
+            timestamp=created(root),
+            labels=labels_of(root, "vllm"),
             printed=rates,
         )
         return record.check()
     except BadRecord as exc:
         return exc
-
-
-def _usage_tokens(root: dict[str, Any]) -> int | None:
-    usage = root.get("usage")
-    if isinstance(usage, dict) and type(usage.get("completion_tokens")) is int:
-        return int(usage["completion_tokens"])
-    return None
-
-
-def _created(root: dict[str, Any]) -> float | None:
-    created = root.get("created")
-    return float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else None
-
-
-def _labels(root: dict[str, Any], engine: str) -> dict[str, str]:
-    labels = {"engine": engine}
-    if isinstance(root.get("model"), str):
-        labels["model"] = root["model"]
-    return labels
