@@ -207,12 +207,6 @@ class EngineReading:
         self.last_source: str | None = None
 
     def evaluate(self, opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-        from specaccept_cli.read.sources import PAYLOAD_FORMATS
-
-        if opened.format in PAYLOAD_FORMATS:  # per-request payloads: the request is the cluster, always
-            from specaccept_cli.pipeline.payloads import evaluate_payload_source
-
-            return evaluate_payload_source(opened, plan, on_error)
         if plan.cluster_field is not None:  # intervals of many requests: no cluster to put their runs in
             raise InputError(
                 opened.source.name,

@@ -37,6 +37,7 @@ from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
     ENGINE_FORMATS,
+    PAYLOAD_FORMATS,
     OpenSource,
     ProgressHook,
     Reading,
@@ -282,6 +283,11 @@ def evaluate_source(
     if progress is not None:
         progress.start_source(source)
     with open_source(source, reading.input_format) as opened:
+        if opened.format in PAYLOAD_FORMATS:  # per-request payloads: the request is the cluster, always
+            from specaccept_cli.pipeline.payloads import evaluate_payload_source
+
+            yield from evaluate_payload_source(opened, plan, on_error)
+            return
         if opened.format in ENGINE_FORMATS:
             yield from (engine or EngineReading()).evaluate(opened, plan, on_error)
             return
