@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from specaccept_cli.pipeline import summarise
 from specaccept_cli.summary.evaluate import Plan
+from specaccept_cli.summary.state import Summary
 from tests import payloads as sim
 from tests.helpers import invoke, run_process
 
@@ -177,3 +179,24 @@ def test_windows_of_time_place_each_request_at_its_created_time(tmp_path: Path) 
     del lines[3]["created"]
     untimed = invoke("audit", str(write(tmp_path / "untimed.jsonl", sim.jsonl(lines))), "--time-field", "created")
     assert untimed.exit_code == 2 and "untimed.jsonl:4: this request carries no time" in untimed.stderr
+
+
+def test_requests_summed_in_blocks_are_the_requests_summed_one_by_one(tmp_path: Path, monkeypatch) -> None:
+    from specaccept_cli.pipeline import payloads as reading
+    from specaccept_cli.read.payloads import parse_payloads
+
+    batch = sim.requests(35, count=40, ragged=0.3)
+    lines = [sim.vllm_response(r) for r in batch[:30]] + [sim.vllm_summary_only(r) for r in batch[30:]]  # some bounded
+    path = write(tmp_path / "mixed.jsonl", sim.jsonl(lines))
+    monkeypatch.setattr(reading, "BLOCK_REQUESTS", 7)
+    in_blocks = summarise([str(path)])
+    one_by_one = Summary()
+    for item in parse_payloads(path.read_bytes().splitlines(), str(path)):
+        line, record = item  # type: ignore[misc]
+        part = reading.request_part(record, str(path), line, Plan(), lambda error: None)
+        assert part is not None
+        one_by_one = one_by_one + part.summary
+    assert in_blocks.clusters == one_by_one.clusters and in_blocks.clusters is not None
+    assert np.array_equal(in_blocks.counts, one_by_one.counts)
+    lines_read = replace(in_blocks.engine, lines=0, metrics_lines=0, ignored_lines=0)  # the source's line counts
+    assert lines_read == one_by_one.engine and one_by_one.engine.bounded > 0
