@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs fuzz bench bench-dask study examples clean
+.PHONY: demo test lint docs fuzz bench bench-dask bench-live bench-capture study examples clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,16 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench_capture.py
+
+# The recorder's cost per verify step and its disk bytes per 1B steps (benchmarks/latest-capture.md).
+bench-capture: $(STAMP)
+	$(BIN)/python benchmarks/bench_capture.py
+
+# Live: latency from a line written to the record showing it, and RSS over LIVE_SECONDS of 100k runs/s.
+LIVE_SECONDS ?= 600
+bench-live: $(STAMP)
+	$(BIN)/python benchmarks/bench_live.py --seconds $(LIVE_SECONDS)
 
 # One process vs --jobs 2 vs a Dask cluster of 2 workers (Dask comes with the dev extra).
 bench-dask: $(STAMP)
@@ -33,8 +43,17 @@ demo: $(STAMP)
 	$(BIN)/specaccept report examples/server-reported.jsonl.gz --reported-field reported --check-sampler -o demo/report.html
 	@echo "HTML report written to demo/report.html"
 
+# The transformers capture tests (tests/capture/test_hf.py) run real generation, so `make test` installs
+# the [hf] extra. torch is pinned here, not in the extra: 2.13.0 is a CPU build this machine has at hand,
+# where a plain `torch` would pull a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+$(VENV)/.hf-installed: $(STAMP)
+	$(BIN)/python -m pip install --quiet '$(TORCH)'
+	$(BIN)/python -m pip install --quiet -e '.[dev,hf]'
+	touch $@
+
 # Hypothesis profile "fast" (tests/conftest.py); `make fuzz` runs the same properties "deep".
-test: $(STAMP)
+test: $(VENV)/.hf-installed
 	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest
 
 # After a change to an option or to what specaccept prints: regenerate docs/cli.md from the Click commands, and

@@ -26,24 +26,21 @@ then bounds the chance that a same-system comparison fails the gate by 1%.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from specaccept_cli.summary.probability import student_t_cdf
 
 if TYPE_CHECKING:  # at run time checks need only attributes: `check` builds its options without numpy
-    from specaccept_cli.summary.clusters import ClusterTally
     from specaccept_cli.summary.estimates import Estimates
-    from specaccept_cli.summary.server import ReportedTally, SamplerTally
-    from specaccept_cli.summary.windows import WindowTally
 
-# Gate option names (as in the command line) -> (Estimates attribute, label).
-GATE_METRICS: dict[str, tuple[str, str]] = {
-    "min_alpha": ("alpha", "alpha"),
-    "min_tokens_per_pass": ("tokens_per_pass", "tokens per pass"),
-    "min_acceptance_rate": ("acceptance_rate", "acceptance rate"),
-}
+# Gated metrics: (Estimates attribute, label), in the order results are listed.
+GATE_METRICS: tuple[tuple[str, str], ...] = (
+    ("alpha", "alpha"),
+    ("tokens_per_pass", "tokens per pass"),
+    ("acceptance_rate", "acceptance rate"),
+)
 
 # Metrics compared with a baseline: (Estimates attribute, label, standard-error attribute).
 COMPARED_METRICS: tuple[tuple[str, str, str], ...] = (
@@ -58,17 +55,31 @@ K_MIX_DISTANCE = 0.1  # total variation between the draft-length mixes above whi
 REQUEST_FIELDS = ("request_id", "req_id", "rid")  # obvious cluster fields, suggested when present
 
 
-def option_name(key: str) -> str:
-    return "--" + key.replace("_", "-")
+@dataclass(frozen=True)
+class Issue:
+    """One check that failed or warns, as data: the command line words it (naming its options), views as they like.
+
+    `check` is the verdict's check ("gate", "baseline", "drift", "server", "sampler", "skipped", "intervals",
+    "iid"); `kind` what went wrong in it; the rest is what a sentence about it needs.
+    """
+
+    check: str
+    kind: str
+    metric: str | None = None
+    value: float | None = None
+    limit: float | None = None
+    p: float | None = None
+    at: str | None = None  # where (a position in the log), or which field
+    before: float | None = None
+    after: float | None = None
 
 
 @dataclass(frozen=True)
 class GateResult:
     """One threshold checked against a summary. A metric with no value (no runs) fails."""
 
-    option: str  # e.g. "--min-alpha"
-    metric: str  # e.g. "alpha"
-    label: str  # e.g. "alpha"
+    metric: str  # e.g. "tokens_per_pass"
+    label: str  # e.g. "tokens per pass"
     threshold: float
     value: float | None
 
@@ -76,18 +87,15 @@ class GateResult:
     def passed(self) -> bool:
         return self.value is not None and self.value >= self.threshold
 
-    def message(self) -> str:
-        threshold = shown_threshold(self.threshold)
+    @property
+    def shown_value(self) -> str:
+        """The value with enough digits that it never reads equal to a threshold it differs from."""
         if self.value is None:
-            return f"{self.label} has no value (no runs to estimate it from); {self.option} {threshold} fails"
-        relation = "is at least" if self.passed else "is below"
+            return "null"
         short = f"{self.value:.6g}"
         if (float(short) >= self.threshold) != self.passed:  # rounded onto or across the threshold
             short = shown_against(self.value, self.threshold)
-        return f"{self.label} = {short} {relation} {self.option} {threshold}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return _pick(self, "option", "metric", "threshold", "value", "passed")
+        return short
 
 
 def shown_threshold(threshold: float) -> str:
@@ -100,7 +108,7 @@ def shown_against(value: float, threshold: float, decimals: int = 4) -> str:
     """`value` with enough decimals that it never reads equal to a `threshold` it differs from.
 
     At least `decimals`, and at least as many as the threshold has, so rounding cannot carry the
-    value across the threshold: against `--min-alpha 0.5017`, 0.501696 shows as 0.501696, not 0.5017.
+    value across the threshold: against a gate of 0.5017, 0.501696 shows as 0.501696, not 0.5017.
     """
     written = shown_threshold(threshold)
     if "e" not in written and "." in written:
@@ -116,19 +124,17 @@ def shown_against(value: float, threshold: float, decimals: int = 4) -> str:
     return shown if faithful(shown) else repr(value)
 
 
-def check_gates(summary: Estimates, thresholds: Mapping[str, float | None]) -> list[GateResult]:
-    """Results for every threshold given (keys of GATE_METRICS; None means not set), in a fixed order."""
-    unknown = set(thresholds) - set(GATE_METRICS)
+def check_gates(summary: Estimates, thresholds: Sequence[tuple[str, float]]) -> list[GateResult]:
+    """Results for every (metric, threshold) given, in GATE_METRICS' order."""
+    given = dict(thresholds)
+    unknown = set(given) - {metric for metric, _ in GATE_METRICS}
     if unknown:
         raise KeyError(f"unknown gates: {sorted(unknown)}")
-    results = []
-    for key, (metric, label) in GATE_METRICS.items():
-        threshold = thresholds.get(key)
-        if threshold is None:
-            continue
-        value = getattr(summary, metric)
-        results.append(GateResult(option_name(key), metric, label, threshold, value))
-    return results
+    return [
+        GateResult(metric, label, given[metric], getattr(summary, metric))
+        for metric, label in GATE_METRICS
+        if metric in given
+    ]
 
 
 # --- baseline comparison ----------------------------------------------------------------
@@ -156,23 +162,10 @@ class MetricComparison:
     def failed(self) -> bool:
         return self.verdict != "ok"
 
-    def message(self, max_drop: float, significance: float) -> str:
-        if self.verdict == "untestable":
-            return (
-                f"{self.label} untestable (not a regression, not a pass): each side needs a value and at least "
-                f"{MIN_UNITS} independent units (baseline {_fmt(self.baseline)} from {self.baseline_runs} runs, "
-                f"current {_fmt(self.current)} from {self.current_runs} runs)"
-            )
-        change = "" if self.change is None else f" ({self.change:+.2%})"
-        z = "" if self.z is None else f"z = {self.z:.2f}, "
-        adjusted = "" if self.p_adjusted is None else f", Holm-adjusted {self.p_adjusted:.3g}"
-        test = f"{z}p = {self.p:.3g}{adjusted}"
-        if self.verdict == "regressed":
-            return (
-                f"{self.label} regressed: {_fmt(self.baseline)} -> {_fmt(self.current)}{change}, a drop of more than "
-                f"--max-drop {max_drop:g} at --significance {significance:g} ({test})"
-            )
-        return f"{self.label}: {_fmt(self.baseline)} -> {_fmt(self.current)}{change}, no regression ({test})"
+    @property
+    def beyond_tolerance(self) -> bool:
+        """The estimated drop exceeds the tolerated one (whether or not that is significant)."""
+        return self.z is not None and self.z < 0
 
     def to_dict(self) -> dict[str, Any]:
         return _pick(
@@ -204,7 +197,7 @@ class Comparison:
     max_drop: float
     significance: float
     metrics: list[MetricComparison]
-    warnings: tuple[str, ...] = ()  # what the test cannot vouch for (clustering, a different k mix)
+    warnings: tuple[Issue, ...] = ()  # what the test cannot vouch for (clustering, a different k mix)
     method: str = ""  # the units the standard errors are over
 
     @property
@@ -215,7 +208,8 @@ class Comparison:
     def untestable(self) -> bool:
         return any(metric.verdict == "untestable" for metric in self.metrics)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, words: Callable[[Issue], str]) -> dict[str, Any]:
+        """The machine form; `words` says each warning as the caller's reader needs it."""
         return {
             "max_drop": self.max_drop,
             "significance": self.significance,
@@ -225,7 +219,7 @@ class Comparison:
             "regressed": any(metric.verdict == "regressed" for metric in self.metrics),
             "untestable": self.untestable,
             "method": self.method,
-            "warnings": list(self.warnings),
+            "warnings": [words(warning) for warning in self.warnings],
         }
 
 
@@ -297,27 +291,19 @@ def _method(baseline: Estimates, current: Estimates) -> str:
     return "over runs (no --cluster-field): conditional on these prompts"
 
 
-def comparison_warnings(baseline: Estimates, current: Estimates) -> tuple[str, ...]:
+def comparison_warnings(baseline: Estimates, current: Estimates) -> tuple[Issue, ...]:
     """What a comparison cannot vouch for: runs of one request counted as independent, a different k mix."""
     warnings = []
     if baseline.cluster_field is None or current.cluster_field is None:
-        side = "neither side" if baseline.cluster_field is None and current.cluster_field is None else "one side only"
-        warnings.append(
-            f"standard errors are over runs ({side} has --cluster-field): right for a replayed prompt set, too small "
-            "for fresh traffic, where runs of one request share its difficulty; summarise both logs with "
-            "--cluster-field (e.g. the request id) or compare on the same prompts"
-        )
+        sides = "neither side" if baseline.cluster_field is None and current.cluster_field is None else "one side"
+        warnings.append(Issue("baseline", "unclustered", at=sides))
     elif baseline.cluster_field != current.cluster_field:
         warnings.append(
-            f"baseline clustered by {baseline.cluster_field}, current by {current.cluster_field}: "
-            "make sure both name the same unit"
+            Issue("baseline", "cluster_fields_differ", at=f"{baseline.cluster_field}|{current.cluster_field}")
         )
     distance = k_mix_distance(baseline.runs_by_k, current.runs_by_k)
     if distance is not None and distance > K_MIX_DISTANCE:
-        warnings.append(
-            f"the draft lengths differ (total variation {distance:.2f} between the k mixes): alpha and tokens per "
-            "pass move with the mix of k, so compare logs drafted at the same k mix"
-        )
+        warnings.append(Issue("baseline", "k_mix", value=distance, limit=K_MIX_DISTANCE))
     return tuple(warnings)
 
 
@@ -330,46 +316,3 @@ def k_mix_distance(baseline: tuple[int, ...], current: tuple[int, ...]) -> float
     padded_b = list(baseline) + [0] * (size - len(baseline))
     padded_c = list(current) + [0] * (size - len(current))
     return 0.5 * sum(abs(b / total_b - c / total_c) for b, c in zip(padded_b, padded_c))
-
-
-# --- server audits ------------------------------------------------------------------------
-
-
-def audit_failures(
-    reported: ReportedTally | None, sampler: SamplerTally | None, max_mismatches: int | None
-) -> list[str]:
-    """One line per failed audit check: too many mismatches, or a sampler test that rejects."""
-    failures = []
-    if reported is not None and max_mismatches is not None and reported.mismatches > max_mismatches:
-        headline = reported.headline()
-        hint = f"; {headline}" if headline else ""
-        if reported.all_near_ties():
-            hint += (
-                "; every mismatch is a near tie (r within 1/128 of min(1, p/q)): p and q logged in bf16/fp16 do "
-                "this with a lawful server"
-            )
-        failures.append(f"mismatches: {reported.mismatches} > --max-mismatches {max_mismatches}{hint}")
-    if sampler is not None:
-        for name, result in (("calibration", sampler.calibration()), ("r uniformity", sampler.r_uniformity())):
-            if result.ok is False:
-                failures.append(
-                    f"sampler {name}: p = {result.p_value:.3g} < --sampler-significance {sampler.significance:g} "
-                    f"(statistic {result.statistic:.4g})"
-                )
-    return failures
-
-
-def drift_failure(windows: WindowTally | None, significance: float, clusters: ClusterTally | None = None) -> list[str]:
-    """`--check-drift`: one line when alpha is not constant over the log, or when that cannot be tested."""
-    from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position, drift_test
-
-    drift = None if windows is None else drift_test(windows, clusters)
-    if windows is None or drift is None:
-        return [f"drift cannot be tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs"]
-    if drift.p_value >= significance:
-        return []
-    return [
-        f"drift: alpha is not constant over the log (p = {drift.p_value:.3g} < --significance {significance:g}); "
-        f"likeliest change at {describe_position(windows, drift.change_at)}: "
-        f"{_fmt(drift.alpha_before)} before, {_fmt(drift.alpha_after)} after"
-    ]

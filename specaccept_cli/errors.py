@@ -41,6 +41,46 @@ class UsageError(SpecacceptError):
     """A bad option value or combination found after Click's own parsing."""
 
 
+class WorkerDied(SpecacceptError):
+    """A worker process of the pool reading `source` died (the out-of-memory killer, most likely).
+
+    The words name no option: the command line adds how to read on one process.
+    """
+
+    def __init__(self, source: str) -> None:
+        super().__init__(f"{source}: a worker process died (out of memory?)")
+        self.source = source
+
+    def __reduce__(self) -> tuple[type[WorkerDied], tuple[str]]:
+        return type(self), (self.source,)
+
+
+class OneProcessOnly(UsageError):
+    """Input that must be read in one process (server output: Prometheus scrapes form one series) was
+    given to a cluster. The command line adds how to read without one."""
+
+    def __init__(self, source: str, fmt: str) -> None:
+        super().__init__(f"{source} is {fmt} output: server metrics are read in one process")
+        self.source = source
+        self.fmt = fmt
+
+    def __reduce__(self) -> tuple[type[OneProcessOnly], tuple[str, str]]:
+        """Pickled with its fields: raised in a cluster's task, it arrives whole at the driver."""
+        return type(self), (self.source, self.fmt)
+
+
+class ExtraMissing(UsageError):
+    """What was asked needs an optional dependency that is not installed (`pip install 'specaccept[extra]'`)."""
+
+    def __init__(self, needs: str, extra: str) -> None:
+        super().__init__(f"{needs} needs the '{extra}' extra: pip install 'specaccept[{extra}]'")
+        self.needs = needs
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[type[ExtraMissing], tuple[str, str]]:
+        return type(self), (self.needs, self.extra)
+
+
 class OutputError(SpecacceptError):
     """Results could not be written (a full disk, a closed stdout): the run did not deliver its output."""
 

@@ -226,9 +226,11 @@ def audit_json(rows: list[dict[str, object]], directory: Path, name: str) -> dic
 
 
 def without_provenance(summary_bytes: bytes) -> bytes:
-    """A summary file's bytes without `provenance`: what two summaries of the same runs share, however made."""
+    """A summary file's bytes without `provenance` (and `-o json`'s `verdict`, which depends on the checks
+    asked for): what two summaries of the same runs share, however made."""
     data = orjson.loads(summary_bytes)
     del data["provenance"]
+    data.pop("verdict", None)
     return json_bytes(data)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specaccept_cli.checks import check_gates, compare, drop_test
+from specaccept_cli.cli.hints import comparison_message, warning_text
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.state import Summary
 from tests.helpers import (
@@ -16,12 +17,14 @@ from tests.helpers import (
 def test_check_gates_is_pure_and_ordered() -> None:
     counts = np.zeros((4, 4), dtype=np.int64)
     counts[3, 1] = 1  # one run: k=3, a=1 -> alpha 1/2, tokens per pass 2, acceptance rate 1/3
-    results = check_gates(estimate(Summary(counts=counts)), {"min_acceptance_rate": 0.3, "min_alpha": 0.6})
-    assert [(r.option, r.value, r.passed) for r in results] == [
-        ("--min-alpha", 0.5, False),
-        ("--min-acceptance-rate", 1 / 3, True),
+    results = check_gates(estimate(Summary(counts=counts)), [("acceptance_rate", 0.3), ("alpha", 0.6)])
+    assert [(r.metric, r.value, r.passed) for r in results] == [
+        ("alpha", 0.5, False),
+        ("acceptance_rate", 1 / 3, True),
     ]
-    assert check_gates(estimate(Summary(counts=counts)), {"min_alpha": None}) == []
+    assert check_gates(estimate(Summary(counts=counts)), []) == []
+    with pytest.raises(KeyError):
+        check_gates(estimate(Summary(counts=counts)), [("min_alpha", 0.6)])  # metrics, not option names
 
 
 def test_drop_test_by_hand() -> None:
@@ -50,9 +53,10 @@ def test_comparison_of_tiny_summaries_is_untestable_and_fails() -> None:
     comparison = compare(estimate(simulated(100, 0.7, 1)), estimate(Summary(counts=one_run)))
     assert [row.verdict for row in comparison.metrics] == ["untestable", "untestable"]
     assert len(comparison.failures) == 2
-    message = comparison.failures[0].message(0.02, 0.01)
+    message = comparison_message(comparison, "alpha")
     assert "untestable (not a regression, not a pass)" in message and "at least 2 independent units" in message
-    assert not comparison.to_dict()["regressed"] and comparison.to_dict()["untestable"]
+    machine = comparison.to_dict(warning_text)
+    assert not machine["regressed"] and machine["untestable"]
 
 
 @pytest.mark.slow
@@ -124,7 +128,8 @@ def test_comparison_warns_about_runs_and_a_different_k_mix() -> None:
     short = estimate(simulated(500, 0.7, seed=1, k=(1, 2)))
     long = estimate(simulated(500, 0.7, seed=2, k=(6, 8)))
     warnings = compare(short, long).warnings
-    assert any("--cluster-field" in warning for warning in warnings)
-    assert any("k mix" in warning for warning in warnings)
+    assert [warning.kind for warning in warnings] == ["unclustered", "k_mix"]  # data, never an option's name
+    assert warnings[1].value is not None and warnings[1].value > 0.1
+    assert "--cluster-field" in warning_text(warnings[0]) and "k mix" in warning_text(warnings[1])  # the CLI's words
     same_mix = compare(short, estimate(simulated(500, 0.7, seed=3, k=(1, 2)))).warnings
-    assert not any("k mix" in warning for warning in same_mix)
+    assert [warning.kind for warning in same_mix] == ["unclustered"]

@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = "specaccept_cli"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
-CORE = ("read", "rule", "summary", "pipeline", "checks", "errors", "text", "simulate")
+CORE = ("read", "rule", "summary", "pipeline", "checks", "verdict", "errors", "text", "simulate")
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,12 @@ def _allowed_by_rule(item: Import) -> bool:
 LAYERS = [
     # (importing stage(s), what it must not import, why)
     (("read",), ("summary", "pipeline", "checks", "views", "cli"), "read produces batches; it knows no summary"),
-    (("summary",), ("read", "pipeline", "checks", "views", "cli"), "summary is state from outcomes, not from files"),
+    (
+        ("summary",),
+        ("read", "pipeline", "checks", "verdict", "views", "cli"),
+        "summary is state from outcomes, not from files",
+    ),
+    (("checks",), ("verdict",), "checks is the comparison engine the verdict calls, never the other way"),
     (CORE, ("views", "cli"), "the core is a library: no view, no command"),
     (("views",), ("cli",), "views render; the commands call them, never the other way"),
 ]
@@ -200,3 +205,72 @@ def test_a_crossing_is_named_with_its_place() -> None:
 def test_each_stage_imports_only_the_stages_it_may() -> None:
     violations = layer_violations(IMPORTS)
     assert not violations, "imports across the layers:\n  " + "\n  ".join(violations)
+
+
+# What only `conclude` computes: a view that called one of these would draw a number no other view shows.
+COMPUTATIONS = {
+    "estimate",
+    "drift_test",
+    "compare",
+    "window_estimates",
+    "check_gates",
+    "conclude",
+    "calibration",
+    "r_uniformity",
+}
+
+
+def computations_in_views() -> list[str]:
+    """Every call (or import) in `views/` of a function that estimates, tests or compares."""
+    found = []
+    for name, path in MODULES.items():
+        if stage(name) != "views":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            called = None
+            if isinstance(node, ast.Call):
+                function = node.func
+                called = function.id if isinstance(function, ast.Name) else getattr(function, "attr", None)
+            elif isinstance(node, ast.ImportFrom):
+                called = next((alias.name for alias in node.names if alias.name in COMPUTATIONS), None)
+            if called in COMPUTATIONS:
+                found.append(f"{path.relative_to(ROOT.parent)}:{getattr(node, 'lineno', 0)}: {called}")
+    return found
+
+
+def test_views_draw_findings_and_compute_nothing() -> None:
+    """Estimates, tests and comparisons come from `conclude` alone: the views draw its `Findings`."""
+    found = computations_in_views()
+    assert not found, "views computing what conclude computes:\n  " + "\n  ".join(found)
+
+
+def test_the_computation_guard_sees_a_call() -> None:
+    """Guard the guard: the walk finds a computation where there is one (conclude calls them)."""
+    path = ROOT / "verdict" / "conclude.py"
+    tree = ast.parse(path.read_text())
+    calls = {
+        getattr(node.func, "id", getattr(node.func, "attr", None))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+    }
+    assert {"estimate", "drift_test", "compare"} <= calls
+
+
+def _writes_the_accept_test(tree: ast.AST) -> bool:
+    """A call min(1, a / b) (or min(a / b, 1)) anywhere in the module's code, not in its text."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min":
+            ones = [arg for arg in node.args if isinstance(arg, ast.Constant) and arg.value == 1]
+            ratios = [arg for arg in node.args if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div)]
+            if ones and ratios:
+                return True
+    return False
+
+
+def test_the_accept_test_is_written_in_the_rule_alone() -> None:
+    """min(1, p / q) is computed in the scalar rule (`rule.scalar.threshold`) and nowhere else in scalar code:
+    a view that shows the test (`check --explain`) calls the rule's own functions instead of writing it again."""
+    assert _writes_the_accept_test(ast.parse("x = min(1.0, p[i] / q[i])"))  # the guard sees what it looks for
+    found = sorted(name for name, path in MODULES.items() if _writes_the_accept_test(ast.parse(path.read_text())))
+    assert found == ["specaccept_cli.rule.scalar"]

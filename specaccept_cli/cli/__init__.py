@@ -1,7 +1,9 @@
 """The `specaccept` group: the one place where domain errors become messages and exit codes.
 
-Exit status: 0 ok, 1 a gate failed, 2 usage or input error; interrupted (Ctrl-C), it cleans up and
-then dies of SIGINT, as the shell convention asks (a shell shows status 130).
+Exit status: 0 ok, 1 a gate failed, 2 usage or input error (an output that cannot be written
+included, stderr too); interrupted (Ctrl-C, SIGTERM, SIGHUP), it cleans up (workers stopped,
+temporary files removed) and then dies of that signal, as the shell convention asks (a shell shows
+status 128 + the signal's number: 130, 143, 129).
 Each command lives in its own module and loads only when it runs (heavy modules such as
 numpy, pyarrow and rich are imported inside the commands that need them), so
 `specaccept check` starts about as fast as click itself. Shared options are in
@@ -10,13 +12,17 @@ numpy, pyarrow and rich are imported inside the commands that need them), so
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import signal
 import sys
 from typing import Any, NoReturn
 
 import click
 
 from specaccept_cli import __version__
+from specaccept_cli.cli.destinations import abandon_stdout as _abandon_stdout
 from specaccept_cli.errors import ChecksFailed, InputError, OutputError, SpecacceptError
 from specaccept_cli.text import visible
 
@@ -24,20 +30,43 @@ EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_INTERRUPTED = 130
+_WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, *((errno.EDQUOT,) if hasattr(errno, "EDQUOT") else ())}
+
+# Signals that end a run the way Ctrl-C does, and the line that says which one did.
+ENDING_SIGNALS = {
+    signal.SIGINT: "interrupted",
+    signal.SIGTERM: "terminated (SIGTERM)",
+    **({signal.SIGHUP: "hung up (SIGHUP)"} if hasattr(signal, "SIGHUP") else {}),
+}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is, so that everything Ctrl-C cleans up is cleaned up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Ending:
+    """How this run ends beyond its exit status: the signal it must die of, a stderr that failed."""
+
+    signum: int | None = None
+    stderr_failed = False
+
+
+ENDING = _Ending()
 
 
 def _error_line(message: str) -> None:
-    click.echo(f"specaccept: {visible(message)}", err=True)
+    """One line on stderr; a stderr that cannot take it (`2>/dev/full`, a hung-up terminal) makes the
+    run end with status 2, without a traceback no one could read."""
+    from specaccept_cli.read.storage import redacted
 
-
-def _abandon_stdout() -> None:
-    """Point fd 1 at /dev/null, so the interpreter's final flush of stdout cannot fail a second time."""
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real stdout to redirect
-        pass
+        click.echo(f"specaccept: {visible(redacted(message))}", err=True)
+    except (OSError, ValueError):
+        ENDING.stderr_failed = True
 
 
 def _flush_stdout() -> None:
@@ -64,6 +93,7 @@ LAZY_COMMANDS = {
     "simulate": "specaccept_cli.cli.models:simulate",
     "expect": "specaccept_cli.cli.models:expect",
     "report": "specaccept_cli.cli.report:report",
+    "watch": "specaccept_cli.cli.watch:watch",
 }
 
 
@@ -100,17 +130,30 @@ class SpecacceptGroup(click.Group):
         except SpecacceptError as exc:
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
-        except KeyboardInterrupt:
-            _flush_stdout()
-            _error_line("interrupted")
-            ctx.exit(EXIT_INTERRUPTED)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
+            received = getattr(exc, "signum", signal.SIGINT)
         except BrokenPipeError:
             _quiet_broken_pipe()
         except OSError as exc:  # a last resort: reads and writes are named where they happen
             _abandon_stdout()
             reason = exc.strerror or str(exc)
-            _error_line(f"{exc.filename}: {reason}" if exc.filename else f"I/O error: {reason}")
+            if exc.filename:
+                _error_line(f"{exc.filename}: {reason}")
+            elif exc.errno in _WRITE_ERRORS:  # only writes fail so: click's own output (`audit --help`)
+                _error_line(f"cannot write output: {reason}")
+            else:
+                _error_line(f"I/O error: {reason}")
             ctx.exit(EXIT_INPUT)
+        # Interrupted. Out of the `except` block, the exception and its frames are gone, and with them
+        # every generator it stopped: their `finally` blocks have run (worker pools shut down, spool
+        # files removed); a cycle among them is collected here. Then the line, then death by the signal.
+        import gc
+
+        gc.collect()
+        _flush_stdout()
+        _error_line(ENDING_SIGNALS.get(received, "interrupted"))
+        ENDING.signum = received
+        ctx.exit(128 + received)
 
 
 @click.group(cls=SpecacceptGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -123,31 +166,88 @@ def cli() -> None:
     """
 
 
-def _die_of_sigint() -> None:
-    """End the way an interrupted Unix program does: killed by SIGINT, not exiting 130.
+def _die_of(signum: int) -> None:
+    """End the way an interrupted Unix program does: killed by the signal, not exiting 128 + its number.
 
     A calling shell tells the two apart: only a child killed by SIGINT stops a loop such as
-    `for f in *.jsonl; do specaccept audit "$f"; done`. Everything was cleaned up on the way here
-    (temporary files removed, workers stopped, stdout flushed, the message written); where the signal cannot end the
-    process (no SIGINT on this platform), the caller exits 130 instead.
+    `for f in *.jsonl; do specaccept audit "$f"; done`, and a supervisor that sent SIGTERM sees it
+    obeyed. Everything was cleaned up on the way here (temporary files removed, workers stopped,
+    stdout flushed, the message written); where the signal cannot end the process, the caller
+    exits 128 + its number instead.
     """
-    import signal
-
-    sigint = getattr(signal, "SIGINT", None)
-    if sigint is None or not hasattr(os, "kill"):  # pragma: no cover - POSIX has both
+    if not hasattr(os, "kill"):  # pragma: no cover - POSIX has it
         return
-    signal.signal(sigint, signal.SIG_DFL)
-    os.kill(os.getpid(), sigint)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP as an exception where the program is; a second one cannot cut its cleanup short."""
+    for other in ENDING_SIGNALS:
+        if other != signal.SIGINT:
+            signal.signal(other, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def _handle_ending_signals() -> None:
+    """SIGTERM and SIGHUP end a run as Ctrl-C does (their default would leave workers and spool files)."""
+    for signum in ENDING_SIGNALS:
+        if signum != signal.SIGINT and signal.getsignal(signum) == signal.SIG_DFL:  # an ignored HUP (nohup) stays
+            signal.signal(signum, _raise_terminated)
+
+
+def _delivered(status: object) -> object:
+    """The exit status, after what is still buffered for stdout and stderr is written (or cannot be).
+
+    The interpreter would flush them at exit, print a traceback-like complaint no one can read and
+    exit 120: here a stdout that cannot be written is the usual one line and status 2 (`--version >
+    /dev/full`), and so is a stderr that failed along the way (`2>/dev/full`).
+    """
+    code = status
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _abandon_stdout()
+    except (OSError, ValueError) as exc:
+        _abandon_stdout()
+        _error_line(f"cannot write output: {getattr(exc, 'strerror', None) or exc}")
+        code = EXIT_INPUT
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        ENDING.stderr_failed = True
+    if ENDING.stderr_failed:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stderr.fileno())
+            os.close(devnull)
+        if code in (None, EXIT_OK, EXIT_GATE):
+            code = EXIT_INPUT
+    return code
 
 
 def main() -> None:
+    from specaccept_cli.cli.destinations import whole_writes_on_standard_streams
+
     # numpy's OpenBLAS starts a thread per core at import, and they spin: about 0.1 CPU-second of every
     # command, and in every worker, for linear algebra specaccept never does. One thread, unless the user
     # says otherwise; set before anything imports numpy.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    whole_writes_on_standard_streams()
+    _handle_ending_signals()
+    code: object = EXIT_OK
     try:
         cli(prog_name="specaccept")
     except SystemExit as exc:
-        if exc.code == EXIT_INTERRUPTED:
-            _die_of_sigint()
-        raise
+        code = exc.code
+    except OSError as exc:  # a write that click made itself (--version, --help, a usage error) failed
+        _abandon_stdout()
+        code = EXIT_OK
+        if exc.errno != errno.EPIPE:
+            _error_line(f"cannot write output: {exc.strerror or exc}")
+            code = EXIT_INPUT
+    if ENDING.signum is not None:
+        _die_of(ENDING.signum)
+    raise SystemExit(_delivered(code))

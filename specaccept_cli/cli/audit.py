@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 import click
 
+from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
+from specaccept_cli.cli.live import DEFAULT_EVERY, alert_option, every_option
 from specaccept_cli.cli.options import (
     FiniteFloat,
     WholeNumber,
@@ -26,33 +29,36 @@ from specaccept_cli.cli.options import (
 from specaccept_cli.cli.output import (
     CheckedOutput,
     StderrConsole,
-    atomic_file,
     binary_stdout,
     check_step_summary,
     check_writable,
-    conclude_checks,
+    conclude_findings,
     describe_inputs,
+    output_file,
     printing_to_stdout,
+    refuse_outputs_that_are_inputs,
+    side_outputs_outlive_stdout,
     write_file,
     write_stdout,
 )
-from specaccept_cli.errors import OutputError, UsageError
+from specaccept_cli.errors import UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.text import visible
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.checks import Issue
+    from specaccept_cli.pipeline.request import ReadRequest
     from specaccept_cli.read.policy import Mode
     from specaccept_cli.read.sources import Format, Source
     from specaccept_cli.read.storage import Storage
     from specaccept_cli.rule.batch import FieldSpec, RunBatch
     from specaccept_cli.rule.vectorized import BatchOutcome
-    from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
     from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
+    from specaccept_cli.verdict import Findings, GateSpec
     from specaccept_cli.views.progress import RichProgress
     from specaccept_cli.views.records import RunPreview
 
@@ -137,6 +143,12 @@ if TYPE_CHECKING:
     default=0,
     show_default=True,
     help="Also show the first N runs (with their --id-field values) in the table view.",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Table view: every table (acceptance, per position, histogram, audits, gates, comparison), not only "
+    "the first screen.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @click.option(
@@ -247,6 +259,14 @@ if TYPE_CHECKING:
     metavar="PATH",
     help="Also write a self-contained HTML report with plots to PATH (as `specaccept report` does).",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Read a stream that never ends (stdin, or one file followed as tail -F does) and show an interval "
+    "every --every; EOF, Ctrl-C or SIGTERM end it normally: the final summary is printed and the gates applied.",
+)
+@every_option(DEFAULT_EVERY)
+@alert_option
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
@@ -270,6 +290,7 @@ def audit(**options: Any) -> None:
       specaccept audit logs.jsonl.gz --min-alpha 0.7 --baseline main.json --summary-out pr.json
       specaccept audit logs.parquet --group-by model --cost-ratio 0.05 --conventions
       specaccept audit --scheduler tcp://scheduler:8786 s3://bucket/logs/2026-11-30/ -o json
+      kubectl logs -f deploy/vllm | specaccept audit --follow --every 30s --min-alpha 0.6
     """
     run_audit(AuditOptions(**options))
 
@@ -279,7 +300,7 @@ class AuditOptions:
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
-    output: Literal["table", "json", "markdown", "jsonl", "csv", "html"]  # html: `report`, nothing on stdout
+    output: Literal["table", "json", "markdown", "jsonl", "csv"] | None  # None: nothing on stdout (`report`)
     input_format: Format
     draft_length: int | None
     p_field: str
@@ -319,10 +340,28 @@ class AuditOptions:
     window: str | None = None
     check_drift: bool = False
     html_path: str | None = None
+    full: bool = False
+    follow: bool = False
+    every: int = 10
+    alert: bool = False
+    # `watch`: endpoints scraped instead of inputs read (a live audit of their counters)
+    watch_urls: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout: float = 5.0
+    retries: int = 2
 
 
-def run_audit(options: AuditOptions) -> None:
-    """Check the options, read every source through the per-batch stage, print, then conclude the checks."""
+Renderer = Callable[["Findings", "Sequence[str]"], None]  # draws the findings of the inputs named
+
+
+def run_audit(
+    options: AuditOptions, renderers: Sequence[Renderer] = (), outputs: Sequence[tuple[str, str]] = ()
+) -> None:
+    """Check the options, read every source through the per-batch stage, conclude, render, then exit.
+
+    `renderers` draw the findings besides the -o output (`report` passes its HTML page), before
+    the checks' exit status.
+    """
     from specaccept_cli.read.sources import expand_inputs
     from specaccept_cli.summary.files import read_summary_file, summary_of
 
@@ -333,78 +372,123 @@ def run_audit(options: AuditOptions) -> None:
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths, _storage(options))
-    # So is an output that cannot be written: found now, not after reading the whole input.
+    # So is an output that would overwrite an input, or that cannot be written: found now, not after
+    # reading the whole input (and not after the input is gone).
+    refuse_outputs_that_are_inputs(
+        [
+            ("--quarantine", options.quarantine),
+            ("--summary-out", options.summary_out),
+            ("--html", options.html_path),
+            *outputs,
+            ("$GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY") or None if options.github else None),
+        ],
+        _local_inputs(sources, baseline),
+        stdin=any(source.is_stdin for source in sources),
+        stdout=options.output is not None,
+    )
     if options.summary_out is not None:
         check_writable(options.summary_out, "--summary-out")
     if options.html_path is not None:
         check_writable(options.html_path, "HTML report")
     if options.github:
         check_step_summary()
-    if options.output in ("jsonl", "csv"):
+    if options.output in ("jsonl", "csv") and not options.follow:
         _refuse_engine_output(sources, options)
 
+    # `| head` may close stdout early: the summary, report and quarantine asked for are still written.
+    side_outputs = (options.summary_out, options.html_path, options.quarantine, options.github or None)
+    with side_outputs_outlive_stdout(any(output is not None for output in side_outputs)):
+        _audit(options, paths, sources, fields, plan, baseline_summary, renderers)
+
+
+def _local_inputs(sources: list[Source], baseline: str | None) -> list[str]:
+    """The files on this machine that the audit reads (an output must not be one of them)."""
+    local = [str(source.path) for source in sources if source.path is not None]
+    local += [
+        source.remote.url[len("file://") :]
+        for source in sources
+        if source.remote is not None and source.remote.url.lower().startswith("file://")
+    ]
+    return local + ([baseline] if baseline is not None else [])
+
+
+def _audit(
+    options: AuditOptions,
+    paths: list[str],
+    sources: list[Source],
+    fields: FieldSpec,
+    plan: Plan,
+    baseline_summary: Summary | None,
+    renderers: Sequence[Renderer],
+) -> None:
+    """Read, show, write the side outputs, conclude: the audit once its options and outputs are checked."""
     from specaccept_cli.views.records import RunPreview
 
+    baseline = options.baseline
     stderr = StderrConsole()
     preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     with _quarantine_file(options.quarantine) as quarantine:
-        summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
+        if options.watch_urls:
+            from specaccept_cli.cli.live import watch_read
 
-    from specaccept_cli.checks import check_gates, compare
-    from specaccept_cli.summary.estimates import estimate
+            summary = watch_read(options, gate_spec(options), plan, stderr)
+        elif options.follow:
+            from specaccept_cli.cli.live import follow_read
 
-    if not options.check_sampler and summary.sampler is not None:
-        # Shown, not gated or saved: a summary file holds the sampler tally only when --check-sampler asked for it.
-        shown, summary = summary, replace(summary, sampler=None)
-    else:
-        shown = summary
-    numbers = estimate(summary)
+            summary = follow_read(options, gate_spec(options), paths, fields, plan, quarantine, stderr)
+        else:
+            summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
-    thresholds = {
-        "min_alpha": options.min_alpha,
-        "min_tokens_per_pass": options.min_tokens_per_pass,
-        "min_acceptance_rate": options.min_acceptance_rate,
-    }
-    gates = check_gates(numbers, thresholds)
-    comparison = (
-        None
-        if baseline_summary is None
-        else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
-    )
-    if comparison is not None and options.cluster_field is None:
-        comparison = _suggest_cluster_field(comparison, sources, options)
+    from specaccept_cli.verdict import conclude
+
+    findings = conclude(summary, baseline_summary, gate_spec(options), max_groups=options.max_groups)
+    warnings = () if findings.comparison is None else findings.comparison.warnings
+    if findings.comparison is not None and options.cluster_field is None and not options.follow:
+        warnings += _suggest_cluster_field(sources, options)
+    # A summary file holds the sampler tally only when --check-sampler asked for it: shown, not saved.
+    saved = summary if options.check_sampler else replace(summary, sampler=None)
     provenance = None
     if options.summary_out is not None or options.output == "json":
         provenance = _provenance(options, sources, fields, plan)
-    _show(options, summary, shown, numbers, gates, comparison, preview, stderr, provenance)
-
-    from specaccept_cli.checks import audit_failures
+    _show(options, findings, saved, warnings, preview, stderr, provenance)
 
     markdown = None
     if options.github:
         from specaccept_cli.views.markdown import markdown_report
 
-        markdown = markdown_report(shown, numbers, gates, comparison, options.significance)
-    where = describe_inputs(paths)
-    audits = audit_failures(summary.reported, summary.sampler, options.max_mismatches)
-    if options.max_errors is not None and summary.skipped_rows + summary.skipped_sources > options.max_errors:
-        audits.append(_too_many_errors(summary, options.max_errors))
-    nothing_valid = not summary.runs and summary.engine is None  # engine metrics may only bound their runs
-    if nothing_valid and (summary.skipped_rows or summary.skipped_sources) and not options.allow_empty:
-        audits.append(f"no valid run: {_skipped(summary)} (--on-error skip; --allow-empty accepts that)")
-    if options.check_drift:
-        from specaccept_cli.checks import drift_failure
-
-        audits += drift_failure(summary.windows, options.significance, summary.clusters)
+        markdown = markdown_report(findings, words=hinted, gate_names=GATE_OPTIONS)
     if options.html_path is not None:
-        write_report(options.html_path, summary, numbers, comparison, options.cost_ratio, paths, options.significance)
-    conclude_checks(gates, comparison, markdown, where, f"baseline {baseline}; {where}", audits)
+        write_report(options.html_path, findings, options.cost_ratio, paths)
+    for render in renderers:
+        render(findings, paths)
+    where = describe_inputs(paths)
+    conclude_findings(findings, markdown, where, f"baseline {baseline}; {where}", warnings)
+
+
+def gate_spec(options: AuditOptions) -> GateSpec:
+    """The thresholds and levels of audit's checks, from its options."""
+    from specaccept_cli.verdict import GateSpec
+
+    return GateSpec(
+        min_alpha=options.min_alpha,
+        min_tokens_per_pass=options.min_tokens_per_pass,
+        min_acceptance_rate=options.min_acceptance_rate,
+        max_drop=options.max_drop,
+        significance=options.significance,
+        max_mismatches=options.max_mismatches,
+        strict_sampler=options.check_sampler,
+        strict_drift=options.check_drift,
+        max_errors=options.max_errors,
+        allow_empty=options.allow_empty,
+    )
 
 
 def _input_paths(options: AuditOptions) -> list[str]:
     """The inputs to read (stdin when none is given and stdin is a pipe), after the usage checks."""
     from specaccept_cli.read.sources import STDIN
 
+    if options.watch_urls:
+        return []
     paths = list(options.inputs)
     if not paths:
         stdin = sys.stdin
@@ -429,6 +513,7 @@ def _input_paths(options: AuditOptions) -> list[str]:
                 raise click.UsageError(f"{name} applies to --on-error skip")
     if options.scheduler is not None:
         _check_cluster_options(options, paths)
+    _check_follow_options(options)
     if options.baseline is None:
         ctx = click.get_current_context()
         for name in ("max_drop", "significance"):
@@ -437,6 +522,17 @@ def _input_paths(options: AuditOptions) -> list[str]:
             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
                 raise click.UsageError(f"--{name.replace('_', '-')} applies to a comparison: give --baseline too")
     return paths
+
+
+def _check_follow_options(options: AuditOptions) -> None:
+    ctx = click.get_current_context()
+    if not options.follow:
+        for name in ("every", "alert"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"--{name} applies to a live audit: give --follow too")
+        return
+    if options.scheduler is not None:
+        raise click.UsageError("--follow reads one stream here; --scheduler is for files and objects")
 
 
 def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
@@ -484,26 +580,20 @@ def _read(
     stderr: StderrConsole,
 ) -> Summary:
     """Every source through the front door, in order; per-run records stream out as they come."""
+    from specaccept_cli.errors import SpecacceptError, WorkerDied
     from specaccept_cli.pipeline import summarise
 
+    request = _read_request(options, sources, fields, plan, quarantine)
+
     def run(sink: RunSink | None = None) -> Summary:
-        if options.scheduler is not None:
-            return _read_on_cluster(options, sources, fields, plan, sink, cast("IO[bytes] | None", quarantine))
+        if request.scheduler is not None:
+            return _read_on_cluster(request, sink)
 
         def read(progress: RichProgress | None) -> Summary:
-            return summarise(
-                sources,
-                fields,
-                plan,
-                jobs=options.jobs,
-                on_error=options.on_error,
-                quarantine=cast("IO[bytes] | None", quarantine),  # the error policy only writes to it
-                sink=sink,
-                progress=progress,
-                input_format=options.input_format,
-                max_line_bytes=options.max_line_bytes,
-                draft_length=options.draft_length,
-            )
+            try:
+                return summarise(request, sink=sink, progress=progress)
+            except WorkerDied as exc:
+                raise SpecacceptError(f"{exc}; try again with --jobs 1") from None
 
         if not options.quiet and stderr.is_terminal:
             from specaccept_cli.views.progress import RichProgress
@@ -534,66 +624,36 @@ def _read(
 
 def _show(
     options: AuditOptions,
-    summary: Summary,
-    shown: Summary,
-    numbers: Estimates,
-    gates: list[GateResult],
-    comparison: Comparison | None,
+    findings: Findings,
+    saved: Summary,
+    warnings: Sequence[Issue],
     preview: RunPreview,
     stderr: StderrConsole,
     provenance: Provenance | None = None,
 ) -> None:
-    """Print the summary once, in the asked-for form; --summary-out gets the bare summary in any form.
+    """Print the findings once, in the asked-for form; --summary-out gets the bare summary in any form.
 
-    `shown` is `summary` with what the views show beyond the saved summary (the sampler tests).
+    `saved` is the summary as a file keeps it (without the sampler tests, unless --check-sampler).
     """
     from specaccept_cli.summary.files import json_bytes, summary_object
 
+    summary = findings.summary
     # The machine format only when it is written (with many groups it is most of the work), and once.
     machine = None
     if options.summary_out is not None or options.output == "json":
-        machine = summary_object(summary, options.cost_ratio, numbers, provenance, options.max_groups)
+        machine = summary_object(
+            saved, options.cost_ratio, findings.numbers, provenance, options.max_groups, drift=findings.drift
+        )
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
-        data = dict(machine)
-        if gates:
-            data["gates"] = [result.to_dict() for result in gates]
-        if comparison is not None:
-            data["comparison"] = comparison.to_dict()
-        write_stdout(json_bytes(data))
+        write_stdout(json_bytes(findings_object(findings, machine, warnings)))
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 
-        write_stdout(markdown_report(shown, numbers, gates, comparison, options.significance).encode())
+        write_stdout(markdown_report(findings, words=hinted, gate_names=GATE_OPTIONS).encode())
     elif options.output == "table":
-        from specaccept_cli.views import terminal as render
-        from specaccept_cli.views.rows import headline_rows
-
-        with printing_to_stdout():
-            console = render.QuietPipeConsole()
-            console.print(render.headline(headline_rows(shown, numbers, gates, comparison)))
-            if options.max_rows and summary.engine is None and options.scheduler is None:  # runs stay on workers
-                console.print(render.runs_table(preview))
-            console.print(
-                render.summary_view(
-                    summary,
-                    numbers,
-                    cost_ratio=options.cost_ratio,
-                    conventions=options.show_conventions,
-                    max_groups=options.max_groups,
-                )
-            )
-            for view in render.audit_views(shown):
-                console.print(view)
-            if summary.windows is not None and len(summary.windows):  # engine metrics have intervals, not runs
-                from specaccept_cli.views.timeline import timeline_view
-
-                console.print(timeline_view(summary.windows, numbers.alpha, options.significance, summary.clusters))
-            if gates:
-                console.print(render.gates_view(gates))
-            if comparison is not None:
-                console.print(render.comparison_view(comparison))
+        _show_table(options, findings, preview)
     if summary.skipped_rows or summary.skipped_sources:
         from specaccept_cli.views.terminal import skipped_table
 
@@ -602,25 +662,62 @@ def _show(
         click.echo(f"specaccept: warning: {visible(drift)}", err=True)
 
 
-def _suggest_cluster_field(comparison: Comparison, sources: list[Source], options: AuditOptions) -> Comparison:
-    """Name the input's obvious request field, when it has one, in the comparison's warnings."""
-    from dataclasses import replace
+def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) -> None:
+    """The first screen (headline with the verdict, compact tables, the timeline strip); --full adds the rest."""
+    from specaccept_cli.views import terminal as render
+    from specaccept_cli.views.rows import headline_rows
 
-    from specaccept_cli.checks import REQUEST_FIELDS
+    summary = findings.summary
+    with printing_to_stdout():
+        console = render.QuietPipeConsole()
+        console.print(render.headline(headline_rows(findings, hinted)))
+        if options.max_rows and summary.engine is None and options.scheduler is None:  # runs stay on workers
+            console.print(render.runs_table(preview))
+        console.print(
+            render.summary_view(
+                findings, cost_ratio=options.cost_ratio, conventions=options.show_conventions, full=options.full
+            )
+        )
+        for view in render.audit_views(findings, options.full):
+            console.print(view)
+        if findings.windows:  # engine metrics have intervals, not runs
+            from specaccept_cli.views.timeline import timeline_view
+
+            console.print(timeline_view(findings))
+        if findings.gates:
+            console.print(render.gates_view(findings.gates, GATE_OPTIONS))
+        if findings.comparison is not None:
+            console.print(render.comparison_view(findings.comparison))
+
+
+def findings_object(findings: Findings, machine: dict[str, Any], warnings: Sequence[Issue]) -> dict[str, Any]:
+    """`-o json`: the summary object with the verdict before its `provenance` and `state` (still the last
+    keys when no gate or baseline was asked for), then the gates and the comparison, as always."""
+    tail = next(key for key in ("provenance", "state") if key in machine)  # they stay the last keys
+    data: dict[str, Any] = {}
+    for key, value in machine.items():
+        if key == tail:
+            data["verdict"] = findings.verdict_list()
+        data[key] = value
+    if findings.gates:
+        data["gates"] = [
+            {"option": GATE_OPTIONS[gate.metric], "metric": gate.metric, "threshold": gate.threshold}
+            | {"value": gate.value, "passed": gate.passed}
+            for gate in findings.gates
+        ]
+    if findings.comparison is not None:
+        data["comparison"] = replace(findings.comparison, warnings=tuple(warnings)).to_dict(warning_text)
+    return data
+
+
+def _suggest_cluster_field(sources: list[Source], options: AuditOptions) -> tuple[Issue, ...]:
+    """The input's obvious request field, when it has one: a warning that names it."""
+    from specaccept_cli.checks import REQUEST_FIELDS, Issue
     from specaccept_cli.read.sources import first_row_fields
 
     names = first_row_fields(sources[0], options.input_format) if sources else []
     found = next((name for name in REQUEST_FIELDS if name in names), None)
-    if found is None:
-        return comparison
-    hint = f"the input has a '{found}' field: --cluster-field {found} makes the comparison cluster-robust"
-    return replace(comparison, warnings=(*comparison.warnings, hint))
-
-
-def _skipped(summary: Summary) -> str:
-    from specaccept_cli.views.rows import skipped_phrase
-
-    return f"skipped {skipped_phrase(summary)}"
+    return () if found is None else (Issue("baseline", "suggest_cluster_field", at=found),)
 
 
 def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan) -> Provenance:
@@ -653,14 +750,14 @@ def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
             continue
         with open_source(source, options.input_format) as opened:
             if opened.format in ENGINE_FORMATS:
-                raise UsageError(_no_records(f"{source.name} is {opened.format} output", options.output))
+                raise UsageError(_no_records(f"{source.name} is {opened.format} output", str(options.output)))
 
 
 def _refuse_engine_output_read(summary: Summary, options: AuditOptions) -> None:
     """After the read: engine output that only reading could tell (through a pipe given as a path) is refused too."""
     if summary.engine is not None:
         formats = ", ".join(summary.engine.formats) or "engine"
-        raise UsageError(_no_records(f"{formats} output was read", options.output))
+        raise UsageError(_no_records(f"{formats} output was read", str(options.output)))
 
 
 def _no_records(what: str, output: str) -> str:
@@ -670,22 +767,14 @@ def _no_records(what: str, output: str) -> str:
     )
 
 
-def _too_many_errors(summary: Summary, max_errors: int) -> str:
-    return f"{_skipped(summary)}: more than --max-errors {max_errors}"
-
-
 @contextlib.contextmanager
 def _quarantine_file(path: str | None) -> Iterator[CheckedOutput | None]:
     """The quarantine file, written beside its final path and renamed into place when the audit ends."""
     if path is None:
         yield None
         return
-    with contextlib.ExitStack() as stack:
-        try:
-            handle = stack.enter_context(atomic_file(path))
-        except OSError as exc:
-            raise OutputError(f"cannot write quarantine file {path}: {exc.strerror or exc}") from None
-        yield CheckedOutput(handle, f"quarantine file {path}")
+    with output_file(path, "quarantine file") as handle:
+        yield handle
 
 
 def _storage(options: AuditOptions) -> Storage | None:
@@ -704,61 +793,54 @@ def _check_cluster_options(options: AuditOptions, paths: list[str]) -> None:
         raise click.UsageError("a cluster cannot read stdin (-): give files, directories or URLs with --scheduler")
 
 
-def _read_on_cluster(
-    options: AuditOptions,
-    sources: list[Source],
-    fields: FieldSpec,
-    plan: Plan,
-    sink: RunSink | None,
-    quarantine: IO[bytes] | None,
-) -> Summary:
+def _read_request(
+    options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan, quarantine: CheckedOutput | None
+) -> ReadRequest:
+    """What the audit reads and how: the one request every reading path (here, a pool, a cluster) takes."""
+    from specaccept_cli.pipeline.request import ReadRequest
+
+    return ReadRequest(
+        tuple(sources),
+        fields,
+        plan,
+        jobs=options.jobs,
+        scheduler=options.scheduler,
+        on_error=options.on_error,
+        quarantine=cast("IO[bytes] | None", quarantine),  # the error policy only writes to it
+        input_format=options.input_format,
+        max_line_bytes=options.max_line_bytes,
+        draft_length=options.draft_length,
+        storage=_storage(options),
+    )
+
+
+def _read_on_cluster(request: ReadRequest, sink: RunSink | None) -> Summary:
     """The same summary from a Dask cluster; per-run records and quarantined lines come back in input order.
 
     (The table's preview of runs is not asked for: it would bring every run back for twenty rows.)
+    The core's errors name no option; here they are told in the command's words.
     """
+    from specaccept_cli.errors import ExtraMissing, OneProcessOnly
     from specaccept_cli.pipeline import distributed
 
-    assert options.scheduler is not None
-    with distributed.connect(options.scheduler) as client:
-        return distributed.summarise(
-            sources,
-            fields,
-            plan,
-            client=client,
-            on_error=options.on_error,
-            input_format=options.input_format,
-            max_line_bytes=options.max_line_bytes,
-            sink=sink,
-            quarantine=quarantine,
-        )
+    assert request.scheduler is not None
+    try:
+        with contextlib.ExitStack() as stack:
+            try:
+                client = stack.enter_context(distributed.connect(request.scheduler))
+            except ExtraMissing:
+                raise
+            except UsageError as exc:  # an address that is not one (`local:none`)
+                raise UsageError(f"--scheduler {exc}") from None
+            return distributed.summarise(request, client=client, sink=sink)
+    except ExtraMissing as exc:
+        raise UsageError(f"--scheduler needs Dask: pip install 'specaccept[{exc.extra}]'") from None
+    except OneProcessOnly as exc:
+        raise UsageError(f"{exc}; run without --scheduler") from None
 
 
-def write_report(
-    path: str,
-    summary: Summary,
-    numbers: Estimates,
-    comparison: Comparison | None,
-    cost_ratio: float | None,
-    sources: Sequence[str],
-    significance: float,
-) -> None:
-    """Render the report and write it atomically to `path` (drift verdicts at `significance`)."""
-    from specaccept_cli.views.html import Baseline, render_report
+def write_report(path: str, findings: Findings, cost_ratio: float | None, sources: Sequence[str]) -> None:
+    """Render the report of the findings and write it atomically to `path`."""
+    from specaccept_cli.views.html import render_report
 
-    baseline = None
-    if comparison is not None:
-        baseline = Baseline(
-            comparison.max_drop,
-            [
-                (
-                    row.label,
-                    row.baseline,
-                    row.baseline_standard_error,
-                    row.current,
-                    row.current_standard_error,
-                    row.verdict,
-                )
-                for row in comparison.metrics
-            ],
-        )
-    write_file(path, render_report(summary, numbers, sources, baseline, cost_ratio, significance).encode())
+    write_file(path, render_report(findings, sources, cost_ratio).encode())

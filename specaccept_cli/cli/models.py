@@ -7,14 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from specaccept_cli.cli.destinations import opened, target, write_to
 from specaccept_cli.cli.options import FiniteFloat, WholeNumber, check_output_path, cost_ratio_option, output_option
-from specaccept_cli.cli.output import (
-    atomic_file,
-    binary_stdout,
-    printing_to_stdout,
-    write_atomically,
-    write_stdout,
-)
+from specaccept_cli.cli.output import binary_stdout, printing_to_stdout, write_stdout
 from specaccept_cli.errors import SpecacceptError
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
@@ -139,10 +134,10 @@ def simulate(
         return
     try:
         if name.endswith((".parquet", ".pq")):
-            with atomic_file(output_path) as raw:
+            with opened(target(output_path)) as raw:
                 sim.write_parquet(chunks, raw)
         else:
-            write_atomically(output_path, lambda handle: sim.write_jsonl(chunks, handle))
+            write_to(output_path, lambda handle: sim.write_jsonl(chunks, handle))
     except OSError as exc:
         raise SpecacceptError(f"cannot write {output_path}: {exc.strerror or exc}") from None
 

@@ -8,45 +8,97 @@ Only the standard library and click at import: `specaccept check` uses this modu
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING
 
 import click
 
+from specaccept_cli.cli.destinations import (
+    abandon_stdout,
+    input_identities,
+    opened,
+    refuse_same_files,
+    target,
+    unwritable,
+    write_all,
+    write_to,
+)
 from specaccept_cli.errors import ChecksFailed, OutputError, SpecacceptError
 
 if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
-
-    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.checks import Issue
+    from specaccept_cli.verdict import Findings
     from specaccept_cli.views.terminal import QuietPipeConsole
 
 
-class CheckedOutput:
-    """A binary output where a failed write (full disk, EIO) is an OutputError; EPIPE stays BrokenPipeError."""
+class _Stdout:
+    """What became of stdout in this command: side outputs may need the run to go on without it.
 
-    def __init__(self, raw: IO[bytes], name: str = "output") -> None:
+    `| head -1` closes stdout early. When nothing else depends on the run, that ends it quietly
+    (BrokenPipeError reaches the group); when a --summary-out, --html, --quarantine or --github
+    report is still to be written, stdout is dropped and the run goes on to write them.
+    """
+
+    def __init__(self) -> None:
+        self.outlived = False  # side outputs outlive a closed stdout
+        self.gone = False  # the reader closed it: later output is dropped
+
+    def drop(self) -> None:
+        self.gone = True
+        abandon_stdout()
+
+
+STDOUT = _Stdout()
+
+
+@contextlib.contextmanager
+def side_outputs_outlive_stdout(enabled: bool) -> Iterator[None]:
+    """Within the block, with `enabled`, a closed stdout stops only what goes to stdout (see `_Stdout`)."""
+    STDOUT.outlived, STDOUT.gone = enabled, False
+    try:
+        yield
+    finally:
+        STDOUT.outlived, STDOUT.gone = False, False
+
+
+class CheckedOutput:
+    """A binary output written whole (short writes continued); a failed write (full disk, EIO) is an
+    OutputError, and EPIPE stays BrokenPipeError unless side outputs outlive stdout."""
+
+    def __init__(self, raw: IO[bytes], name: str = "output", stdout: bool = False) -> None:
         self.raw = raw
         self.name = name
+        self.stdout = stdout
 
     def _failed(self, exc: OSError) -> OutputError:
         return OutputError(f"cannot write {self.name}: {exc.strerror or exc}")
 
+    def _closed(self) -> None:
+        if not (self.stdout and STDOUT.outlived):
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+        STDOUT.drop()
+
     def write(self, data: bytes) -> int:
+        if self.stdout and STDOUT.gone:
+            return len(data)
         try:
-            return self.raw.write(data)
+            write_all(self.raw, data)
         except BrokenPipeError:
-            raise
+            self._closed()
         except OSError as exc:
             raise self._failed(exc) from None
+        return len(data)
 
     def flush(self) -> None:
+        if self.stdout and STDOUT.gone:
+            return
         try:
             self.raw.flush()
         except BrokenPipeError:
-            raise
+            self._closed()
         except OSError as exc:
             raise self._failed(exc) from None
 
@@ -55,7 +107,7 @@ def binary_stdout() -> CheckedOutput:
     """stdout for writers that stream (per-run records, simulated logs); the caller flushes at the end."""
     if sys.stdout is None:
         raise OutputError("cannot write output: stdout is closed")
-    return CheckedOutput(sys.stdout.buffer)
+    return CheckedOutput(sys.stdout.buffer, stdout=True)
 
 
 def write_stdout(data: bytes) -> None:
@@ -69,73 +121,60 @@ def write_stdout(data: bytes) -> None:
 def printing_to_stdout() -> Iterator[None]:
     """Around Rich or click printing to stdout: a failed write is an OutputError, like the byte writers'."""
     binary_stdout()  # a closed stdout is an error before Rich finds out
+    if STDOUT.gone:
+        return
     try:
         yield
     except BrokenPipeError:
-        raise
+        if not STDOUT.outlived:
+            raise
+        STDOUT.drop()
     except OSError as exc:
         raise OutputError(f"cannot write output: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager
-def atomic_file(path: str) -> Iterator[IO[bytes]]:
-    """A binary file that appears at `path` only when the block ends without an exception."""
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".specaccept-", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; the result should look like any new file
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            yield raw
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
-def write_atomically(path: str, write: Callable[[SupportsWrite[bytes]], object]) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
-    import gzip
-
-    with atomic_file(path) as raw:
-        if path.endswith(".gz"):
-            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
-                write(packed)
-        else:
-            write(raw)
+def output_file(path: str, what: str | None = None) -> Iterator[CheckedOutput]:
+    """The output at `path`, written the way its kind asks (`destinations`); a regular file appears or
+    changes only when the block ends without an exception. A failure names `what` (default: the path)."""
+    name = f"{what} {path}" if what else path
+    with contextlib.ExitStack() as stack:
+        try:
+            raw = stack.enter_context(opened(target(path)))
+        except OSError as exc:
+            raise OutputError(f"cannot write {name}: {exc.strerror or exc}") from None
+        yield CheckedOutput(raw, name)
+        try:
+            stack.close()  # the rename of a regular file, the close of a device: both can fail
+        except OSError as exc:
+            raise OutputError(f"cannot write {name}: {exc.strerror or exc}") from None
 
 
 def write_file(path: str, data: bytes) -> None:
-    """`data` to `path` atomically; a path that cannot be written is an input error (exit 2), not a traceback."""
+    """`data` to `path` (a `.gz` name gzip-compressed); a failure is one line (exit 2), not a traceback."""
     try:
-        write_atomically(path, lambda handle: handle.write(data))
+        write_to(path, lambda handle: write_all(handle, data))
     except OSError as exc:
         raise SpecacceptError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def check_writable(path: str, option: str) -> None:
-    """Before any work: `path` can be written atomically (a temporary file in its directory, then a rename).
+    """Before any work: `path` can be written the way its kind asks (see `destinations.unwritable`).
 
-    The probe is the write itself, minus the data: a missing or read-only directory, a path that is a
-    directory, a full inode table all fail here as they would at the end.
+    A missing or read-only directory, a path that is a directory, a full inode table all fail here
+    as they would at the end.
     """
-    import tempfile
-
-    reason = None
-    if os.path.isdir(path):
-        reason = "is a directory"
-    else:
-        try:
-            fd, probe = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".specaccept-")
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
+    reason = unwritable(target(path))
     if reason is not None:
         raise SpecacceptError(f"cannot write {option} {path}: {reason}")
+
+
+def refuse_outputs_that_are_inputs(
+    outputs: Sequence[tuple[str, str | None]], inputs: Sequence[str], stdin: bool = False, stdout: bool = True
+) -> None:
+    """Before reading: no output may be an input (or another output); see `destinations.refuse_same_files`."""
+    given = [(what, path) for what, path in outputs if path is not None and path != "-"]
+    refuse_same_files(given, input_identities(inputs, stdin), stdout)
 
 
 def check_step_summary() -> None:
@@ -161,40 +200,48 @@ def describe_inputs(paths: list[str], shown: int = 3) -> str:
     return f"input {listed}" + (f" and {more} more" if more > 0 else "")
 
 
-def conclude_checks(
-    gates: Sequence[GateResult],
-    comparison: Comparison | None,
+def conclude_findings(
+    findings: Findings,
     github_markdown: str | None,
     gate_context: str,
     regression_context: str,
-    audits: list[str] | None = None,
+    warnings: Sequence[Issue] = (),
 ) -> None:
     """After the output: one stderr line per failed check, the GitHub report when asked for, exit 1 on failure.
 
+    `warnings` are the comparison's (and the command line's own hints about it), said on stderr once.
     The contexts (which inputs, which baseline) go into the GitHub annotations only, which are
     read away from the log; the stderr lines sit right under the command that produced them.
     """
-    failed_gates = [result.message() for result in gates if not result.passed]
-    for warning in () if comparison is None else comparison.warnings:
-        click.echo(f"specaccept: warning: {warning}", err=True)
-    regressions = (
-        []
-        if comparison is None
-        else [row.message(comparison.max_drop, comparison.significance) for row in comparison.failures]
-    )
+    from specaccept_cli.cli.hints import failure_line, hinted, warning_text
+
+    for warning in warnings:
+        click.echo(f"specaccept: warning: {warning_text(warning)}", err=True)
+    failed = [entry for entry in findings.verdict if entry.status == "fail"]
+    lines = [failure_line(findings, entry) for entry in failed]
     if github_markdown is not None:
-        annotations = [("specaccept gate", f"{message} ({gate_context})") for message in failed_gates]
-        annotations += [("specaccept regression", f"{message} ({regression_context})") for message in regressions]
-        annotations += [("specaccept audit", f"{message} ({gate_context})") for message in audits or []]
+        # In the verdict's words, as the step summary and every view say them, with the option they answer to.
+        annotations = []
+        for entry in failed:
+            title = {"gate": "specaccept gate", "baseline": "specaccept regression"}.get(
+                entry.check, "specaccept audit"
+            )
+            context = regression_context if entry.check == "baseline" else gate_context
+            annotations.append(("error", title, f"{hinted(entry)} ({context})"))
+        annotations += [
+            ("warning", f"specaccept {entry.check}", f"{hinted(entry)} ({gate_context})")
+            for entry in findings.verdict
+            if entry.status == "warn"
+        ]
         report_to_github(github_markdown, annotations)
-    failures = [f"gate failed: {message}" for message in failed_gates] + regressions + list(audits or [])
-    if failures:
-        raise ChecksFailed(failures)
+    if lines:
+        raise ChecksFailed(lines)
 
 
-def report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
+def report_to_github(markdown: str, annotations: list[tuple[str, str, str]]) -> None:
     """Append `markdown` to the job's step summary (when the runner set $GITHUB_STEP_SUMMARY) and print
-    one `::error::` workflow command per failed check, on stderr so stdout stays the command's output.
+    one `::error::` workflow command per failed check (`::warning::` per warning), on stderr so stdout
+    stays the command's output.
     """
     from specaccept_cli.text import workflow_command
 
@@ -205,8 +252,8 @@ def report_to_github(markdown: str, annotations: list[tuple[str, str]]) -> None:
                 handle.write(markdown + "\n")
         except OSError as exc:
             raise _cannot_append(step_summary, exc) from None
-    for title, message in annotations:
-        click.echo(workflow_command("error", message, title=title), err=True)
+    for command, title, message in annotations:
+        click.echo(workflow_command(command, message, title=title), err=True)
 
 
 class StderrConsole:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from specaccept_cli.cli.audit import AuditOptions, audit, run_audit, write_report
+from specaccept_cli.cli.output import check_writable, refuse_outputs_that_are_inputs
+
+if TYPE_CHECKING:
+    from specaccept_cli.verdict import Findings
 
 # audit's options that mean nothing for a report: its own output, the table's rows, the per-run columns.
-NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields"}
+NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields", "full"}
 
 
 def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
@@ -20,29 +25,38 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
         _report_of_summaries(html_path, summaries, options)
         return
     fixed: dict[str, Any] = {
-        "output": "html",
-        "html_path": html_path,
+        "output": None,  # nothing on stdout: the page is the report's output
+        "html_path": None,
         "max_rows": 0,
         "show_conventions": False,
         "id_fields": (),
+        "full": False,
     }
-    run_audit(AuditOptions(**options, **fixed))
+    check_writable(html_path, "HTML report")  # before the reading, as audit checks its outputs
+
+    def page(findings: Findings, sources: Sequence[str]) -> None:
+        write_report(html_path, findings, options["cost_ratio"], sources)
+
+    run_audit(AuditOptions(**options, **fixed), renderers=[page], outputs=[("-o", html_path)])
 
 
 def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[str, Any]) -> None:
-    """The report of saved summaries, added as `merge` adds them (shards audited apart, on other machines)."""
-    from specaccept_cli.checks import compare
-    from specaccept_cli.summary.estimates import estimate
-    from specaccept_cli.summary.files import merge_summaries, read_summary_file, summary_of
+    """The report of saved summaries, added as `merge` adds them (shards audited apart, on other machines).
 
+    Only drawn: the findings' verdict colours the cards, but no check exits 1.
+    """
+    from specaccept_cli.summary.files import merge_summaries, read_summary_file, summary_of
+    from specaccept_cli.verdict import GateSpec, conclude
+
+    baseline = options["baseline"]
+    refuse_outputs_that_are_inputs([("-o", html_path)], [*paths, *([baseline] if baseline else [])], stdout=False)
+    check_writable(html_path, "HTML report")
     merged = merge_summaries([(path, read_summary_file(path)) for path in paths])
     summary = summary_of(merged, " + ".join(paths))
-    numbers = estimate(summary)
-    comparison, baseline, significance = None, options["baseline"], options["significance"]
-    if baseline is not None:
-        baseline_numbers = estimate(summary_of(read_summary_file(baseline), baseline))
-        comparison = compare(baseline_numbers, numbers, options["max_drop"], significance)
-    write_report(html_path, summary, numbers, comparison, options["cost_ratio"], list(paths), significance)
+    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
+    spec = GateSpec(max_drop=options["max_drop"], significance=options["significance"])
+    findings = conclude(summary, baseline_summary, spec, max_groups=options["max_groups"])
+    write_report(html_path, findings, options["cost_ratio"], list(paths))
 
 
 report = click.Command(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 import click
 
+from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
 from specaccept_cli.cli.options import (
     check_output_path,
     comparison_options,
@@ -11,7 +15,17 @@ from specaccept_cli.cli.options import (
     github_option,
     output_option,
 )
-from specaccept_cli.cli.output import conclude_checks, describe_inputs, printing_to_stdout, write_file, write_stdout
+from specaccept_cli.cli.output import (
+    conclude_findings,
+    describe_inputs,
+    printing_to_stdout,
+    refuse_outputs_that_are_inputs,
+    write_file,
+    write_stdout,
+)
+
+if TYPE_CHECKING:
+    from specaccept_cli.verdict import GateSpec
 
 
 @click.command(short_help="Compare two saved summaries, as audit --baseline does.")
@@ -31,32 +45,38 @@ def diff(
     Example:
       specaccept diff main.json pr.json --max-drop 0.02 --significance 0.01
     """
-    from specaccept_cli.checks import compare
-    from specaccept_cli.summary.estimates import estimate
     from specaccept_cli.summary.files import json_bytes, read_summary_file, summary_of
+    from specaccept_cli.verdict import GateSpec, conclude
 
-    baseline = estimate(summary_of(read_summary_file(baseline_path), baseline_path))
-    current = estimate(summary_of(read_summary_file(current_path), current_path))
-    comparison = compare(baseline, current, max_drop, significance)
+    refuse_outputs_that_are_inputs([], [baseline_path, current_path])
+    baseline = summary_of(read_summary_file(baseline_path), baseline_path)
+    current = summary_of(read_summary_file(current_path), current_path)
+    findings = conclude(current, baseline, GateSpec(max_drop=max_drop, significance=significance))
+    comparison = findings.comparison
+    assert comparison is not None, "a baseline was given"
 
     from specaccept_cli.views import terminal as render
     from specaccept_cli.views.markdown import markdown_report
 
+    notes = [warning_text(warning) for warning in comparison.warnings]
     if output == "json":
         data = {
             "schema": "specaccept.comparison/1",
             "baseline_file": baseline_path,
             "current_file": current_path,
-            **comparison.to_dict(),
+            **comparison.to_dict(warning_text),
         }
         write_stdout(json_bytes(data))
     elif output == "markdown":
-        write_stdout(markdown_report(None, None, (), comparison).encode())
+        write_stdout(markdown_report(None, comparison, notes=notes).encode())
     else:
         with printing_to_stdout():
             render.QuietPipeConsole().print(render.comparison_view(comparison))
-    markdown = markdown_report(None, None, (), comparison) if github else None
-    conclude_checks((), comparison, markdown, "", f"baseline {baseline_path}; current {current_path}")
+    markdown = markdown_report(None, comparison, notes=notes) if github else None
+    # The comparison's own verdict: what else the current summary shows is the audit's to judge.
+    only_comparison = replace(findings, verdict=findings.entries("baseline"))
+    context = f"baseline {baseline_path}; current {current_path}"
+    conclude_findings(only_comparison, markdown, "", context, comparison.warnings)
 
 
 @click.command(short_help="Merge shard summaries into the summary of all of them.")
@@ -98,33 +118,32 @@ def merge(
     from specaccept_cli.summary.files import json_bytes, merge_summaries, read_summary_file
 
     _refuse_the_same_file_twice(summaries)
+    refuse_outputs_that_are_inputs([("-o", output_path)], list(summaries), stdout=output_path == "-")
     merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)
     if output_path == "-":
         write_stdout(data)
     else:
         write_file(output_path, data)
-    thresholds = {
-        "min_alpha": min_alpha,
-        "min_tokens_per_pass": min_tokens_per_pass,
-        "min_acceptance_rate": min_acceptance_rate,
-    }
-    if github or any(value is not None for value in thresholds.values()):
-        _conclude_merge(merged, thresholds, github, describe_inputs(list(summaries)))
+    from specaccept_cli.verdict import GateSpec
+
+    spec = GateSpec(
+        min_alpha=min_alpha, min_tokens_per_pass=min_tokens_per_pass, min_acceptance_rate=min_acceptance_rate
+    )
+    if github or spec.thresholds:
+        _conclude_merge(merged, spec, github, describe_inputs(list(summaries)))
 
 
-def _conclude_merge(merged: dict[str, object], thresholds: dict[str, float | None], github: bool, where: str) -> None:
+def _conclude_merge(merged: dict[str, object], spec: GateSpec, github: bool, where: str) -> None:
     """The gates on the merged total, and with --github its report: what `audit` does after its output."""
-    from specaccept_cli.checks import check_gates
-    from specaccept_cli.summary.estimates import estimate
     from specaccept_cli.summary.files import summary_of
+    from specaccept_cli.verdict import conclude
     from specaccept_cli.views.markdown import markdown_report
 
-    total = summary_of(merged, "merged summary")
-    numbers = estimate(total)
-    gates = check_gates(numbers, thresholds)
-    markdown = markdown_report(total, numbers, gates) if github else None
-    conclude_checks(gates, None, markdown, where, where)
+    findings = conclude(summary_of(merged, "merged summary"), spec=spec)
+    markdown = markdown_report(findings, words=hinted, gate_names=GATE_OPTIONS) if github else None
+    # The gates alone exit 1: the merged shards' other checks were each audit's to judge.
+    conclude_findings(replace(findings, verdict=findings.entries("gate")), markdown, where, where)
 
 
 def _refuse_the_same_file_twice(paths: tuple[str, ...]) -> None:

@@ -31,36 +31,26 @@ import io
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.errors import InputError, SpecacceptError, UsageError
-from specaccept_cli.pipeline import skipped_input
-from specaccept_cli.pipeline import summarise as summarise_here
+from specaccept_cli.errors import ExtraMissing, InputError, OneProcessOnly, SpecacceptError, UsageError
+from specaccept_cli.pipeline.local import skipped_input, summarise_here
 from specaccept_cli.pipeline.parallel import (
     TASKS_PER_WORKER,
+    Work,
     _parse_range,
     _restore,
     default_jobs,
     evaluate_source,
     newline_aligned_ranges,
 )
-from specaccept_cli.read.jsonl import BLOCK_BYTES
-from specaccept_cli.read.policy import ErrorPolicy, Mode
-from specaccept_cli.read.sources import (
-    ENGINE_FORMATS,
-    PAYLOAD_FORMATS,
-    Format,
-    Reading,
-    Source,
-    expand_inputs,
-    open_source,
-)
-from specaccept_cli.read.storage import Storage
+from specaccept_cli.pipeline.request import ReadOptions, ReadRequest, as_request
+from specaccept_cli.read.policy import ErrorPolicy
+from specaccept_cli.read.sources import ENGINE_FORMATS, PAYLOAD_FORMATS, Source, open_source
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch
-from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunColumns, RunSink, add_up
 from specaccept_cli.summary.state import Summary
@@ -89,11 +79,8 @@ RANGE_BYTES = 64 << 20
 # Consecutive Parquet row groups are one share until they hold this many rows: writers that flush
 # small row groups (streaming writers, DuckDB's 122,880 rows) do not make a task of each.
 SHARE_ROWS = 250_000
-DASK_EXTRA = "--scheduler needs Dask: pip install 'specaccept[dask]'"
 
-_DEFAULT_FIELDS = FieldSpec()
 _NO_TOKENS = np.zeros(0, dtype=np.float64)
-_DEFAULT_PLAN = Plan()
 
 
 @dataclass(frozen=True)
@@ -131,11 +118,9 @@ PerRun = tuple[RunBatch, BatchOutcome, RunColumns]
 
 @dataclass(frozen=True)
 class Job:
-    """Everything a task needs besides its share: plain values, pickled once per task."""
+    """What every task needs besides its share: the request as workers get it, and what to send back."""
 
-    reading: Reading
-    plan: Plan
-    on_error: Mode
+    request: ReadRequest  # `ReadRequest.for_workers()`: no inputs, no quarantine
     keep_runs: bool = False  # send per-run results and quarantined lines back (per-run output)
     keep_sequence: bool = False  # send each run's (k, accepted) back (windows of runs)
 
@@ -143,21 +128,18 @@ class Job:
 # --- work done in a task (pure functions of their arguments) ---------------------------------------
 
 
-def plan_shares(source: Source, reading: Reading, range_bytes: int, share_rows: int = SHARE_ROWS) -> list[Share]:
+def plan_shares(source: Source, request: ReadRequest, range_bytes: int, share_rows: int = SHARE_ROWS) -> list[Share]:
     """How to cut one source into shares; a source that cannot be opened is one share (its task reports it).
 
     Server output is refused: Prometheus scrapes form one series across files, read in order in one
     process, which independent tasks cannot reproduce.
     """
     try:
-        with open_source(source, reading.input_format) as opened:
+        with open_source(source, request.input_format) as opened:
             if opened.format in PAYLOAD_FORMATS:  # one request per line, read whole by one task
                 return [Share(source, payloads=True)]
             if opened.format in ENGINE_FORMATS:
-                raise UsageError(
-                    f"{source.name} is {opened.format} output: server metrics are read in one process; "
-                    "run without --scheduler"
-                )
+                raise OneProcessOnly(source.name, opened.format)
             if opened.format == "parquet":
                 return _row_group_shares(source, share_rows)
             location = source.remote or source.path
@@ -205,7 +187,7 @@ def summarise_share(share: Share, job: Job) -> Part:
         return _summarise_share(share, job)
     except OSError as exc:
         error = InputError(share.source.name, None, f"cannot read: {exc.strerror or exc}")
-        if job.on_error == "fail":
+        if job.request.on_error == "fail":
             return Part(Summary(), error=error)
         policy = ErrorPolicy("skip")
         policy.source_failed(error)
@@ -217,7 +199,6 @@ def _summarise_share(share: Share, job: Job) -> Part:
         return _summarise_range(share, job)
     if share.payloads:
         return _summarise_payloads(share, job)
-    reading = job.reading
     runs: list[PerRun] = []
     sequence = _Sequence()
     quarantine = io.BytesIO() if job.keep_runs else None
@@ -228,19 +209,10 @@ def _summarise_share(share: Share, job: Job) -> Part:
         if job.keep_sequence:
             sequence.add(outcome.k, outcome.accepted)
 
+    # A share may lack a field that other shares have: only the whole input can miss one.
+    request = replace(job.request, inputs=(share.source,), jobs=1, quarantine=quarantine, require_fields=False)
     try:
-        summary = summarise_here(
-            [share.source],
-            reading.fields,
-            job.plan,
-            jobs=1,
-            on_error=job.on_error,
-            quarantine=quarantine,
-            sink=keep if job.keep_runs or job.keep_sequence else None,
-            input_format=reading.input_format,
-            max_line_bytes=reading.max_line_bytes,
-            require_fields=False,  # a share may lack a field that other shares have
-        )
+        summary = summarise_here(request, sink=keep if job.keep_runs or job.keep_sequence else None)
     except InputError as error:
         return Part(Summary(), error=error, runs=tuple(runs))
     kept = quarantine.getvalue() if quarantine is not None else b""
@@ -249,17 +221,18 @@ def _summarise_share(share: Share, job: Job) -> Part:
 
 def _summarise_payloads(share: Share, job: Job) -> Part:
     """A file of per-request payloads, as one process reads it; each request's runs in order go back for windows."""
-    policy = ErrorPolicy(job.on_error)
+    request = replace(job.request, inputs=(share.source,), jobs=1, require_fields=False)
+    policy = ErrorPolicy(request.on_error)
     sequence = _Sequence()
 
     def evaluated() -> Iterator[Evaluated]:
-        for result in evaluate_source(share.source, job.reading, policy, plan=job.plan, keep_runs=False):
+        for result in evaluate_source(share.source, request, policy, keep_runs=False):
             if job.keep_sequence and result.sequence is not None:
                 sequence.add(*result.sequence)
             yield result
 
     try:
-        summary = add_up(policy.guard(evaluated()), None, job.plan.group_by)
+        summary = add_up(policy.guard(evaluated()), None, request.plan.group_by)
     except InputError as error:
         return Part(Summary(), error=error)
     return Part(
@@ -294,29 +267,19 @@ class _Sequence:
 
 def _summarise_range(share: Share, job: Job) -> Part:
     """A byte range of a plain JSONL file, its lines numbered from 1 (the part before it shifts them)."""
-    source, reading = share.source, job.reading
+    source, request = share.source, job.request
     assert share.byte_range is not None
     location = source.remote or str(source.path)
     start, end = share.byte_range
     quarantine = io.BytesIO() if job.keep_runs else None
-    policy = ErrorPolicy(job.on_error, quarantine)
+    policy = ErrorPolicy(request.on_error, quarantine)
     runs: list[PerRun] = []
     sequence = _Sequence()
     count = 0
 
     def evaluated() -> Iterator[Evaluated]:
         nonlocal count
-        origin, count, results = _parse_range(
-            location,
-            start,
-            end,
-            source.name,
-            reading.fields,
-            reading.max_line_bytes,
-            job.keep_runs,
-            BLOCK_BYTES,
-            job.plan,
-        )
+        origin, count, results = _parse_range(Work(source.name, request, job.keep_runs), location, start, end)
         for result, parts in results:
             for part in parts:
                 error = _restore(part)
@@ -331,7 +294,7 @@ def _summarise_range(share: Share, job: Job) -> Part:
             yield result
 
     try:
-        summary = add_up(policy.guard(evaluated()), None, job.plan.group_by)
+        summary = add_up(policy.guard(evaluated()), None, request.plan.group_by)
     except InputError as error:
         return Part(Summary(), error=error, runs=tuple(runs))
     kept = quarantine.getvalue() if quarantine is not None else b""
@@ -376,51 +339,61 @@ def _shifted(part: Part, shift: int) -> Part:
 
 
 def summarise(
-    inputs: Sequence[str] | Sequence[Source],
-    fields: FieldSpec = _DEFAULT_FIELDS,
-    plan: Plan = _DEFAULT_PLAN,
+    request: ReadRequest | Sequence[str] | Sequence[Source] | str,
+    fields: FieldSpec | None = None,
+    plan: Plan | None = None,
     *,
     client: Client | None = None,
-    on_error: Mode = "fail",
-    input_format: Format = "auto",
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    storage: Storage | None = None,
     fan_in: int = FAN_IN,
     range_bytes: int = RANGE_BYTES,
     share_rows: int = SHARE_ROWS,
     sink: RunSink | None = None,
-    quarantine: IO[bytes] | None = None,
+    **options: Unpack[ReadOptions],
 ) -> Summary:
-    """`pipeline.summarise` on a Dask cluster: the same summary, byte for byte, for the same inputs.
+    """`pipeline.summarise` on a Dask cluster: the same summary, byte for byte, for the same request.
 
-    `client`: a `distributed.Client` (None: the current default client). Raises the first
-    `InputError` of the input in fail mode, as one process does; a worker that dies raises a
-    `SpecacceptError`. With `sink` or `quarantine`, per-run results (no tokens) and the raw lines of
-    skipped rows come back to this process share by share, in input order, a few shares ahead
-    (`_in_order`), and so do the runs' (k, accepted) with windows of runs; otherwise only summaries
-    travel, added on the workers.
+    `client`: a `distributed.Client`; None: a client for the request's `scheduler` address, else
+    the current default client. Raises the first `InputError` of the input in fail mode, as one
+    process does; a worker that dies raises a `SpecacceptError`. With `sink` or a `quarantine`,
+    per-run results (no tokens) and the raw lines of skipped rows come back to this process share
+    by share, in input order, a few shares ahead (`_in_order`), and so do the runs' (k, accepted)
+    with windows of runs; otherwise only summaries travel, added on the workers.
     """
+    request = as_request(request, fields, plan, options)
     if fan_in < 2:
         raise ValueError("fan_in must be at least 2")
-    sources = [item for item in inputs if isinstance(item, Source)]
-    if len(sources) < len(inputs):
-        sources = expand_inputs([str(item) for item in inputs], storage)
+    if client is None and request.scheduler is not None:
+        with connect(request.scheduler) as connected:
+            return _summarise(request, connected, fan_in, range_bytes, share_rows, sink)
+    return _summarise(request, client, fan_in, range_bytes, share_rows, sink)
+
+
+def _summarise(
+    request: ReadRequest,
+    client: Client | None,
+    fan_in: int,
+    range_bytes: int,
+    share_rows: int,
+    sink: RunSink | None,
+) -> Summary:
+    sources = request.sources()
     if any(source.is_stdin for source in sources):
         raise UsageError("a cluster cannot read this process's stdin: give files or URLs")
+    plan = request.plan
     if not sources:
         return add_up((), None, plan.group_by, plan.windows)
     cluster: Any = client if client is not None else _default_client()  # distributed is only partly typed
-    reading = Reading(fields, input_format, max_line_bytes)
+    quarantine = request.quarantine
     # Windows of runs are placed by each run's position in the whole input, which no task knows:
     # their runs come back in order too, and are placed here (as `add_up` places them).
     run_windows = plan.windows is not None and plan.windows.time_field is None
     keep_runs = sink is not None or quarantine is not None
-    job = Job(reading, plan, on_error, keep_runs, run_windows)
+    job = Job(request.for_workers(), keep_runs, run_windows)
     with _cluster_errors():
         _check_workers(cluster)
         plans: list[list[Share]] = cluster.gather(
             cluster.map(
-                plan_shares, sources, reading=reading, range_bytes=range_bytes, share_rows=share_rows, pure=False
+                plan_shares, sources, request=job.request, range_bytes=range_bytes, share_rows=share_rows, pure=False
             )
         )
         if keep_runs or run_windows:
@@ -448,8 +421,8 @@ def _in_order(
     window = TASKS_PER_WORKER * workers
     shares = ((index, share) for index, source_shares in enumerate(plans) for share in source_shares)
     pending: deque[tuple[int, Any]] = deque()
-    total = Summary() if job.plan.group_by is None else Summary(group_by=job.plan.group_by, groups={})
-    spec = job.plan.windows
+    total = Summary() if job.request.plan.group_by is None else Summary(group_by=job.request.plan.group_by, groups={})
+    spec = job.request.plan.windows
     by_runs = WindowTally.empty(spec) if spec is not None and spec.time_field is None else None
     current, lines, ended = -1, 0, False
 
@@ -529,7 +502,7 @@ def _import_distributed() -> Any:
     try:
         import distributed
     except ImportError:
-        raise UsageError(DASK_EXTRA) from None
+        raise ExtraMissing("a Dask cluster", "dask") from None
     return distributed
 
 
@@ -596,5 +569,5 @@ def _local_workers(address: str) -> int:
     if not count:
         return default_jobs()
     if not count.isdigit() or int(count) < 1:
-        raise UsageError(f"--scheduler local:N needs a number of workers, not {count!r}")
+        raise UsageError(f"local:N needs a number of workers, not {count!r}")
     return int(count)

@@ -143,7 +143,7 @@ def interval_time(timestamp: str | None, now: datetime | None = None) -> float |
 
 def _untimed(timestamp: str | None) -> str:
     if timestamp is None:
-        return "this metrics line carries no time stamp, so it cannot go in a window of time (drop --time-field)"
+        return "this metrics line carries no time stamp, so it cannot go in a window of time (window by runs instead)"
     return f"time stamp {timestamp!r} is not a time"
 
 
@@ -212,7 +212,7 @@ class EngineReading:
                 opened.source.name,
                 None,
                 f"is {opened.format} output: engine metrics count intervals of many requests, not runs, "
-                "so --cluster-field has nothing to cluster; audit per-run logs for cluster-robust intervals",
+                "so a cluster field has nothing to cluster; audit per-run logs for cluster-robust intervals",
             )
         if self.series is None:
             from specaccept_cli.read.engines import ScrapeSeries

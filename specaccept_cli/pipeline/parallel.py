@@ -32,21 +32,21 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import numpy as np
 
-from specaccept_cli.errors import InputError, OnError, SpecacceptError
+from specaccept_cli.errors import InputError, OnError, WorkerDied
 from specaccept_cli.pipeline.engine import EngineReading
+from specaccept_cli.pipeline.request import ReadRequest
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
     ENGINE_FORMATS,
     PAYLOAD_FORMATS,
     OpenSource,
     ProgressHook,
-    Reading,
     Source,
     open_source,
     read_opened,
 )
 from specaccept_cli.read.storage import RemoteObject, open_seekable
-from specaccept_cli.rule.batch import FieldSpec, RunBatch
+from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
 
 if TYPE_CHECKING:
@@ -78,13 +78,26 @@ Block = tuple[int, Lines]  # (number of the first line, lines), as iter_text_blo
 Results = list[tuple[Evaluated, list[Any]]]  # per block: the result and its errors as portable parts
 
 
-def _evaluate_blocks(
-    blocks: Iterator[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: Plan
-) -> Results:
+@dataclass(frozen=True)
+class Work:
+    """What every task of one source needs besides its own lines, sent with each task.
+
+    `request` is the request as workers get it (`ReadRequest.for_workers`): its fields, plan and
+    line limit; `keep_runs` sends per-run results back (no tokens), else one folded result.
+    """
+
+    source: str  # the source's name, as errors show it
+    request: ReadRequest
+    keep_runs: bool = True
+    block_bytes: int = BLOCK_BYTES
+
+
+def _evaluate_blocks(blocks: Iterator[Block], work: Work) -> Results:
     """Parse and evaluate blocks in order; without per-run results, fold them into one (errors stay in order)."""
     results: Results = []
-    for batch, errors in parse_blocks(blocks, source, fields, max_line_bytes):
-        result, more = evaluate_batch(batch, plan, keep_runs)
+    request, keep_runs = work.request, work.keep_runs
+    for batch, errors in parse_blocks(blocks, work.source, request.fields, request.max_line_bytes):
+        result, more = evaluate_batch(batch, request.plan, keep_runs)
         if keep_runs and result.batch is not None:
             result = replace(result, batch=replace(result.batch, p=_NO_TOKENS, q=_NO_TOKENS, r=_NO_TOKENS))
         if more:  # rows the stage found bad, in line order with the parser's
@@ -117,28 +130,17 @@ class _WorkerError(Exception):
     """An InputError raised in a worker, as plain parts (see `_portable`); the parent raises the original."""
 
 
-def _range_task(*args: Any) -> tuple[int, int, Results]:
+def _range_task(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
     """`_parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
-    source = args[3]
     try:
-        return _parse_range(*args)
+        return _parse_range(work, location, start, end)
     except InputError as exc:
         raise _WorkerError(_portable(exc)) from None
     except OSError as exc:
-        raise _WorkerError(_portable(InputError(source, None, f"cannot read: {exc.strerror or exc}"))) from None
+        raise _WorkerError(_portable(InputError(work.source, None, f"cannot read: {exc.strerror or exc}"))) from None
 
 
-def _parse_range(
-    path: str | RemoteObject,
-    start: int,
-    end: int,
-    source: str,
-    fields: FieldSpec,
-    max_line_bytes: int,
-    keep_runs: bool,
-    block_bytes: int,
-    plan: Plan,
-) -> tuple[int, int, Results]:
+def _parse_range(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
     """Parse the lines of bytes [start, end) of a file, numbered from a provisional origin.
 
     The origin is 1 for the range at the start of the file and 2 for any other, so that only the file's
@@ -147,24 +149,23 @@ def _parse_range(
     """
     origin = 1 if start == 0 else 2
     count = 0
-    with open_seekable(path) as handle:
+    with open_seekable(location) as handle:
         handle.seek(start)
         reader = cast(BinaryIO, _RangeReader(handle, end - start))
 
         def blocks() -> Iterator[Block]:
             nonlocal count
-            for first_line, lines_in_block, lines in iter_text_blocks(reader, source, block_bytes, max_line_bytes):
+            lines = iter_text_blocks(reader, work.source, work.block_bytes, work.request.max_line_bytes)
+            for first_line, lines_in_block, block in lines:
                 count += lines_in_block
-                yield first_line + origin - 1, lines
+                yield first_line + origin - 1, block
 
-        results = _evaluate_blocks(blocks(), source, fields, max_line_bytes, keep_runs, plan)
+        results = _evaluate_blocks(blocks(), work)
     return origin, count, results
 
 
-def _lines_task(
-    blocks: list[Block], source: str, fields: FieldSpec, max_line_bytes: int, keep_runs: bool, plan: Plan
-) -> Results:
-    return _evaluate_blocks(iter(blocks), source, fields, max_line_bytes, keep_runs, plan)
+def _lines_task(work: Work, blocks: list[Block]) -> Results:
+    return _evaluate_blocks(iter(blocks), work)
 
 
 def _portable(error: InputError) -> tuple[type[InputError], tuple[Any, ...], dict[str, Any]]:
@@ -180,9 +181,40 @@ def _restore(parts: tuple[type[InputError], tuple[Any, ...], dict[str, Any]]) ->
     return error
 
 
-def _ignore_interrupts() -> None:
-    """Ctrl-C reaches the whole process group: the parent handles it, workers just stop when told."""
+def _start_worker(parent: int) -> None:
+    """A worker's first act: let the parent handle interruptions, and never outlive it.
+
+    Ctrl-C reaches the whole process group: the parent handles it, workers just stop when told.
+    SIGTERM and SIGHUP get their default action back (a forked worker inherits whatever handler
+    the parent set). A parent that dies without stopping its workers (SIGKILL, a crash) would leave
+    them blocked on its pipe forever: on Linux the kernel kills them with it (PR_SET_PDEATHSIG),
+    and a parent already gone before that was set is noticed by its pid.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    _die_with_parent()
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send this process SIGKILL when its parent dies (nothing elsewhere: the pid check remains)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no C library to ask: the pid check remains
+        pass
 
 
 # --- the parent's side --------------------------------------------------------------------------
@@ -239,7 +271,9 @@ class _Pool:
 
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else None)
-            self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_ignore_interrupts)
+            self.executor = ProcessPoolExecutor(
+                self.jobs, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
+            )
             gc.freeze()  # workers forked from here: their collector leaves the parent's objects (and pages) alone
             try:
                 with warnings.catch_warnings():
@@ -263,60 +297,49 @@ class _Pool:
 
 def evaluate_source(
     source: Source,
-    reading: Reading,
+    request: ReadRequest,
     on_error: OnError,
     progress: ProgressHook | None = None,
     *,
-    jobs: int = 1,
     keep_runs: bool = True,
-    plan: Plan | None = None,
     block_bytes: int = BLOCK_BYTES,
     blocks_per_task: int = BLOCKS_PER_TASK,
     engine: EngineReading | None = None,
 ) -> Iterator[Evaluated]:
-    """Every valid run of one source, evaluated, in input order; JSONL on `jobs` processes.
+    """Every valid run of one source, evaluated, in input order; JSONL on `request.jobs` processes.
 
     Gives exactly what the serial path gives (same runs, lines, errors and their order); Parquet and
     `jobs == 1` take the serial path. Without `keep_runs`, results may cover several blocks each.
     """
-    plan = plan or Plan()
+    jobs = default_jobs() if request.jobs is None else request.jobs
+    plan = request.plan
     if progress is not None:
         progress.start_source(source)
-    with open_source(source, reading.input_format) as opened:
+    with open_source(source, request.input_format) as opened:
         if opened.format in PAYLOAD_FORMATS:  # per-request payloads: the request is the cluster, always
             from specaccept_cli.pipeline.payloads import evaluate_payload_source
 
             yield from evaluate_payload_source(opened, plan, on_error)
             return
         if opened.format in ENGINE_FORMATS:
-            yield from (engine or EngineReading()).evaluate(opened, plan, on_error)
+            yield from (engine or EngineReading(request.draft_length)).evaluate(opened, plan, on_error)
             return
         if jobs <= 1 or opened.format != "jsonl":
-            batches = read_opened(opened, reading, on_error, progress)
+            batches = read_opened(opened, request.reading, on_error, progress)
             yield from _serial(batches, keep_runs, plan, on_error)
             return
         pool = _Pool(jobs)
+        work = Work(source.name, request.for_workers(), keep_runs, block_bytes)
+        feed = _Feed(on_error, progress, blocks_per_task)
         try:
-            tasks = _Tasks(
-                reading.fields,
-                on_error,
-                reading.max_line_bytes,
-                progress,
-                keep_runs,
-                block_bytes,
-                blocks_per_task,
-                plan,
-            )
             if opened.regular_file:
-                yield from _from_ranges(opened, tasks, pool)
+                yield from _from_ranges(opened, work, feed, pool)
             else:
-                yield from _from_stream(opened, tasks, pool)
+                yield from _from_stream(opened, work, feed, pool)
         except _WorkerError as exc:
             raise _restore(exc.args[0]) from None
         except BrokenExecutor:  # the pool's workers died
-            raise SpecacceptError(
-                f"{source.name}: a worker process died (out of memory?); try again with --jobs 1"
-            ) from None
+            raise WorkerDied(source.name) from None
         finally:
             pool.close()
 
@@ -330,62 +353,45 @@ def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: Plan, on_error: 
 
 
 @dataclass(frozen=True)
-class _Tasks:
-    """How one source is read, parsed and evaluated, shared by the two ways of cutting it into tasks."""
+class _Feed:
+    """What stays in the parent while tasks run: where errors and progress go, and how many blocks a task takes."""
 
-    fields: FieldSpec
     on_error: OnError
-    max_line_bytes: int
     progress: ProgressHook | None
-    keep_runs: bool
-    block_bytes: int
     blocks_per_task: int
-    plan: Plan
 
 
-def _from_ranges(opened: OpenSource, reading: _Tasks, pool: _Pool) -> Iterator[Evaluated]:
+def _from_ranges(opened: OpenSource, work: Work, feed: _Feed, pool: _Pool) -> Iterator[Evaluated]:
     source = opened.source
     assert source.path is not None
-    on_error, progress = reading.on_error, reading.progress
     size = source.path.stat().st_size
-    ranges = newline_aligned_ranges(source.path, size, reading.block_bytes * reading.blocks_per_task)
+    ranges = newline_aligned_ranges(source.path, size, work.block_bytes * feed.blocks_per_task)
     path = str(source.path)
-    args = (
-        source.name,
-        reading.fields,
-        reading.max_line_bytes,
-        reading.keep_runs,
-        reading.block_bytes,
-        reading.plan,
-    )
     if len(ranges) < MIN_PARALLEL_BLOCKS:
-        tasks: Iterator[Any] = (_done(_range_task(path, start, end, *args)) for start, end in ranges)
+        tasks: Iterator[Any] = (_done(_range_task(work, path, start, end)) for start, end in ranges)
     else:
-        tasks = (pool.submit(_range_task, path, start, end, *args) for start, end in ranges)
+        tasks = (pool.submit(_range_task, work, path, start, end) for start, end in ranges)
     next_line = 1
     for (_, end), (origin, count, results) in zip(ranges, _in_order(tasks, pool.window)):
         for result, parts in results:
             errors = [_restore(part) for part in parts]
             result = _shift(result, errors, next_line - origin)
             for error in errors:
-                on_error(error)
-            if progress is not None:
-                progress.advance(result.runs, end)
+                feed.on_error(error)
+            if feed.progress is not None:
+                feed.progress.advance(result.runs, end)
             yield result
         next_line += count
 
 
-def _from_stream(opened: OpenSource, reading: _Tasks, pool: _Pool) -> Iterator[Evaluated]:
-    source = opened.source
-    on_error, progress = reading.on_error, reading.progress
+def _from_stream(opened: OpenSource, work: Work, feed: _Feed, pool: _Pool) -> Iterator[Evaluated]:
     position = opened.position()
     blocks = (
         (first_line, lines)
         for first_line, _, lines in iter_text_blocks(
-            opened.jsonl_stream(), source.name, reading.block_bytes, reading.max_line_bytes
+            opened.jsonl_stream(), work.source, work.block_bytes, work.request.max_line_bytes
         )
     )
-    args = (source.name, reading.fields, reading.max_line_bytes, reading.keep_runs, reading.plan)
     broken: list[InputError] = []  # the stream's own failure (a cut or corrupt compressed stream)
 
     def tasks() -> Iterator[Future[Any]]:
@@ -394,23 +400,23 @@ def _from_stream(opened: OpenSource, reading: _Tasks, pool: _Pool) -> Iterator[E
             for index, block in enumerate(blocks):
                 # The first blocks are parsed here: a short input never starts the pool.
                 if index < MIN_PARALLEL_BLOCKS - 1:
-                    yield _done(_lines_task([block], *args))
+                    yield _done(_lines_task(work, [block]))
                     continue
                 group.append(block)
-                if len(group) == reading.blocks_per_task:
-                    yield pool.submit(_lines_task, group, *args)
+                if len(group) == feed.blocks_per_task:
+                    yield pool.submit(_lines_task, work, group)
                     group = []
         except InputError as error:  # raised after every row before the damage is evaluated
             broken.append(error)
         if group:
-            yield pool.submit(_lines_task, group, *args)
+            yield pool.submit(_lines_task, work, group)
 
     for results in _in_order(tasks(), pool.window):
         for result, parts in results:
             for error in parts:
-                on_error(_restore(error))
-            if progress is not None:
-                progress.advance(result.runs, position() if position is not None else None)
+                feed.on_error(_restore(error))
+            if feed.progress is not None:
+                feed.progress.advance(result.runs, position() if position is not None else None)
             yield result
     if broken:
         raise broken[0]

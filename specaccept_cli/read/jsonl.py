@@ -281,7 +281,7 @@ class _RowFrame:
         for raw in self.lines:
             line += 1
             if raw is None or len(raw) > max_line_bytes:
-                problems.append((line, f"line is longer than {max_line_bytes} bytes (--max-line-bytes)"))
+                problems.append((line, f"line is longer than {max_line_bytes} bytes (the max_line_bytes limit)"))
                 continue
             if not raw or raw.isspace():
                 continue

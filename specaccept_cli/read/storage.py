@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -73,6 +74,50 @@ _GCS_OPTIONS: dict[str, tuple[str, Any]] = {
 STORAGE_OPTIONS = sorted({*_S3_OPTIONS, *_GCS_OPTIONS})
 
 
+# Query parameters that carry credentials in pyarrow's and the clouds' URI forms.
+_SECRET_PARAMETERS = ("access_key", "secret_key", "session_token", "access_token", "token", "password")
+# A bucket's name (S3 and GCS): what may stand between `scheme://` and the first `/`.
+_BUCKET = re.compile(r"[a-z0-9._-]+")
+# `scheme://`, then an authority that is no bucket name (`KEY:SECRET`, a token, a secret holding a `/`),
+# up to the first `@` before a blank: the part of a URL that may be a secret.
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)(?=[^/\s]*[^a-z0-9._\-/\s])[^\s@]*@")
+_SECRET_QUERY = re.compile(r"(?i)([?&](?:" + "|".join(_SECRET_PARAMETERS) + r")=)[^&#\s]*")
+
+
+def redacted(text: str) -> str:
+    """`text` with whatever looks like credentials in a URL (`s3://KEY:SECRET@bucket`, `?secret_key=`)
+    replaced by `***`: every line specaccept prints goes through here."""
+    if "://" not in text:
+        return text
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
+
+
+def refuse_credentials(url: str) -> None:
+    """A URL that carries credentials is refused before it is used, with the credentials redacted.
+
+    pyarrow would reject `s3://KEY:SECRET@bucket/...` with a message quoting the secret; a secret
+    belongs in the environment (`AWS_*`), the cloud's own files, or --storage-option, never printed.
+    A secret may hold a `/` (AWS secret keys do): then the `@` that ends it comes after a first
+    "bucket" that is no bucket name (`s3://KEY:wJal/rXU@bucket/...`).
+    """
+    scheme, _, rest = url.partition("://")
+    authority = rest.split("/", 1)[0]
+    query = rest.partition("?")[2]
+    in_query = any(part.partition("=")[0].lower() in _SECRET_PARAMETERS for part in query.split("&") if "=" in part)
+    userinfo = "@" in authority or ("@" in rest and authority != "" and not _BUCKET.fullmatch(authority))
+    if userinfo or in_query:
+        shown = f"{scheme}://***@{rest.split('@', 1)[1]}" if userinfo else url
+        raise UsageError(
+            f"{redacted(shown)}: a URL must not carry credentials (give them in the environment, such as "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, in the cloud's own files, or with --storage-option)"
+        )
+    if ":" in authority:
+        raise UsageError(
+            f"{scheme}://***{rest[len(authority) :]}: a bucket name cannot hold ':' (credentials go in the "
+            "environment or --storage-option, an endpoint in --storage-option endpoint=...)"
+        )
+
+
 def is_url(item: str) -> bool:
     """True for an input that names object storage (or a `file://` URL), not a local path."""
     scheme, separator, _ = item.partition("://")
@@ -86,7 +131,7 @@ def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> tuple[tuple[str
         key, separator, value = pair.partition("=")
         key = key.strip().lower().replace("-", "_")
         if not separator or not key:
-            raise UsageError(f"--storage-option takes KEY=VALUE, not {pair.partition('=')[0]!r}")
+            raise UsageError(f"a storage option takes KEY=VALUE, not {pair.partition('=')[0]!r}")
         if key not in STORAGE_OPTIONS:
             raise UsageError(f"unknown storage option {key!r} (known: {', '.join(STORAGE_OPTIONS)})")
         options[key] = value
@@ -107,6 +152,7 @@ class Storage:
 
     def filesystem(self, url: str) -> tuple[Any, str]:
         """The pyarrow file system for `url` and the object's path inside it (one per process and options)."""
+        refuse_credentials(url)
         scheme, _, rest = url.partition("://")
         scheme = scheme.lower()
         if scheme == "file":
@@ -209,8 +255,8 @@ def _call(url: str, action: Any) -> Any:
         raise InputError(url, None, "no such object") from None
     except PermissionError as exc:
         raise InputError(url, None, f"access denied ({_first_line(exc)})") from None
-    except OSError as exc:
-        raise InputError(url, None, f"cannot read: {_first_line(exc)}") from None
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(url, None, f"cannot read: {redacted(_first_line(exc))}") from None
 
 
 def _first_line(exc: BaseException) -> str:

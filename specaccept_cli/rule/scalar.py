@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 
 def threshold(p: float, q: float) -> float:
-    """Probability that a drafted token is kept: min(1, p / q)."""
+    """Probability that a drafted token is kept: min(1, p / q). The rule's one test is r <= this."""
     return min(1.0, p / q)
 
 
@@ -23,7 +23,7 @@ def accept_prefix(p: Sequence[float], q: Sequence[float], r: Sequence[float]) ->
     """
     accepted = 0
     for i in range(len(p)):
-        if r[i] <= min(1.0, p[i] / q[i]):
+        if r[i] <= threshold(p[i], q[i]):
             accepted += 1
         else:
             break
@@ -31,5 +31,5 @@ def accept_prefix(p: Sequence[float], q: Sequence[float], r: Sequence[float]) ->
 
 
 def kept_flags(p: Sequence[float], q: Sequence[float], r: Sequence[float]) -> list[bool]:
-    """Whether each token passes its own test, regardless of the prefix (for --explain)."""
-    return [r[i] <= min(1.0, p[i] / q[i]) for i in range(len(p))]
+    """Whether each token passes its own test, regardless of the prefix (what `check --explain` shows)."""
+    return [r[i] <= threshold(p[i], q[i]) for i in range(len(p))]

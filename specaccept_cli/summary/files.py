@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -26,7 +26,7 @@ from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary, shown_groups
-from specaccept_cli.summary.windows import WindowTally, drift_test, window_estimates
+from specaccept_cli.summary.windows import Drift, WindowTally, drift_test, window_estimates
 from specaccept_cli.text import json_controls_escaped
 
 SCHEMA = "specaccept.summary/1"
@@ -39,6 +39,7 @@ def summary_object(
     numbers: Estimates | None = None,
     provenance: Provenance | None = None,
     max_groups: int = 0,
+    drift: Drift | Literal["test"] | None = "test",
 ) -> dict[str, Any]:
     """The machine format: derived keys, then `groups` when grouped, `provenance` when known, `state` (always last).
 
@@ -46,7 +47,8 @@ def summary_object(
     (to every group too) and is not part of the state. `numbers` are the summary's estimates
     when the caller has them already. `max_groups` > 0 writes only that many groups, the
     largest, and the rest summed as `other_groups` (with `groups_total`): such an object is
-    complete for comparisons but cannot be merged group by group.
+    complete for comparisons but cannot be merged group by group. `drift` is the drift test's result
+    when the caller has it already ("test": run it here).
     """
     numbers = numbers or estimate(summary)
     nonzero = np.argwhere(summary.counts)
@@ -108,7 +110,7 @@ def summary_object(
         data |= summary.sampler.summary_keys()
         state["sampler"] = summary.sampler.to_dict()
     if summary.windows is not None:
-        data |= windows_keys(summary.windows, summary.clusters)
+        data |= windows_keys(summary.windows, summary.clusters, drift)
         state["windows"] = summary.windows.to_dict()
     if summary.engine is not None:
         data["engine"] = engine_keys(summary.engine, numbers)
@@ -134,9 +136,12 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def windows_keys(tally: WindowTally, clusters: ClusterTally | None = None) -> dict[str, Any]:
+def windows_keys(
+    tally: WindowTally, clusters: ClusterTally | None = None, drift: Drift | Literal["test"] | None = "test"
+) -> dict[str, Any]:
     """The keys windows add to the summary object: how they were cut, each window's numbers, the drift test."""
-    drift = drift_test(tally, clusters)
+    if isinstance(drift, str):
+        drift = drift_test(tally, clusters)
     return {
         "windows_by": {
             "unit": tally.unit,

@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specaccept_cli import __version__
-from specaccept_cli.checks import DEFAULT_SIGNIFICANCE
-from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.conventions import DEFINITIONS
-from specaccept_cli.summary.estimates import Z_95, Estimates, estimate
+from specaccept_cli.summary.estimates import Z_95, Estimates
 from specaccept_cli.summary.probability import kolmogorov_sf
 from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, THRESHOLD_BINS, ReportedTally, SamplerTally
-from specaccept_cli.summary.state import Groups, Summary
-from specaccept_cli.summary.windows import (
-    WindowTally,
-    describe_position,
-    drift_test,
-    excludes,
-    window_estimates,
-)
+from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.windows import WindowTally, describe_position, excludes
 from specaccept_cli.views.format import MISSING, interval, number
-from specaccept_cli.views.rows import AuditTable, engine_table
+from specaccept_cli.views.rows import AuditTable, engine_table, verdict_word
 from specaccept_cli.views.svg import Axis, Chart, text
 from specaccept_cli.views.timeline import window_width_text
+
+if TYPE_CHECKING:
+    from specaccept_cli.checks import Comparison
+    from specaccept_cli.verdict import Findings
 
 MAX_GROUPS = 20  # groups drawn, largest first
 MAX_GROUP_LINES = 6  # groups drawn as their own line in the per-position plot
@@ -64,45 +60,37 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}svg text{font-family:s
 .key{stroke:none}.group0{fill:none;stroke:#4c78a8;stroke-width:1.6}
 .group1{fill:none;stroke:#f58518;stroke-width:1.6}.group2{fill:none;stroke:#54a24b;stroke-width:1.6}
 .group3{fill:none;stroke:#e45756;stroke-width:1.6}.group4{fill:none;stroke:#72b7b2;stroke-width:1.6}
-.group5{fill:none;stroke:#b279a2;stroke-width:1.6}
+.group5{fill:none;stroke:#b279a2;stroke-width:1.6}.warn{color:#9a6700}
+.verdict{list-style:none;padding:0;margin:12px 0 0}.verdict li{margin:2px 0}.verdict b{display:inline-block;width:3em}
+li.fail b{color:#cf222e}li.warn b{color:#9a6700}li.ok b{color:#1a7f37}
+.legend{color:#59636e;font-size:12px;margin:4px 0 0}
+.swatch{display:inline-block;width:18px;height:3px;vertical-align:middle;margin:0 4px 0 10px}
+.g0{background:#4c78a8}.g1{background:#f58518}.g2{background:#54a24b}.g3{background:#e45756}.g4{background:#72b7b2}
+.g5{background:#b279a2}.count{font-size:10px;fill:#1f2328}
 """
 
 
-@dataclass(frozen=True)
-class Baseline:
-    """What the report needs of a baseline comparison (from `checks.Comparison`)."""
-
-    max_drop: float
-    metrics: Sequence[tuple[str, float | None, float | None, float | None, float | None, str]]
-    # (label, baseline, baseline standard error, current, current standard error, verdict)
-
-
-def render_report(
-    summary: Summary,
-    numbers: Estimates,
-    sources: Sequence[str],
-    baseline: Baseline | None = None,
-    cost_ratio: float | None = None,
-    significance: float = DEFAULT_SIGNIFICANCE,
-) -> str:
-    """The whole page as text; the drift verdicts at `significance` (--significance)."""
+def render_report(findings: Findings, sources: Sequence[str], cost_ratio: float | None = None) -> str:
+    """The whole page as text, drawn from the findings (the drift verdicts at their significance)."""
+    summary, numbers = findings.summary, findings.numbers
     # A plot is drawn only when there is something to draw (an empty log still gets its page).
     figures = []
     if numbers.examined_tokens:
         figures.append(_figure("histogram", histogram_chart(summary, numbers), caption=HISTOGRAM_CAPTION))
         caption = POSITIONS_CAPTION
-        if summary.groups:
-            shown = min(MAX_GROUP_LINES, len(summary.groups))
-            caption += f" Thin coloured lines: the conditional rates of the {shown} largest groups (hover: name)."
-        figures.append(_figure("positions", positions_chart(summary, numbers), caption=caption))
-        if summary.windows is not None and len(summary.windows):
-            timeline = timeline_chart(summary.windows, numbers.alpha, significance, summary.clusters)
-            figures.append(_figure("timeline", timeline, caption=TIMELINE_CAPTION))
-        if summary.groups:
-            figures.append(_figure("groups", *groups_charts(summary), caption=GROUPS_CAPTION))
+        lines = findings.groups[:MAX_GROUP_LINES]
+        if lines:
+            caption += f" Thin coloured lines: the conditional rates of the {len(lines)} largest groups (key below)."
+        figures.append(
+            _figure("positions", positions_chart(findings), group_key([key for key, _ in lines]), caption=caption)
+        )
+        if findings.windows:
+            figures.append(_figure("timeline", timeline_chart(findings), caption=TIMELINE_CAPTION))
+        if findings.groups:
+            figures.append(_figure("groups", *groups_charts(findings), caption=GROUPS_CAPTION))
     else:
         figures.append('<p class="muted">No tokens were examined: there is nothing to plot.</p>')
-    compared = [] if baseline is None else baseline_charts(baseline)
+    compared = [] if findings.comparison is None else baseline_charts(findings.comparison)
     if compared:
         figures.append(_figure("baseline", *compared, caption=BASELINE_CAPTION))
     if summary.reported is not None and summary.reported.runs:
@@ -117,7 +105,8 @@ def render_report(
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>specaccept report: {text(names)}</title><style>{STYLE}</style></head><body>\n",
             f'<h1>Speculative-decoding acceptance</h1><p class="meta">{text(names)} · specaccept {__version__}</p>\n',
-            cards(summary, numbers, baseline, cost_ratio, significance),
+            cards(findings, cost_ratio),
+            verdict_list(findings),
             '<h2>Plots</h2><div class="plots">\n',
             "\n".join(figures),
             "</div>\n",
@@ -141,9 +130,9 @@ def _card(label: str, value: str, detail: str, tone: str = "") -> str:
     return f'<div class="card"><span>{text(label)}</span><b{css}>{text(value)}</b><span>{text(detail)}</span></div>'
 
 
-def cards(
-    summary: Summary, numbers: Estimates, baseline: Baseline | None, cost_ratio: float | None, significance: float
-) -> str:
+def cards(findings: Findings, cost_ratio: float | None) -> str:
+    """The headline numbers, then one card per check that ran, coloured by its verdict."""
+    numbers = findings.numbers
     check = numbers.iid_check
     parts = [
         _card("alpha (accepted / examined)", number(numbers.alpha), f"95% interval {interval(numbers.alpha_ci)}"),
@@ -161,34 +150,37 @@ def cards(
         ),
         _card("runs", f"{numbers.runs:,}", f"{numbers.drafted_tokens:,} drafted, {numbers.accepted_tokens:,} accepted"),
     ]
-    if baseline is not None:
-        regressed = [label for label, *_, verdict in baseline.metrics if verdict != "ok"]
-        parts.append(
-            _card(
-                "baseline",
-                "regressed" if regressed else "ok",
-                ", ".join(regressed) if regressed else f"no drop beyond {baseline.max_drop:g}",
-                "bad" if regressed else "good",
-            )
-        )
-    if summary.windows is not None and len(summary.windows):
-        drift = drift_test(summary.windows, summary.clusters)
-        if drift is None:
-            parts.append(_card("drift", MISSING, "needs 3 windows holding runs"))
-        else:
-            drifted = drift.p_value < significance
-            where = describe_position(summary.windows, drift.change_at)
-            parts.append(
-                _card(
-                    "drift over the log",
-                    "alpha changes" if drifted else "constant",
-                    f"p = {drift.p_value:.3g}" + (f"; at {where}" if drifted else ""),
-                    "bad" if drifted else "good",
-                )
-            )
+    for check_name, label in CARDS:
+        entries = findings.entries(check_name)
+        if not entries:
+            continue
+        word, tone = verdict_word(findings, check_name)
+        shown = [entry for entry in entries if entry.status != "ok"] or list(entries)
+        parts.append(_card(label, word, "; ".join(entry.text for entry in shown), TONES[tone]))
     if cost_ratio is not None:
         parts.append(_card("speedup", number(numbers.speedup(cost_ratio), ".3f"), f"cost ratio {cost_ratio:g}"))
     return '<div class="cards">' + "".join(parts) + "</div>\n"
+
+
+CARDS = (
+    ("gate", "gates"),
+    ("baseline", "baseline"),
+    ("server", "reported counts"),
+    ("sampler", "sampler"),
+    ("drift", "drift over the log"),
+    ("skipped", "skipped input"),
+)
+TONES = {"good": "good", "warn": "warn", "bad": "bad", "muted": "muted"}
+
+
+def verdict_list(findings: Findings) -> str:
+    """The verdict in the words every view uses: what failed, then what warns, then what passed."""
+    order = {"fail": 0, "warn": 1, "ok": 2}
+    items = [
+        f'<li class="{entry.status}"><b>{entry.status}</b> {text(entry.text)}</li>'
+        for entry in sorted(findings.verdict, key=lambda entry: order[entry.status])
+    ]
+    return '<ul class="verdict">' + "".join(items) + "</ul>\n"
 
 
 def audit_table_html(table: AuditTable) -> str:
@@ -268,7 +260,8 @@ POSITIONS_CAPTION = (
 )
 
 
-def positions_chart(summary: Summary, numbers: Estimates) -> str:
+def positions_chart(findings: Findings) -> str:
+    numbers = findings.numbers
     rows = numbers.per_position
     chart = Chart(
         Axis.linear(0.5, max(1, len(rows)) + 0.5, "draft position"), Axis.linear(0.0, 1.0, "rate"), "Per position"
@@ -300,12 +293,18 @@ def positions_chart(summary: Summary, numbers: Estimates) -> str:
         chart.error_bar(row.position, low, high, "whisker", hover)
         chart.point(row.position, row.rate, "observed", hover)
     chart.legend = [("observed", "conditional"), ("predicted", "unconditional")]
-    if summary.groups:
-        ordered = Groups.of(summary.groups).largest(MAX_GROUP_LINES)  # only those drawn become summaries
-        for index, (key, group) in enumerate(ordered):
-            line = [(float(row.position), row.rate) for row in estimate(group).per_position if row.rate is not None]
-            chart.line([(x, y) for x, y in line if y is not None], f"group{index}", f"group {key}: conditional rate")
+    for index, (key, group) in enumerate(findings.groups[:MAX_GROUP_LINES]):
+        line = [(float(row.position), row.rate) for row in group.per_position if row.rate is not None]
+        chart.line([(x, y) for x, y in line if y is not None], f"group{index}", f"group {key}: conditional rate")
     return chart.svg()
+
+
+def group_key(names: Sequence[str]) -> str:
+    """Which coloured line is which group, written out under the plot (no hovering needed)."""
+    if not names:
+        return ""
+    items = "".join(f'<span class="swatch g{index}"></span>{text(name)}' for index, name in enumerate(names))
+    return f'<p class="legend">groups: {items}</p>'
 
 
 # --- 3. over the log --------------------------------------------------------------------------
@@ -317,10 +316,9 @@ TIMELINE_CAPTION = (
 )
 
 
-def timeline_chart(
-    tally: WindowTally, alpha: float | None, significance: float, clusters: ClusterTally | None = None
-) -> str:
-    rows = window_estimates(tally)
+def timeline_chart(findings: Findings) -> str:
+    tally, rows, alpha = findings.window_tally, findings.windows, findings.numbers.alpha
+    assert tally is not None, "a timeline needs windows"
     start, end = rows[0].start, rows[-1].end
     x_axis = Axis.linear(float(start), float(end), "time (UTC)" if tally.unit == "seconds" else "run")
     if tally.unit == "seconds":
@@ -354,9 +352,9 @@ def timeline_chart(
             f"{interval(row.alpha_ci)}, {row.runs:,} runs, {row.tokens_per_pass:.3f} tokens per pass"
         )
         chart.point((row.start + row.end) / 2, row.alpha, "outside" if excludes(row, alpha) else "observed", hover, 3.0)
-    drift = drift_test(tally, clusters)
+    drift = findings.drift
     if drift is not None:
-        significant = drift.p_value < significance
+        significant = drift.p_value < findings.spec.significance
         chart.vertical(
             float(drift.change_at),
             "change" if significant else "diagonal",
@@ -380,11 +378,11 @@ GROUPS_CAPTION = (
 )
 
 
-def groups_charts(summary: Summary) -> tuple[str, str]:
+def groups_charts(findings: Findings) -> tuple[str, str]:
     """Groups as rows (names are data, on the vertical axis where long ones fit): alpha, and tokens per pass."""
-    ordered = Groups.of(summary.groups or {}).largest(MAX_GROUPS)  # only those drawn become summaries
+    ordered = findings.groups[:MAX_GROUPS]
     names = [key for key, _ in reversed(ordered)]  # the largest group at the top
-    numbers = [estimate(group) for _, group in reversed(ordered)]
+    numbers = [group for _, group in reversed(ordered)]
     height = 90 + 20 * len(names)
     rows = Axis.categories(names, "")
     ends = [end for group in numbers if group.alpha_ci is not None for end in group.alpha_ci]
@@ -426,12 +424,15 @@ BASELINE_CAPTION = (
 )
 
 
-def baseline_charts(baseline: Baseline) -> list[str]:
+def baseline_charts(comparison: Comparison) -> list[str]:
     charts = []
-    for label, base, base_error, current, current_error, verdict in baseline.metrics:
+    for row in comparison.metrics:
+        label, base, current = row.label, row.baseline, row.current
+        base_error, current_error = row.baseline_standard_error, row.current_standard_error
         if base is None or current is None:
             continue
-        floor = (1.0 - baseline.max_drop) * base
+        verdict = "drop, not significant" if row.verdict == "ok" and row.beyond_tolerance else row.verdict
+        floor = (1.0 - comparison.max_drop) * base
         spans = [(base, base_error or 0.0), (current, current_error or 0.0)]
         low = min([floor, *(value - Z_95 * error for value, error in spans)])
         high = max(value + Z_95 * error for value, error in spans)
@@ -466,15 +467,15 @@ def server_charts(reported: ReportedTally) -> tuple[str, str]:
         Axis.linear(-0.5, size - 0.5, "recomputed accepted count"),
         Axis.linear(-0.5, size - 0.5, "reported count"),
         "Reported x recomputed",
-        width=420,
+        width=480,
         height=360,
+        right=76,
     )
     largest = max(pairs.values(), default=1)
     for (recomputed, count), runs in pairs.items():
-        shade = 0.15 + 0.85 * math.log1p(runs) / math.log1p(largest)
         shown = f"{count}+" if count == MAX_MATRIX_COUNT else str(count)
         css = "cell-agree" if recomputed == count else "cell"
-        heat.marks.append(f'<g opacity="{shade:.2f}">')
+        heat.marks.append(f'<g opacity="{_shade(runs, largest):.2f}">')
         heat.rect(
             recomputed - 0.45,
             recomputed + 0.45,
@@ -484,6 +485,12 @@ def server_charts(reported: ReportedTally) -> tuple[str, str]:
             f"recomputed {recomputed}, reported {shown}: {runs:,} runs",
         )
         heat.marks.append("</g>")
+        if size <= MAX_COUNTED_CELLS:  # the counts, written in the cells while they fit
+            x, y = heat.px(recomputed, count)
+            heat.marks.append(
+                f'<text class="count" x="{x:.1f}" y="{y + 3:.1f}" text-anchor="middle">{_short_count(runs)}</text>'
+            )
+    heat.marks.append(shade_scale(heat, largest))
     diagnosis = reported.diagnosis()
     names = [item["rule"] for item in diagnosis] + ["unexplained"]
     values = [item["explains"] for item in diagnosis] + [reported.unexplained]
@@ -507,6 +514,38 @@ def server_charts(reported: ReportedTally) -> tuple[str, str]:
             f"{name}: {value:,} runs ({what})",
         )
     return heat.svg(), bars.svg()
+
+
+MAX_COUNTED_CELLS = 12  # accepted counts 0..11: beyond that, the counts are in the hover titles only
+SCALE_STEPS = 5
+
+
+def _shade(runs: int, largest: int) -> float:
+    """A cell's opacity: logarithmic in its runs, so one run still shows beside thousands."""
+    return 0.15 + 0.85 * math.log1p(runs) / math.log1p(max(1, largest))
+
+
+def _short_count(runs: int) -> str:
+    return f"{runs / 1000:.0f}k" if runs >= 10_000 else f"{runs:,}"
+
+
+def shade_scale(chart: Chart, largest: int) -> str:
+    """The colour scale beside the heatmap: the shades for 1 run up to the largest cell, labelled in runs."""
+    x = chart.width - chart.right + 10
+    top, bottom = chart.top, chart.height - chart.bottom
+    step = (bottom - top) / SCALE_STEPS
+    parts = [f'<text class="tick" x="{x}" y="{top - 6}">runs</text>']
+    for index in range(SCALE_STEPS):
+        fraction = index / (SCALE_STEPS - 1)
+        runs = round(math.expm1(fraction * math.log1p(max(1, largest)))) if index else 1
+        runs = max(1, runs)
+        y = bottom - (index + 1) * step
+        parts.append(
+            f'<g opacity="{_shade(runs, largest):.2f}"><rect class="cell" x="{x}" y="{y:.1f}" width="14" '
+            f'height="{step - 2:.1f}"/></g>'
+        )
+        parts.append(f'<text class="tick" x="{x + 18}" y="{y + step / 2 + 3:.1f}">{runs:,}</text>')
+    return "".join(parts)
 
 
 # --- 7. sampler health ------------------------------------------------------------------------

@@ -5,19 +5,16 @@ No rich here: markdown goes to a file or a CI step summary, and renders the same
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from specaccept_cli.checks import DEFAULT_SIGNIFICANCE
-from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS
 from specaccept_cli.text import safe_text
 from specaccept_cli.views import rows as shared
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison, GateResult
-    from specaccept_cli.summary.estimates import Estimates
-    from specaccept_cli.summary.state import Summary
+    from specaccept_cli.checks import Comparison
+    from specaccept_cli.verdict import Findings
 
 # `<` and `&` could open HTML or an entity; `|` ends a cell; a backslash or backtick could undo the rest.
 _MARKDOWN_ESCAPES = str.maketrans(
@@ -38,22 +35,23 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]], right:
 
 
 def markdown_report(
-    summary: Summary | None,
-    numbers: Estimates | None = None,
-    gates: Sequence[GateResult] = (),
+    findings: Findings | None,
     comparison: Comparison | None = None,
-    drift_significance: float = DEFAULT_SIGNIFICANCE,
+    words: shared.Words = shared.entry_text,
+    gate_names: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
-    """The summary, gate results and baseline comparison as GitHub-flavoured markdown (ends with a newline)."""
+    """The findings (their headline and verdict, tables, gates and baseline comparison) as GitHub-flavoured
+    markdown, ending with a newline; a bare `comparison` (two saved summaries, with its `notes`) without."""
     parts = []
-    if summary is not None:
-        numbers = numbers or estimate(summary)
-        headline = shared.headline_rows(summary, numbers, gates, comparison)
+    if findings is not None:
+        summary, numbers = findings.summary, findings.numbers
+        comparison = findings.comparison
         parts += [
             "### specaccept",
             "\n".join(
                 f"- **{label}**: " + " · ".join(markdown_cell(_text(part)) for part in cells)
-                for label, cells in headline
+                for label, cells in shared.headline_rows(findings, words)
             ),
             "### Acceptance",
             markdown_table(
@@ -75,29 +73,33 @@ def markdown_report(
                 markdown_table(("source:line", "problem"), rows),
                 *([f"… and {more:,} more (the summary keeps the first {len(rows)})."] if more > 0 else []),
             ]
-        parts += _markdown_audits(summary)
-        if summary.windows is not None and len(summary.windows) >= MIN_DRIFT_WINDOWS:
-            parts += ["### Over the log", shared.drift_line(summary.windows, drift_significance, summary.clusters)[1]]
-    if gates:
-        parts += [
-            "### Gates",
-            markdown_table(shared.GATE_COLUMNS, shared.gate_rows(gates), right=("threshold", "value")),
-        ]
+        parts += _markdown_audits(findings)
+        if len(findings.windows) >= MIN_DRIFT_WINDOWS:
+            parts += ["### Over the log", shared.drift_line(findings)[1]]
+        if findings.gates:
+            parts += [
+                "### Gates",
+                markdown_table(
+                    shared.GATE_COLUMNS, shared.gate_rows(findings.gates, gate_names), right=("threshold", "value")
+                ),
+            ]
     if comparison is not None:
         numeric = ("baseline", "current", "change", "z", "p", "Holm p")
+        if findings is not None:
+            notes = [words(entry) for entry in findings.entries("baseline") if entry.status == "warn"]
         parts += [
             "### Baseline comparison",
             markdown_table(shared.COMPARISON_COLUMNS, shared.comparison_rows(comparison), right=numeric),
             shared.comparison_rule(comparison),
-            *(f"**Warning:** {markdown_cell(warning)}" for warning in comparison.warnings),
+            *(f"**Warning:** {markdown_cell(note)}" for note in notes),
         ]
     return "\n\n".join(parts) + "\n"
 
 
-def _markdown_audits(summary: Summary) -> list[str]:
+def _markdown_audits(findings: Findings) -> list[str]:
     """The server audits as markdown, so a CI step summary shows why --max-mismatches or --check-sampler failed."""
     parts: list[str] = []
-    for table in shared.audit_tables(summary):
+    for table in shared.audit_tables(findings):
         if table.heading is not None:
             parts.append(f"### {table.heading}")
         rows = [[_text(cell) for cell in row.cells] for row in table.rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -82,15 +83,42 @@ def _csv_scalar(value: object) -> bytes:
     return b"%d" % value  # type: ignore[str-format]
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (`=HYPERLINK(...)`,
+# `+cmd|...`, `@SUM(1)`); a tab or carriage return first hides such a start. OWASP's advice on CSV
+# injection: begin such a cell with a `'`, which spreadsheets show as text and do not evaluate.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# A plain number written as text ("-3", "+1.5e3") is no formula: a spreadsheet reads it as that
+# number, so it is left as it is, like the numbers specaccept writes itself.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """`text` as a CSV cell no spreadsheet evaluates (see `_FORMULA_START`); other text unchanged."""
+    if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _csv_text(value: str) -> str:
+    """A string from the data as a cell: controls made visible, no workflow command, no formula.
+
+    The formula test looks at the string as the data has it: a leading tab or CR is both made
+    visible (`\\x09`) and quoted off (`'`), so neither the terminal nor the spreadsheet acts on it.
+    """
+    shown = safe_text(value)
+    return "'" + shown if value.startswith(("\t", "\r")) else spreadsheet_safe(shown)
+
+
 def _csv_cell(value: object) -> object:
-    """One single-line cell: strings with controls made visible, non-scalars as JSON text."""
+    """One single-line cell: strings with controls made visible and formulas defused, non-scalars as
+    JSON text; numbers (JSON numbers in the data, and every column specaccept computes) as numbers."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return safe_text(value)
+        return _csv_text(value)
     if value is None or isinstance(value, (int, float)):
         return value
-    return safe_text(_json_value(value).decode())
+    return spreadsheet_safe(safe_text(_json_value(value).decode()))
 
 
 class CsvWriter:
@@ -118,7 +146,7 @@ class CsvWriter:
         base = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
         # The source cell is the same for the whole batch: quote it once with the csv module; the
         # numbers need no quoting, so the common case (no id fields) is formatted without it.
-        self.writer.writerow([safe_text(batch.source)])
+        self.writer.writerow([_csv_text(batch.source)])
         source = self.buffer.getvalue()[:-1].encode()
         self.buffer.seek(0)
         self.buffer.truncate()
@@ -131,7 +159,7 @@ class CsvWriter:
             ]
             self.out.write(b"".join(rows))
             return
-        plain_source = safe_text(batch.source)
+        plain_source = _csv_text(batch.source)
         for (line, k, a), tail in zip(base, zip(*values)):
             self.writer.writerow([plain_source, line, k, a, a + 1, *(_csv_cell(value) for value in tail)])
         self._flush_buffer()

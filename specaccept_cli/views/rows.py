@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -18,12 +18,11 @@ from specaccept_cli.views.format import interval, number
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
-    from specaccept_cli.summary.clusters import ClusterTally
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.state import Summary
-    from specaccept_cli.summary.windows import WindowTally
+    from specaccept_cli.verdict import Findings, SamplerTest, VerdictEntry
 
 ALPHA_CAPTION = (
     "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "
@@ -40,16 +39,19 @@ SHOWN_INTERVALS = 3  # engine intervals listed with what they printed (the summa
 
 
 HeadlineRow = tuple[str, list["Cell"]]  # a label and its parts, joined with " · "
+Words = Callable[["VerdictEntry"], str]  # a verdict entry as the reader sees it (the command line adds options)
+_STATUS_TONES: dict[str, Literal["good", "warn", "bad"]] = {"ok": "good", "warn": "warn", "fail": "bad"}
 
 
-def headline_rows(
-    summary: Summary,
-    numbers: Estimates,
-    gates: Sequence[GateResult] = (),
-    comparison: Comparison | None = None,
-) -> list[HeadlineRow]:
+def entry_text(entry: VerdictEntry) -> str:
+    return entry.text
+
+
+def headline_rows(findings: Findings, words: Words = entry_text) -> list[HeadlineRow]:
     """The answer, before any detail: runs, alpha with its interval, tokens per pass observed against the
-    i.i.d. prediction, vLLM's acceptance rate, and one verdict per check that ran."""
+    i.i.d. prediction, vLLM's acceptance rate, then the verdict: every check that failed or warns on a line
+    of its own, the checks that passed together on the last."""
+    numbers = findings.numbers
     alpha = number(numbers.alpha)
     if numbers.alpha_ci is not None:
         alpha += f", 95% interval {interval(numbers.alpha_ci)}"
@@ -64,57 +66,31 @@ def headline_rows(
             ],
         ),
         ("vLLM's rate", [f'{number(numbers.acceptance_rate)} accepted / drafted ("Avg Draft acceptance rate")']),
-        ("verdict", _verdicts(summary, numbers, gates, comparison)),
     ]
     if numbers.fingerprints:  # evidence the exact rule was not at work: named before any detail
         rows.append(("fingerprints", [Marked(item.code, "bad") for item in numbers.fingerprints]))
+    return rows + verdict_rows(findings, words)
+
+
+def verdict_rows(findings: Findings, words: Words = entry_text) -> list[HeadlineRow]:
+    """The verdict's lines: failures first, then warnings, one a line; what passed, together."""
+    rows: list[HeadlineRow] = []
+    for status in ("fail", "warn"):
+        for entry in findings.verdict:
+            if entry.status == status:
+                rows.append((status, [Marked(words(entry), _STATUS_TONES[status])]))
+    passed = [Marked(words(entry), "good") for entry in findings.verdict if entry.status == "ok"]
+    if passed:
+        rows.append(("ok", list[Cell](passed)))
     return rows
 
 
-def _verdicts(
-    summary: Summary, numbers: Estimates, gates: Sequence[GateResult], comparison: Comparison | None
-) -> list[Cell]:
-    verdicts: list[Cell] = []
-    check = numbers.iid_check
-    if check is None:
-        verdicts.append(Marked("i.i.d. check needs more runs", "muted"))
-    elif check.consistent:
-        verdicts.append(Marked("no evidence against the i.i.d. model", "good"))
-    else:
-        p = "" if check.combined_p_value is None else f" (p = {check.combined_p_value:.3g})"
-        verdicts.append(Marked(f"the i.i.d. model does not fit{p}", "bad"))
-    if summary.sampler is not None:
-        tests = {"calibration": summary.sampler.calibration(), "r uniformity": summary.sampler.r_uniformity()}
-        failed = [name for name, result in tests.items() if result.ok is False]
-        if failed:
-            verdicts.append(Marked(f"sampler fails ({', '.join(failed)})", "bad"))
-        elif all(result.ok is None for result in tests.values()):
-            verdicts.append(Marked("sampler: no data", "muted"))
-        else:
-            verdicts.append(Marked("sampler ok", "good"))
-    if summary.reported is not None:
-        mismatches = summary.reported.mismatches
-        if mismatches:
-            verdicts.append(Marked(f"{mismatches:,} reported counts mismatch", "bad"))
-        else:
-            verdicts.append(Marked("reported counts match", "good"))
-    if gates:
-        failed_gates = [result.option for result in gates if not result.passed]
-        if failed_gates:
-            verdicts.append(Marked(f"failed {', '.join(failed_gates)}", "bad"))
-        else:
-            verdicts.append(Marked("gates passed", "good"))
-    if comparison is not None:
-        for verdict in ("regressed", "untestable"):
-            labels = [row.label for row in comparison.metrics if row.verdict == verdict]
-            if labels:
-                verdicts.append(Marked(f"{verdict} against the baseline: {', '.join(labels)}", "bad"))
-        if not comparison.failures:
-            verdicts.append(Marked("no drop from the baseline", "good"))
-    skipped = summary.skipped_rows + summary.skipped_sources
-    if skipped:
-        verdicts.append(Marked(f"{skipped:,} skipped (stderr)", "bad"))
-    return verdicts
+def verdict_word(findings: Findings, check: str) -> tuple[str, Literal["good", "warn", "bad", "muted"]]:
+    """A check's status as one word and its tone, for a card or a cell ("not run" when it did not)."""
+    status = findings.status(check)
+    if status is None:
+        return "not run", "muted"
+    return status, _STATUS_TONES[status]
 
 
 def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
@@ -189,24 +165,14 @@ def group_order(sizes: dict[str, int]) -> list[str]:
     return largest
 
 
-def skipped_phrase(summary: Summary) -> str:
-    """What `--on-error skip` left out, in words: "3 bad rows", "1 unreadable source", or both."""
-    skipped, sources = summary.skipped_rows, summary.skipped_sources
-    parts = []
-    if skipped or not sources:
-        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
-    if sources:
-        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
-    return " and ".join(parts)
-
-
 GATE_COLUMNS = ("gate", "threshold", "value", "result")
 
 
-def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
+def gate_rows(results: Sequence[GateResult], names: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str]]:
+    """(gate, threshold, value, result); a gate is named by `names` (the command line's options) or its label."""
     return [
         (
-            result.option,
+            result.label if names is None else names[result.metric],
             shown_threshold(result.threshold),
             number(None) if result.value is None else shown_against(result.value, result.threshold),
             "passed" if result.passed else "failed",
@@ -254,7 +220,7 @@ class Marked(NamedTuple):
     """A cell a terminal colours by its tone, with an optional dim `note` after it; markdown shows `text` alone."""
 
     text: str
-    tone: Literal["good", "bad", "muted"]
+    tone: Literal["good", "warn", "bad", "muted"]
     note: str = ""
 
 
@@ -279,13 +245,18 @@ class AuditTable:
     note: str = ""
 
 
-def audit_tables(summary: Summary) -> list[AuditTable]:
-    """Tables for the audits that were asked for: reported counts (and the first mismatches), sampler health."""
+def audit_tables(findings: Findings, full: bool = True) -> list[AuditTable]:
+    """Tables for the audits that were asked for: reported counts (and the first mismatches), sampler health.
+
+    Not `full`: sampler health only when it was asked for or did not pass (the headline says "sampler ok").
+    """
+    summary = findings.summary
     tables: list[AuditTable] = []
     if summary.reported is not None:
         tables += _reported_tables(summary.reported)
-    if summary.sampler is not None:
-        tables.append(_sampler_table(summary.sampler))
+    sampler_shown = full or findings.spec.strict_sampler or findings.status("sampler") != "ok"
+    if summary.sampler is not None and sampler_shown:
+        tables.append(_sampler_table(summary.sampler, findings.sampler_tests))
     if summary.engine is not None:
         tables.append(engine_table(summary, summary.engine))
     return tables
@@ -448,17 +419,19 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
     return tables
 
 
-def _sampler_table(sampler: SamplerTally) -> AuditTable:
+SAMPLER_TESTS = {
+    "calibration": (
+        "calibration (z)",
+        "logged r against min(1, p/q) at examined tokens (the draws, not the server's decisions)",
+    ),
+    "r uniformity": ("r uniformity (KS D)", "logged r against U[0, 1)"),
+}
+
+
+def _sampler_table(sampler: SamplerTally, tests: Sequence[SamplerTest]) -> AuditTable:
     rows = []
-    tests = (
-        (
-            "calibration (z)",
-            sampler.calibration(),
-            "logged r against min(1, p/q) at examined tokens (the draws, not the server's decisions)",
-        ),
-        ("r uniformity (KS D)", sampler.r_uniformity(), "logged r against U[0, 1)"),
-    )
-    for name, result, what in tests:
+    for test in tests:
+        (name, what), result = SAMPLER_TESTS[test.name], test.result
         if result.ok is None:
             verdict = Marked("no data", "muted", what)
         elif result.ok:
@@ -475,20 +448,13 @@ def _sampler_table(sampler: SamplerTally) -> AuditTable:
     )
 
 
-def drift_line(
-    windows: WindowTally, significance: float, clusters: ClusterTally | None = None
-) -> tuple[bool | None, str]:
-    """The drift test in one sentence, and whether alpha moved (None: too few windows to test)."""
-    from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position, drift_test
+def drift_line(findings: Findings) -> tuple[bool | None, str]:
+    """The drift test in one sentence (the verdict's words, with the test's statistic), and whether alpha
+    moved (None: too few windows to test)."""
+    drift = findings.drift
+    entry = next(iter(findings.entries("drift")), None)
+    if drift is None or entry is None:
+        from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS
 
-    drift = drift_test(windows, clusters)
-    if drift is None:
-        return None, f"drift test: needs at least {MIN_DRIFT_WINDOWS} windows holding runs."
-    where = describe_position(windows, drift.change_at)
-    detail = (
-        f"CUSUM statistic {drift.statistic:.2f}, p = {drift.p_value:.3g}; likeliest change at {where}: "
-        f"alpha {number(drift.alpha_before)} before, {number(drift.alpha_after)} after"
-    )
-    if drift.p_value < significance:
-        return True, f"alpha is NOT constant over the log: {detail}."
-    return False, f"alpha looks constant over the log: {detail}."
+        return None, f"drift not tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs."
+    return entry.status != "ok", f"{entry.text}; CUSUM statistic {drift.statistic:.2f}."

@@ -7,7 +7,7 @@ Every string that came from data (source names, ids) passes through `data_text`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -17,11 +17,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from specaccept_cli.rule.scalar import kept_flags, threshold
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
-from specaccept_cli.summary.estimates import Estimates, estimate
-from specaccept_cli.summary.state import shown_groups
+from specaccept_cli.summary.estimates import Estimates
 from specaccept_cli.text import safe_text
+from specaccept_cli.verdict import skipped_phrase
 from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
 from specaccept_cli.views.records import RunPreview
@@ -29,6 +30,7 @@ from specaccept_cli.views.records import RunPreview
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.summary.state import Summary
+    from specaccept_cli.verdict import Findings
 
 MAX_GROUP_ROWS = 1000  # groups shown in the table view, largest first; the rest are one "other" row
 BAR_WIDTH = 40
@@ -143,27 +145,35 @@ def headline(rows: Sequence[shared.HeadlineRow]) -> RenderableType:
 
 
 def summary_view(
-    summary: Summary,
-    numbers: Estimates,
-    cost_ratio: float | None = None,
-    conventions: bool = False,
-    max_groups: int = MAX_GROUP_ROWS,
+    findings: Findings, cost_ratio: float | None = None, conventions: bool = False, full: bool = True
 ) -> RenderableType:
-    """Every aggregate view of one summary, in reading order; the command prints it once."""
-    parts: list[RenderableType] = [
-        summary_table(summary, numbers),
-        Text(shared.ALPHA_CAPTION, style="dim"),
-        iid_verdict(numbers),
-    ]
+    """Every aggregate view of one summary, in reading order; the command prints it once.
+
+    Not `full`: the first screen, the per-position strip alone (the headline has said the rest).
+    """
+    summary, numbers = findings.summary, findings.numbers
+    parts: list[RenderableType] = []
+    if full:
+        parts += [summary_table(summary, numbers), Text(shared.ALPHA_CAPTION, style="dim"), iid_verdict(numbers)]
     if summary.max_k:
-        parts += [per_position_table(numbers), histogram_chart(numbers)]
+        parts += [per_position_table(numbers), histogram_chart(numbers)] if full else [position_strip(numbers)]
     if cost_ratio is not None:
         parts.append(cost_table(numbers, cost_ratio))
     if conventions:
         parts.append(conventions_table(numbers))
     if summary.groups is not None:
-        parts.append(groups_table(summary, cost_ratio, max_groups))
+        parts.append(groups_table(findings, cost_ratio))
     return Group(*parts)
+
+
+def position_strip(numbers: Estimates) -> RenderableType:
+    """Per position in one compact table: the conditional rate with its interval and the runs that reached it."""
+    table = FitTable(title="Per position (--full: every table)", title_justify="left", box=None)
+    for name in ("position", "reached", "rate", "95% interval"):
+        table.add_column(name, justify="right")
+    for row in numbers.per_position:
+        table.add_row(str(row.position), f"{row.reached:,}", number(row.rate), interval(row.rate_ci))
+    return table
 
 
 def summary_table(summary: Summary, numbers: Estimates) -> Table:
@@ -179,7 +189,7 @@ def summary_table(summary: Summary, numbers: Estimates) -> Table:
 def skipped_table(summary: Summary) -> RenderableType:
     """What `--on-error skip` left out: the first errors kept in the summary, for stderr."""
     skipped, sources = summary.skipped_rows, summary.skipped_sources
-    title = "Skipped " + shared.skipped_phrase(summary)
+    title = "Skipped " + skipped_phrase(summary)
     table = FitTable(title=title, title_justify="left")
     table.add_column("source:line", overflow="fold")
     table.add_column("problem", overflow="fold")
@@ -203,19 +213,19 @@ def comparison_view(comparison: Comparison) -> RenderableType:
     return Group(table, Text(shared.comparison_rule(comparison), style="dim"))  # warnings: stderr, once
 
 
-def gates_view(results: Sequence[GateResult]) -> RenderableType:
+def gates_view(results: Sequence[GateResult], names: Mapping[str, str] | None = None) -> RenderableType:
     table = FitTable(title="Gates", title_justify="left")
     for name in shared.GATE_COLUMNS:
         table.add_column(name, justify="right" if name in ("threshold", "value") else "left")
-    for result, cells in zip(results, shared.gate_rows(results)):
+    for result, cells in zip(results, shared.gate_rows(results, names)):
         table.add_row(*cells[:-1], Text(cells[-1], style="green" if result.passed else "bold red"))
     return table
 
 
-def audit_views(summary: Summary) -> list[RenderableType]:
+def audit_views(findings: Findings, full: bool = True) -> list[RenderableType]:
     """Tables for the audits that were asked for: reported counts and sampler health."""
     views: list[RenderableType] = []
-    for spec in shared.audit_tables(summary):
+    for spec in shared.audit_tables(findings, full):
         table = FitTable(title=spec.title, title_justify="left", drop=("meaning",))
         for name in spec.columns:
             table.add_column(
@@ -234,7 +244,7 @@ def audit_views(summary: Summary) -> list[RenderableType]:
     return views
 
 
-_TONES = {"good": "green", "bad": "red", "muted": "dim"}
+_TONES = {"good": "green", "warn": "yellow", "bad": "red", "muted": "dim"}
 
 
 def _marked(cell: shared.Cell) -> str:
@@ -350,14 +360,13 @@ def conventions_table(summary: Estimates) -> RenderableType:
     return Group(table, Text(WHY_THEY_DIFFER, style="dim"))
 
 
-def groups_table(summary: Summary, cost_ratio: float | None = None, max_groups: int = MAX_GROUP_ROWS) -> RenderableType:
-    """One row per group: the `max_groups` largest (0: all) in reading order, then one "other" row for the rest.
+def groups_table(findings: Findings, cost_ratio: float | None = None) -> RenderableType:
+    """One row per group: the largest (--max-groups; 0: all) in reading order, then one "other" row for the rest.
 
-    Only the groups shown are turned into summaries and estimated: there may be millions. Group keys are
-    data, escaped.
+    Group keys are data, escaped.
     """
     table = FitTable(
-        title=f"By {data_text(summary.group_by or '')}",
+        title=f"By {data_text(findings.summary.group_by or '')}",
         title_justify="left",
         drop=("predicted", "accept rate", "speedup", "95% interval", "tokens/pass"),
     )
@@ -367,13 +376,12 @@ def groups_table(summary: Summary, cost_ratio: float | None = None, max_groups: 
     if cost_ratio is not None:
         table.add_column("speedup", justify="right")
     table.add_column("i.i.d.?", justify="right")
-    shown, other = shown_groups(summary, max_groups)
-    states = dict(shown)
-    labelled = [(data_text(key), states[key]) for key in shared.group_order({key: s.runs for key, s in shown})]
+    estimates = dict(findings.groups)
+    labelled = [(data_text(key), estimates[key]) for key in shared.group_order({k: g.runs for k, g in findings.groups})]
+    other = findings.other_groups
     if other is not None:
         labelled.append((f"[italic]other ({other[0]:,} groups)[/]", other[1]))
-    for label, state in labelled:
-        group = estimate(state)
+    for label, group in labelled:
         row = [
             label,
             f"{group.runs:,}",
@@ -390,7 +398,7 @@ def groups_table(summary: Summary, cost_ratio: float | None = None, max_groups: 
         table.add_row(*row)
     table.caption = "i.i.d.? fits when neither i.i.d. test (tokens per pass, equal rates) rejects at 0.01 (Holm)."
     if other is not None:
-        table.caption += f" The {len(shown):,} largest groups (--max-groups); other: the rest together."
+        table.caption += f" The {len(findings.groups):,} largest groups (--max-groups); other: the rest together."
     table.caption_justify = "left"
     return table
 
@@ -418,16 +426,14 @@ def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], ac
     table = FitTable(title="Accept test, token by token", title_justify="left")
     for name in ("#", "p", "q", "threshold", "r", "kept?"):
         table.add_column(name, justify="right")
-    for i, (p_i, q_i, r_i) in enumerate(zip(p, q, r)):
-        threshold = min(1.0, p_i / q_i)
-        passes = r_i <= threshold
+    for i, (p_i, q_i, r_i, passes) in enumerate(zip(p, q, r, kept_flags(p, q, r))):
         if i < accepted:
             verdict = "[green]kept[/]"
         elif i == accepted:
             verdict = "[red]rejected[/]"
         else:
             verdict = "[dim]not examined" + (" (would pass)" if passes else "") + "[/]"
-        table.add_row(str(i + 1), f"{p_i:g}", f"{q_i:g}", f"{threshold:.6g}", f"{r_i:g}", verdict)
+        table.add_row(str(i + 1), f"{p_i:g}", f"{q_i:g}", f"{threshold(p_i, q_i):.6g}", f"{r_i:g}", verdict)
     k = len(p)
     if k == 0:
         why = "Empty draft: nothing to test; the target pass still emits 1 token."
@@ -436,7 +442,7 @@ def explain_table(p: Sequence[float], q: Sequence[float], r: Sequence[float], ac
     else:
         stop = accepted
         why = (
-            f"Token {stop + 1} stopped the run: r = {r[stop]:g} > min(1, p/q) = {min(1.0, p[stop] / q[stop]):.6g}. "
+            f"Token {stop + 1} stopped the run: r = {r[stop]:g} > min(1, p/q) = {threshold(p[stop], q[stop]):.6g}. "
             f"{accepted} accepted, {accepted + 1} emitted (the target resamples token {stop + 1})."
         )
     return Group(table, Text(why))

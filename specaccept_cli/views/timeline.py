@@ -6,13 +6,17 @@ line below (so the mark survives NO_COLOR and a log file).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from specaccept_cli.summary.clusters import ClusterTally
-from specaccept_cli.summary.windows import WindowTally, describe_position, duration_text, excludes, window_estimates
+from specaccept_cli.summary.windows import WindowTally, describe_position, duration_text, excludes
 from specaccept_cli.views.format import number
 from specaccept_cli.views.rows import drift_line
+
+if TYPE_CHECKING:
+    from specaccept_cli.verdict import Findings
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -34,12 +38,10 @@ def window_width_text(tally: WindowTally) -> str:
     return f"{duration_text(tally.width)} of {tally.time_field}"
 
 
-def timeline_view(
-    tally: WindowTally, alpha: float | None, significance: float = 0.01, clusters: ClusterTally | None = None
-) -> RenderableType:
-    """The bars, their range, the marks, and the drift test's verdict at `significance` (--significance);
-    `clusters` (--cluster-field) makes the test cluster-robust."""
-    rows = window_estimates(tally)
+def timeline_view(findings: Findings) -> RenderableType:
+    """The bars, their range, the marks, and the drift test's verdict (at the findings' significance)."""
+    tally, rows, alpha = findings.window_tally, findings.windows, findings.numbers.alpha
+    assert tally is not None, "a timeline needs windows"
     title = Text(f"Alpha over the log ({len(rows)} windows of {window_width_text(tally)})", style="bold")
     if not rows:
         return Group(title, Text("no runs", style="dim"))
@@ -59,10 +61,10 @@ def timeline_view(
     parts: list[RenderableType] = [title, bars]
     if marks.plain.strip():
         parts.append(marks)
-    parts += [scale, drift_verdict(tally, significance, clusters)]
+    parts += [scale, drift_verdict(findings)]
     return Group(*parts)
 
 
-def drift_verdict(tally: WindowTally, significance: float, clusters: ClusterTally | None = None) -> Text:
-    drifted, sentence = drift_line(tally, significance, clusters)
+def drift_verdict(findings: Findings) -> Text:
+    drifted, sentence = drift_line(findings)
     return Text(sentence, style="dim" if drifted is None else "bold red" if drifted else "green")

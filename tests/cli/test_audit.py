@@ -76,7 +76,7 @@ def test_audit_csv_records(id_log: Path) -> None:
 
 
 def test_audit_table_view(id_log: Path) -> None:
-    result = invoke("audit", str(id_log), "--max-rows", "2")
+    result = invoke("audit", str(id_log), "--max-rows", "2", "--full")
     assert result.exit_code == 0
     out = result.stdout
     rows = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│") and str(id_log)[:8] in line]
@@ -152,7 +152,7 @@ def test_cli_default_line_limit_is_the_readers() -> None:
 
 def test_table_view_shows_every_statistic(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "hand.jsonl", MODEL_ROWS)
-    result = invoke("audit", str(path), "--max-rows", "0", "--cost-ratio", "0.1", "--conventions")
+    result = invoke("audit", str(path), "--max-rows", "0", "--cost-ratio", "0.1", "--conventions", "--full")
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     for text in (

@@ -97,9 +97,11 @@ def test_github_step_summary_and_annotations(logs: tuple[str, str], tmp_path: Pa
     assert "### Baseline comparison" in written
     annotations = [line for line in result.stderr.splitlines() if line.startswith("::")]
     assert (
-        annotations[0] == "::error title=specaccept gate::alpha = 0.75 is below --min-alpha 0.8 (input current.jsonl)"
+        annotations[0] == "::error title=specaccept gate::alpha = 0.75 is below 0.8 (--min-alpha) (input current.jsonl)"
     )
-    assert len(annotations) == 1 + result.stderr.count("regressed: ")
+    errors = [line for line in annotations if line.startswith("::error")]
+    assert len(errors) == 1 + result.stderr.count("regressed: ")
+    assert all(line.startswith(("::error", "::warning")) for line in annotations)
     assert result.stdout.startswith("{")  # stdout stays the JSON document
 
 
@@ -107,7 +109,7 @@ def test_github_without_step_summary_still_annotates(logs: tuple[str, str]) -> N
     _, current = logs
     result = invoke_env({"GITHUB_STEP_SUMMARY": ""}, "audit", current, "--github", "--min-tokens-per-pass", "2.5")
     assert result.exit_code == 1
-    assert "::error title=specaccept gate::tokens per pass = 2 is below --min-tokens-per-pass 2.5" in result.stderr
+    assert "::error title=specaccept gate::tokens per pass = 2 is below 2.5 (--min-tokens-per-pass)" in result.stderr
 
 
 def test_github_passing_run_prints_no_annotation(logs: tuple[str, str], tmp_path: Path) -> None:
@@ -115,7 +117,8 @@ def test_github_passing_run_prints_no_annotation(logs: tuple[str, str], tmp_path
     step_summary = tmp_path / "summary.md"
     result = invoke_env({"GITHUB_STEP_SUMMARY": str(step_summary)}, "audit", current, "--github", "--min-alpha", "0.5")
     assert result.exit_code == 0
-    assert "::" not in result.stderr
+    assert "::error" not in result.stderr
+    assert "::warning title=specaccept intervals::intervals are over runs, not requests" in result.stderr
     assert "| --min-alpha | 0.5 | 0.7500 | passed |" in step_summary.read_text()
 
 
@@ -129,11 +132,13 @@ def test_a_hostile_file_name_cannot_forge_an_annotation(tmp_path: Path) -> None:
     assert result.exit_code == 1
     lines = result.stderr.replace("\r", "\n").splitlines()
     commands = [line for line in lines if line.lstrip().startswith("::")]
-    assert len(commands) == 1
-    assert commands[0].startswith("::error title=specaccept gate::alpha = 0.75 is below --min-alpha 0.9 (input ")
-    assert "x%0A::error::forged%250A::warning::also%0D::error title=t::y.jsonl" in commands[0]
+    assert len(commands) == 2  # the failed gate, and a warning (intervals over runs)
+    assert commands[0].startswith("::error title=specaccept gate::alpha = 0.75 is below 0.9 (--min-alpha) (input ")
+    assert all("x%0A::error::forged%250A::warning::also%0D::error title=t::y.jsonl" in line for line in commands)
     # The plain stderr line and the table show the name with its control characters escaped.
-    assert all(line.startswith(("specaccept: ", "::error title=specaccept gate::")) for line in lines)
+    assert all(
+        line.startswith(("specaccept: ", "::error title=specaccept gate::", "::warning title=")) for line in lines
+    )
     assert not any(line.lstrip().startswith("::") for line in result.stdout.replace("\r", "\n").splitlines())
 
 

@@ -103,7 +103,8 @@ def test_the_headline_comes_first_and_the_runs_table_only_when_asked(varied_k: P
     assert f"{summary['alpha']:.4f}, 95% interval [{low:.4f}, {high:.4f}]" in panel
     assert f"{summary['tokens_per_pass']:.4f} observed, {summary['tokens_per_pass_predicted']:.4f} predicted" in panel
     assert f'{summary["acceptance_rate"]:.4f} accepted / drafted ("Avg Draft acceptance rate")' in panel
-    assert re.search(r"verdict .*no evidence against the i\.i\.d\. model · sampler ok · failed --min-alpha", panel)
+    assert re.search(r"│ fail +alpha = [0-9.]+ is below 0\.9 \(--min-alpha\)", panel)
+    assert re.search(r"│ ok +sampler ok · .*no evidence against the i\.i\.d\. model", panel)
     assert "Runs" not in result.stdout  # no table of runs by default
     shown = invoke("audit", str(varied_k), "--max-rows", "2", "--id-field", "request_id").stdout
     runs = [line for line in shown.splitlines() if "varied.jsonl" in line]
@@ -116,7 +117,7 @@ def test_per_position_names_say_which_rate_is_vllm_s(varied_k: Path) -> None:
     logged = summary["conventions"]["vllm"]["per_position"]
     unconditional = [row["unconditional_rate"] for row in summary["per_position"]]
     assert logged[0] == unconditional[0] and logged[5] < unconditional[5]  # every draft vs drafts of position 6
-    table = invoke_env({"COLUMNS": "200"}, "audit", str(varied_k), "--conventions").stdout
+    table = invoke_env({"COLUMNS": "200"}, "audit", str(varied_k), "--conventions", "--full").stdout
     flat = " ".join(table.split())  # captions wrap to their table's width
     assert "unconditional = accepted / drafts of that position (runs with k >= i)" in flat
     assert '"Per-position acceptance rate" divides by every draft instead' in flat
@@ -152,7 +153,9 @@ def test_narrow_terminals_never_cut_a_number(varied_k: Path, columns: int) -> No
         "reported",
     )
     summary = orjson.loads(invoke("audit", str(varied_k), *options, "-o", "json").stdout)
-    table = invoke_env({"COLUMNS": str(columns)}, "audit", str(varied_k), *options, "--min-alpha", "0.7").stdout
+    table = invoke_env(
+        {"COLUMNS": str(columns)}, "audit", str(varied_k), *options, "--min-alpha", "0.7", "--full"
+    ).stdout
     _whole_numbers_shown(table, summary, columns)
     for header in ("tokens/pass", "accepted", "unconditional", "statistic", "threshold", "recomputed"):
         assert header in table or columns < 80, header
@@ -169,11 +172,21 @@ def test_headline_verdicts_name_each_failed_check(tmp_path: Path) -> None:
     )
     options = ("--baseline", str(baseline), "--reported-field", "reported", "--on-error", "skip")
     markdown = invoke("audit", str(worse), *options, "-o", "markdown").stdout
-    verdict = next(line for line in markdown.splitlines() if line.startswith("- **verdict**: "))
-    assert verdict == (
-        "- **verdict**: no evidence against the i.i.d. model · sampler fails (calibration, r uniformity) · "
-        "300 reported counts mismatch · "
-        "regressed against the baseline: alpha, tokens per pass · 1 skipped (stderr)"
+    verdict = [line for line in markdown.splitlines() if line.startswith(("- **fail**: ", "- **warn**: "))]
+    assert [line.split(":")[0] for line in verdict] == ["- **fail**"] * 2 + ["- **warn**"] * 6
+    assert verdict[0].startswith("- **fail**: alpha regressed: 0.5 -> 0.25 (-50.00%), a drop of more than 0.02")
+    assert verdict[1].startswith("- **fail**: tokens per pass regressed: 1.5 -> 1.25 (-16.67%)")
+    assert verdict[2:6] == [
+        "- **warn**: 300 of 400 reported counts mismatch, most explained by bonus-counted (300 runs, 300 by it alone)"
+        " (--max-mismatches)",
+        "- **warn**: sampler calibration fails: p = 4.71e-18 &lt; 0.001 (--check-sampler)",
+        "- **warn**: sampler r uniformity fails: p = 5.08e-149 &lt; 0.001 (--check-sampler)",
+        "- **warn**: skipped 1 bad row (--max-errors)",
+    ]
+    assert verdict[6].startswith("- **warn**: alpha is not constant over the log (p = 4.5e-65 &lt; 0.01)")
+    assert (
+        verdict[7]
+        == "- **warn**: intervals are over runs, not requests: conditional on these prompts (--cluster-field)"
     )
 
 

@@ -258,6 +258,23 @@ def test_the_scheduler_address_may_come_from_the_environment(cluster: str, hand_
     assert piped.exit_code == 2 and "a cluster cannot read stdin" in piped.stderr
 
 
+def test_a_request_that_names_its_scheduler_is_read_there(cluster: str, hand_log: Path) -> None:
+    """No client given: the driver connects to the request's own scheduler, and the summary is the same."""
+    from specaccept_cli.pipeline import ReadRequest
+
+    request = ReadRequest((str(hand_log),), on_error="skip", scheduler=cluster)
+    assert on_cluster.summarise(request) == summarise([str(hand_log)], on_error="skip")
+
+
+def test_server_output_on_a_cluster_is_a_typed_error_naming_no_option(cluster: str) -> None:
+    from specaccept_cli.errors import OneProcessOnly
+
+    log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
+    with pytest.raises(OneProcessOnly) as caught:
+        on_cluster.summarise([str(log)], scheduler=cluster)
+    assert str(caught.value) == f"{log} is vllm-log output: server metrics are read in one process"
+
+
 def test_server_output_is_refused_on_a_cluster(cluster: str) -> None:
     """Prometheus scrapes form one series across files: read in one process, not split into tasks."""
     log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"

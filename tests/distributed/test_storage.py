@@ -110,7 +110,7 @@ def test_storage_options_reach_the_store_and_are_never_printed(s3: S3, monkeypat
 def test_storage_options_are_checked_before_reading() -> None:
     with pytest.raises(UsageError, match="unknown storage option 'colour'"):
         parse_storage_options(["colour=blue"])
-    with pytest.raises(UsageError, match="--storage-option takes KEY=VALUE"):
+    with pytest.raises(UsageError, match="a storage option takes KEY=VALUE"):
         parse_storage_options(["endpoint"])
     assert parse_storage_options(["Endpoint-URL=http://x:1", "anonymous=true"]) == (
         ("endpoint_url", "http://x:1"),

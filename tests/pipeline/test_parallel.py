@@ -15,8 +15,9 @@ import pytest
 from specaccept_cli.errors import InputError
 from specaccept_cli.pipeline import parallel
 from specaccept_cli.pipeline.parallel import evaluate_source, newline_aligned_ranges
+from specaccept_cli.pipeline.request import ReadRequest
 from specaccept_cli.read.jsonl import BLOCK_BYTES
-from specaccept_cli.read.sources import Reading, Source
+from specaccept_cli.read.sources import Source
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.state import Summary
@@ -39,12 +40,11 @@ def collect(source: Source, jobs: int, block_bytes: int, keep_runs: bool = True,
     runs: list[tuple[int, int, int, object]] = []
     summary = Summary()
     max_line_bytes = kwargs.pop("max_line_bytes", DEFAULT_MAX_LINE_BYTES)
-    reading = Reading(FIELDS, max_line_bytes=max_line_bytes)  # type: ignore[arg-type]
+    request = ReadRequest(fields=FIELDS, jobs=jobs, max_line_bytes=max_line_bytes)  # type: ignore[arg-type]
     for result in evaluate_source(
         source,
-        reading,
+        request,
         on_error,
-        jobs=jobs,
         keep_runs=keep_runs,
         block_bytes=block_bytes,
         **kwargs,  # type: ignore[arg-type]
@@ -120,7 +120,7 @@ def test_fail_mode_reports_the_first_bad_row_in_input_order(tmp_path: Path) -> N
 
     for jobs in (1, 2):
         with pytest.raises(InputError) as caught:
-            for _ in evaluate_source(file_source(path), Reading(FIELDS), fail, jobs=jobs, block_bytes=512):
+            for _ in evaluate_source(file_source(path), ReadRequest(fields=FIELDS, jobs=jobs), fail, block_bytes=512):
                 pass
         assert (caught.value.line, caught.value.message) == (158, "r[0] = 1.5 is out of range (r must be in [0, 1])")
 
@@ -229,10 +229,10 @@ def test_a_worker_that_dies_is_one_clear_error(tmp_path: Path, monkeypatch: pyte
 _PARSE_RANGE = parallel._parse_range
 
 
-def _unreadable(path: str, start: int, *args: object) -> object:
+def _unreadable(work: parallel.Work, path: str, start: int, end: int) -> object:
     if start > 0:  # the first range reads fine: the error comes from a later one
         raise PermissionError(13, "Permission denied")
-    return _PARSE_RANGE(path, start, *args)  # type: ignore[arg-type]
+    return _PARSE_RANGE(work, path, start, end)
 
 
 def test_an_error_in_a_worker_is_the_same_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,7 @@ ROW_CLASSES = [
     ("out_of_range.jsonl", 3, ["r[2] = 1.5 is out of range (r must be in [0, 1])"]),
     ("q_zero.jsonl", 3, ["q[1] = 0.0 is zero: a drafted token always has q > 0"]),
     ("invalid_utf8.jsonl", 3, ["line is not valid UTF-8 (byte 0xe9 at column 12)"]),
-    ("overlong_line.jsonl", 3, ["line is longer than 300 bytes (--max-line-bytes)"]),
+    ("overlong_line.jsonl", 3, ["line is longer than 300 bytes (the max_line_bytes limit)"]),
     ("nan_value.parquet", 2, ["p[1] = nan is not a finite number"]),
 ]
 

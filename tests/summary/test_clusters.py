@@ -196,7 +196,7 @@ def test_engine_metrics_have_no_runs_to_cluster() -> None:
     log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
     result = invoke("audit", str(log), "--cluster-field", "request_id")
     assert result.exit_code == 2
-    assert "--cluster-field has nothing to cluster" in result.stderr
+    assert "a cluster field has nothing to cluster" in result.stderr
 
 
 def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> None:
@@ -226,10 +226,12 @@ def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> Non
 
 def test_a_comparison_with_one_clustered_side_says_so() -> None:
     from specaccept_cli.checks import compare
+    from specaccept_cli.cli.hints import warning_text
 
     clustered = estimate(clustered_summary(RUNS * 4, [f"{key}{i // 5}" for i, key in enumerate(KEYS * 4)]))
     plain = estimate(Summary(counts=clustered_summary(RUNS * 4, KEYS * 4).counts))
     warnings = compare(plain, clustered).warnings
-    assert any("one side only has --cluster-field" in warning for warning in warnings)
+    assert [(warning.kind, warning.at) for warning in warnings] == [("unclustered", "one side")]
+    assert "one side only has --cluster-field" in warning_text(warnings[0])  # the command line's words
     assert compare(plain, clustered).method.startswith("over runs")
     assert compare(clustered, clustered).method.startswith("cluster-robust")

@@ -47,7 +47,8 @@ def test_report_is_self_contained_and_escapes_data(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     # Nothing to fetch: the only URL is the SVG namespace, an identifier that is never loaded.
     assert set(re.findall(r"(?:https?:)?//[\w.-]+[^\s\"'<>]*", page)) == {"http://www.w3.org/2000/svg"}
-    assert {"histogram", "positions", "timeline", "groups"} == set(re.findall(r'data-plot="([\w-]+)"', page))
+    # Sampler health is drawn whenever r is logged, as the terminal shows it (not only with --check-sampler).
+    assert {"histogram", "positions", "timeline", "groups", "sampler"} == set(re.findall(r'data-plot="([\w-]+)"', page))
 
 
 def test_report_is_the_same_bytes_each_time_and_on_any_number_of_processes(tmp_path: Path) -> None:
@@ -113,7 +114,7 @@ def test_report_of_merged_shard_summaries_is_the_report_of_the_whole(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     rows = golden_rows()
-    options = ("--group-by", "model", "--time-field", "ts")
+    options = ("--group-by", "model", "--time-field", "ts", "--check-sampler")  # the sampler tally saved too
     whole = report_of(write_jsonl(Path("all.jsonl"), rows), Path("whole.html"), *options).decode()
     shards = []
     for index, part in enumerate((rows[1::2], rows[::2])):  # shards need not be contiguous in time

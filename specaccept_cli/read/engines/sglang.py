@@ -223,7 +223,7 @@ def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | Non
             examined_bounds=(low, high),
             alpha_bounds=alpha_range(accepted, (low - accepted, high - accepted)),
             tokens_per_pass=1 + accepted / verify if verify else None,
-            notes=("the draft length is unknown: give --draft-length to make this request exact",),
+            notes=("the draft length is unknown: give the server's draft length to make this request exact",),
         )
     if drafted is None:
         return make_interval(

@@ -1,0 +1,774 @@
+"""A recorder a serving loop can afford: `record(p, q, r, ...)` per verify step, written by a thread.
+
+What the serving loop pays is a copy of three short lists into column buffers under a lock;
+Parquet encoding (or JSON), compression and disk writes happen on a background thread, a block
+at a time. What it must never pay is an exception: a full disk, a closed recorder or a value
+that is not a number is counted, logged once, and the step goes on. Memory is bounded: when
+the writer falls behind, new rows are dropped (and counted) instead of queued without end.
+
+Parts are written under a hidden temporary name and renamed to `part-00001.parquet`,
+`part-00002.parquet`, ... when whole, so `specaccept audit DIR` never reads a half-written file.
+The field names are the ones `audit` reads by default (`p`, `q`, `r`), with the engine's own
+count as `accepted` (`--reported-field accepted`) and the request as `request_id`
+(`--cluster-field request_id`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import logging
+import operator
+import os
+import queue
+import re
+import signal
+import threading
+import time as clock
+import weakref
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+import numpy as np
+
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
+
+Format = Literal["parquet", "jsonl"]
+FORMATS: tuple[Format, ...] = ("parquet", "jsonl")
+RESERVED = ("p", "q", "r", "request_id", "step", "accepted", "time")
+RESERVED_SET = frozenset(RESERVED)
+
+LOG = logging.getLogger("specaccept.capture")
+
+_PART = re.compile(r"^part-(\d+)\.(parquet|jsonl)$")
+_STOP = object()
+
+
+@dataclass(frozen=True)
+class RecorderStats:
+    """What became of the rows handed to `record()` so far (in this process)."""
+
+    recorded: int  # rows taken into the buffers
+    written: int  # rows written to disk (in finished parts or the part being written)
+    dropped: int  # rows lost: the buffers were full, the recorder closed, or their part could not be written
+    bad_values: int  # calls refused for their values (not numbers, lists of different lengths, ...)
+    write_errors: int  # failed writes (a full disk, a file size limit, ...)
+    parts: tuple[str, ...]  # finished part files, in the order they were published
+
+
+class _Block:
+    """Column buffers for a block of rows; `rows` is raised last, so a row half-appended when a
+    signal handler flushes is left out (`trimmed`)."""
+
+    __slots__ = ("accepted", "labels", "offsets", "p", "q", "r", "request_id", "rows", "step", "time")
+
+    def __init__(self) -> None:
+        self.offsets = array("q", [0])
+        self.p: list[Any] = []  # flat values, checked for numbers by the writer (`_checked`), not in record()
+        self.q: list[Any] = []
+        self.r: list[Any] = []
+        self.request_id: list[Any] = []
+        self.step: list[int | None] = []
+        self.accepted: list[int | None] = []
+        self.time: list[float] = []
+        self.labels: dict[str, list[Any]] = {}
+        self.rows = 0
+
+    def trimmed(self) -> _Block:
+        n = self.rows
+        del self.offsets[n + 1 :]
+        end = self.offsets[n]
+        for flat in (self.p, self.q, self.r):
+            del flat[end:]
+        for column in (self.request_id, self.step, self.accepted, self.time):
+            del column[n:]
+        for values in self.labels.values():
+            del values[n:]
+            values.extend([None] * (n - len(values)))
+        return self
+
+
+def _values(values: Any) -> list[Any] | tuple[Any, ...]:
+    """A step's values as a sequence to copy from: a list or tuple as it is, a numpy array or a torch
+    tensor (any device: one device-to-host copy) as a list. Whether they are numbers is the writer's check."""
+    if type(values) is list or isinstance(values, list | tuple):
+        return values
+    detach = getattr(values, "detach", None)
+    if detach is not None:  # torch
+        values = detach().cpu()
+    elif not isinstance(values, np.ndarray):
+        return list(values)
+    if values.ndim != 1:
+        raise ValueError(f"an array of shape {tuple(values.shape)}, not one value per drafted token")
+    listed: list[Any] = values.tolist()
+    return listed
+
+
+def _whole(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{name} is a bool")
+    return operator.index(value)
+
+
+def _label(value: Any) -> Any:
+    """A label as a plain value: str, int, float, bool, or a list of them (numpy and torch scalars unwrapped)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list | tuple):
+        return [_label(item) for item in value]
+    item = getattr(value, "item", None)  # numpy and torch scalars
+    if item is not None:
+        try:
+            return item()
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    return str(value)
+
+
+class Recorder:
+    """Rows of (p, q, r) per verify step into a directory of Parquet (or JSONL) parts.
+
+    `block_rows` rows make one Parquet row group (one JSONL write); up to `max_pending_blocks`
+    full blocks wait for the writer before new rows are dropped. A part is finished and renamed
+    when it reaches `rotate_bytes`, when it is `rotate_seconds` old, and on `close()`; rows
+    reach the disk at the latest `flush_seconds` after they were recorded.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        format: Format = "parquet",
+        *,
+        block_rows: int = 16_384,
+        max_pending_blocks: int = 4,
+        rotate_bytes: int = 256 << 20,
+        rotate_seconds: float | None = 3600.0,
+        flush_seconds: float = 5.0,
+        compression: str = "zstd",
+        handle_sigterm: bool = True,
+        close_timeout: float = 30.0,
+    ) -> None:
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
+        if block_rows < 1 or max_pending_blocks < 1 or rotate_bytes < 1 or flush_seconds <= 0:
+            raise ValueError("block_rows, max_pending_blocks, rotate_bytes and flush_seconds must be positive")
+        self.directory = Path(path)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.format: Format = format
+        self._block_rows = block_rows
+        self._max_pending = max_pending_blocks
+        self._rotate_bytes = rotate_bytes
+        self._rotate_seconds = rotate_seconds
+        self._flush_seconds = flush_seconds
+        self._compression = compression
+        self._close_timeout = close_timeout
+        if format == "parquet":  # imported here, not on the writer's first block, when the first rows pour in
+            import pyarrow.parquet  # noqa: F401
+        else:
+            import orjson  # noqa: F401
+        self._lock = threading.RLock()  # reentrant: a SIGTERM handler may flush while this thread records
+        self._io_lock = threading.Lock()  # held by the writer around each write; fork waits for it
+        self._stats_lock = threading.Lock()
+        self._fresh_state()
+        _LIVE.add(self)
+        if handle_sigterm:
+            _install_sigterm_handler()
+
+    def _fresh_state(self) -> None:
+        """Everything a process owns alone (called again in a forked child)."""
+        self._pid = os.getpid()
+        self._block = _Block()
+        self._pending: queue.Queue[object] = queue.Queue(maxsize=self._max_pending + 1)
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._sink: _ParquetSink | _JsonlSink | None = None
+        self._sink_opened = 0.0
+        self._parts: list[str] = []
+        self._recorded = self._written = self._dropped = self._bad = self._write_errors = 0
+        self._warned: set[str] = set()
+        self._temp_names = itertools.count(1)
+
+    # ----------------------------------------------------------------- the serving loop's side
+
+    def record(
+        self,
+        p: Any,
+        q: Any,
+        r: Any,
+        /,
+        *,
+        request_id: Any = None,
+        step: Any = None,
+        accepted: Any = None,
+        time: float | None = None,
+        **labels: Any,
+    ) -> bool:
+        """Buffer one verify step; True when it was taken, False when it was refused or dropped (counted).
+
+        `accepted` is the engine's own count of accepted drafts, audited with `--reported-field accepted`;
+        `time` defaults to now (epoch seconds); `labels` become columns of their own (str, int, float, bool).
+        """
+        try:
+            if self._closed:
+                self._lose("closed", "record() after close(): the row is dropped")
+                return False
+            try:
+                p_values, q_values, r_values = _values(p), _values(q), _values(r)
+                k = len(p_values)
+                if len(q_values) != k or len(r_values) != k:
+                    raise ValueError(f"p, q and r have different lengths ({k}, {len(q_values)}, {len(r_values)})")
+                if k > MAX_DRAFT_LENGTH:
+                    raise ValueError(f"a draft of {k} tokens is longer than {MAX_DRAFT_LENGTH}")
+                at = clock.time() if time is None else float(time)
+                step_number = step if step is None or type(step) is int else _whole(step, "step")
+                count = accepted if accepted is None or type(accepted) is int else _whole(accepted, "accepted")
+                if not (request_id is None or type(request_id) is str or isinstance(request_id, str | int)):
+                    request_id = _label(request_id)
+                row_labels = None
+                if labels:
+                    row_labels = {name: _label(value) for name, value in labels.items()}
+                    if not RESERVED_SET.isdisjoint(row_labels):
+                        taken = sorted(RESERVED_SET.intersection(row_labels))
+                        raise ValueError(f"label {taken[0]!r} is a field the recorder writes itself")
+            except (TypeError, ValueError, OverflowError) as exc:
+                self._count(bad=1)
+                self._warn_once("bad", f"a row was refused ({exc}); such rows are counted in stats.bad_values")
+                return False
+            with self._lock:
+                block = self._block
+                if block.rows >= self._block_rows:
+                    if not self._hand_off():
+                        self._lose("full", "the writer is behind and the buffers are full: rows are dropped")
+                        return False
+                    block = self._block
+                n = block.rows
+                block.p.extend(p_values)
+                block.q.extend(q_values)
+                block.r.extend(r_values)
+                block.offsets.append(block.offsets[n] + k)
+                block.request_id.append(request_id)
+                block.step.append(step_number)
+                block.accepted.append(count)
+                block.time.append(at)
+                if row_labels:
+                    for name, value in row_labels.items():
+                        column = block.labels.get(name)
+                        if column is None:
+                            column = block.labels[name] = []
+                        if len(column) < n:
+                            column.extend([None] * (n - len(column)))
+                        column.append(value)
+                block.rows = n + 1
+                self._recorded += 1
+                if self._thread is None:
+                    self._start_writer()
+            return True
+        except Exception as exc:  # the serving loop must go on; the failure is counted and logged once
+            with self._lock:
+                self._block.trimmed()  # drop whatever part of the row was appended
+            self._count(bad=1)
+            self._warn_once("internal", f"a row was refused ({type(exc).__name__}: {exc})")
+            return False
+
+    def _hand_off(self) -> bool:
+        """Queue the current block for the writer (under the lock); False when the queue is full."""
+        try:
+            self._pending.put_nowait(self._block.trimmed())
+        except queue.Full:
+            return False
+        self._block = _Block()
+        return True
+
+    def _count(self, bad: int = 0, dropped: int = 0, write_errors: int = 0) -> None:
+        """Add to the counters that several threads raise (under a lock of their own, held for nothing else)."""
+        with self._stats_lock:
+            self._bad += bad
+            self._dropped += dropped
+            self._write_errors += write_errors
+
+    def _lose(self, key: str, message: str, rows: int = 1) -> None:
+        self._count(dropped=rows)
+        self._warn_once(key, f"{message} (stats.dropped counts them)")
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            LOG.warning("specaccept capture %s: %s", self.directory, message)
+
+    @property
+    def stats(self) -> RecorderStats:
+        return RecorderStats(
+            self._recorded, self._written, self._dropped, self._bad, self._write_errors, tuple(self._parts)
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Write what is buffered now and finish the part, so a reader sees every row recorded so far;
+        returns when that is done or after `timeout` seconds."""
+        with self._lock:
+            if self._thread is None or self._block.rows == 0:
+                return
+            block, self._block = self._block.trimmed(), _Block()
+        done = threading.Event()
+        try:
+            self._pending.put((block, done), timeout=timeout)
+        except queue.Full:
+            self._lose("full", "the writer is behind and the buffers are full: rows are dropped", block.rows)
+            return
+        done.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write everything buffered, finish the part and stop the writer. Idempotent; never raises."""
+        wait = self._close_timeout if timeout is None else timeout
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            if thread is None:
+                return
+            block, self._block = self._block.trimmed(), _Block()
+        try:
+            if block.rows:
+                self._pending.put(block, timeout=wait)
+            self._pending.put(_STOP, timeout=wait)
+        except queue.Full:
+            self._lose("full", "the writer did not catch up before close(): rows are dropped", block.rows)
+            return
+        thread.join(wait)
+        if thread.is_alive():
+            self._warn_once("slow", f"the writer did not finish within {wait:g}s of close()")
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- the writer thread's side
+
+    def _start_writer(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="specaccept-capture", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._pending.get(timeout=self._flush_seconds)
+            except queue.Empty:
+                item = self._take_current()
+            if item is _STOP:
+                with self._io_lock:
+                    self._finish_part()
+                return
+            try:
+                self._handle(item)
+            except Exception as exc:  # the writer must outlive anything a block holds; counted and logged once
+                self._count(write_errors=1)
+                self._warn_once("writer", f"the writer met {type(exc).__name__}: {exc}")
+
+    def _handle(self, item: object) -> None:
+        """One item of the queue: a block, a flush (a block and its event), or a wake-up to rotate by age."""
+        done = None
+        if isinstance(item, tuple):
+            item, done = item
+        if isinstance(item, _Block) and item.rows:
+            with self._io_lock:
+                self._write(item)
+        if done is not None:  # flush(): the part is finished so that a reader sees it
+            with self._io_lock:
+                self._finish_part()
+            done.set()
+        old = self._rotate_seconds is not None and clock.monotonic() - self._sink_opened >= self._rotate_seconds
+        if self._sink is not None and old:
+            with self._io_lock:
+                self._finish_part()
+
+    def _take_current(self) -> _Block | None:
+        """The rows recorded since the last block, so a quiet server's rows still reach the disk."""
+        if not self._lock.acquire(timeout=1.0):
+            return None
+        try:
+            if self._block.rows == 0:
+                return None
+            block, self._block = self._block.trimmed(), _Block()
+            return block
+        finally:
+            self._lock.release()
+
+    def _write(self, block: _Block) -> None:
+        block, flats, refused = _checked(block)
+        if refused:
+            self._count(bad=refused)
+            self._warn_once("bad", "rows holding values that are not numbers were refused (stats.bad_values)")
+        if block.rows == 0:
+            return
+        try:
+            if self.format == "parquet":
+                self._write_parquet(block, flats)
+            else:
+                self._write_jsonl(block, flats)
+        except Exception as exc:  # a full disk, a size limit, a vanished directory: count, log once, go on
+            self._count(write_errors=1)
+            self._lose("write", f"cannot write ({type(exc).__name__}: {exc})", block.rows)
+            if isinstance(self._sink, _JsonlSink):
+                self._finish_part()  # its whole lines are kept; the next block starts a part of its own
+            return
+        if self._sink is not None and self._sink.size() >= self._rotate_bytes:
+            self._finish_part()
+
+    def _open_sink(self) -> _ParquetSink | _JsonlSink:
+        if self._sink is None:
+            name = f".part-{os.getpid()}-{id(self):x}-{next(self._temp_names)}.{self.format}.tmp"
+            temp = self.directory / name
+            self._sink = _ParquetSink(temp, self._compression) if self.format == "parquet" else _JsonlSink(temp)
+            self._sink_opened = clock.monotonic()
+        return self._sink
+
+    def _write_parquet(self, block: _Block, flats: list[np.ndarray]) -> None:
+        table = _table(block, flats)
+        sink = self._open_sink()
+        assert isinstance(sink, _ParquetSink)
+        if sink.schema is not None and not table.schema.equals(sink.schema):
+            conformed = _conform(table, sink.schema)
+            if conformed is None:  # new labels, or a label whose type changed: a part of its own
+                self._finish_part()
+                sink = self._open_sink()
+                assert isinstance(sink, _ParquetSink)
+            else:
+                table = conformed
+        try:
+            sink.write(table)
+        except Exception:
+            rows = sink.rows
+            self._sink = None
+            sink.abandon()  # a Parquet file is unreadable after a failed write: its rows are lost with it
+            self._written -= rows
+            self._count(dropped=rows)
+            raise
+        self._written += block.rows
+
+    def _write_jsonl(self, block: _Block, flats: list[np.ndarray]) -> None:
+        sink = self._open_sink()
+        assert isinstance(sink, _JsonlSink)
+        sink.write(_jsonl(block, flats))  # a failed write is cut back to the last whole line
+        self._written += block.rows
+
+    def _finish_part(self) -> None:
+        sink, self._sink = self._sink, None
+        if sink is None:
+            return
+        try:
+            sink.finish()
+            if sink.rows:
+                self._parts.append(str(_publish(sink.path, self.directory, self.format)))
+            else:
+                sink.path.unlink(missing_ok=True)
+        except Exception as exc:
+            self._count(write_errors=1)
+            self._written -= sink.rows
+            self._lose("write", f"cannot finish a part ({type(exc).__name__}: {exc})", sink.rows)
+            sink.abandon()
+
+
+def _publish(temp: Path, directory: Path, suffix: str) -> Path:
+    """Rename a finished part to the next free `part-NNNNN.suffix`; exclusive (a hard link), so two
+    processes writing into one directory never take the same name."""
+    taken = [int(match.group(1)) for name in os.listdir(directory) if (match := _PART.match(name))]
+    for number in itertools.count(max(taken, default=0) + 1):
+        final = directory / f"part-{number:05d}.{suffix}"
+        try:
+            os.link(temp, final)
+        except FileExistsError:
+            continue
+        except OSError:  # a file system without hard links: a plain rename
+            if final.exists():
+                continue
+            os.replace(temp, final)
+            return final
+        os.unlink(temp)
+        return final
+    raise AssertionError("unreachable")
+
+
+# ----------------------------------------------------------------- the two formats
+
+
+class _ParquetSink:
+    def __init__(self, path: Path, compression: str) -> None:
+        import pyarrow as pa
+
+        self.path = path
+        self.file = pa.OSFile(str(path), "wb")
+        self.compression = compression
+        self.writer: Any = None
+        self.schema: Any = None
+        self.rows = 0
+
+    def write(self, table: Any) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            # Dictionaries only for the columns that repeat (request ids, labels): tried on the float lists
+            # they cost twice the CPU and a third more bytes (measured on float32 values held as doubles).
+            repeating = [name for name in table.schema.names if name not in ("p", "q", "r", "time")]
+            self.writer = pq.ParquetWriter(
+                self.file, table.schema, compression=self.compression, use_dictionary=repeating
+            )
+            self.schema = table.schema
+        self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.rows += table.num_rows
+
+    def size(self) -> int:
+        return int(self.file.tell())
+
+    def finish(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.file.close()
+
+    def abandon(self) -> None:
+        for close in (self.file.close,):
+            try:
+                close()
+            except Exception as exc:
+                LOG.debug("closing an abandoned part: %s", exc)
+        self.writer = None  # never finish it: its footer would describe a damaged file
+        self.path.unlink(missing_ok=True)
+
+
+class _JsonlSink:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.written = 0
+        self.rows = 0
+
+    def write(self, text: bytes) -> None:
+        view = memoryview(text)
+        try:
+            while view:
+                done = os.write(self.fd, view)
+                view = view[done:]
+        except OSError:
+            os.ftruncate(self.fd, self.written)  # never leave half a line
+            os.lseek(self.fd, self.written, os.SEEK_SET)
+            raise
+        self.written += len(text)
+        self.rows += text.count(b"\n")
+
+    def size(self) -> int:
+        return self.written
+
+    def finish(self) -> None:
+        os.close(self.fd)
+
+    def abandon(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.path.unlink(missing_ok=True)
+
+
+def _flat(values: list[Any]) -> np.ndarray | None:
+    """The flat values as doubles, or None when one is not a number (None, text, a nested list, ...)."""
+    try:
+        converted = np.array(values)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if converted.ndim != 1 or converted.shape[0] != len(values) or converted.dtype.kind not in "fiub":
+        return None
+    return converted.astype(np.float64, copy=False)
+
+
+def _checked(block: _Block) -> tuple[_Block, list[np.ndarray], int]:
+    """The block's p, q and r as doubles, less the rows holding something that is not a number (counted)."""
+    flats = [_flat(block.p), _flat(block.q), _flat(block.r)]
+    if all(flat is not None for flat in flats):
+        return block, [flat for flat in flats if flat is not None], 0
+    good = _Block()
+    offsets = block.offsets
+    for row in range(block.rows):
+        start, end = offsets[row], offsets[row + 1]
+        try:
+            values = [array("d", column[start:end]) for column in (block.p, block.q, block.r)]
+        except (TypeError, ValueError, OverflowError):
+            continue
+        n = good.rows
+        for column, row_values in zip((good.p, good.q, good.r), values):
+            column.extend(row_values.tolist())
+        good.offsets.append(good.offsets[n] + (end - start))
+        good.request_id.append(block.request_id[row])
+        good.step.append(block.step[row])
+        good.accepted.append(block.accepted[row])
+        good.time.append(block.time[row])
+        for name, column in block.labels.items():
+            good.labels.setdefault(name, [None] * n).append(column[row])
+        good.rows = n + 1
+    for column in good.labels.values():
+        column.extend([None] * (good.rows - len(column)))
+    arrays = [np.array(column, dtype=np.float64) for column in (good.p, good.q, good.r)]
+    return good, arrays, block.rows - good.rows
+
+
+def _table(block: _Block, flats: list[np.ndarray]) -> Any:
+    import pyarrow as pa
+
+    offsets = pa.array(np.frombuffer(block.offsets, dtype=np.int64).astype(np.int32))
+
+    def lists(flat: np.ndarray) -> Any:
+        return pa.ListArray.from_arrays(offsets, pa.array(flat))
+
+    columns: dict[str, Any] = {
+        "p": lists(flats[0]),
+        "q": lists(flats[1]),
+        "r": lists(flats[2]),
+        "request_id": _column(block.request_id),
+        "step": pa.array(block.step, pa.int64()),
+        "accepted": pa.array(block.accepted, pa.int64()),
+        "time": pa.array(block.time, pa.float64()),
+    }
+    for name in sorted(block.labels):
+        columns[name] = _column(block.labels[name])
+    return pa.table(columns)
+
+
+def _column(values: list[Any]) -> Any:
+    import pyarrow as pa
+
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: text
+        return pa.array([None if value is None else str(value) for value in values], pa.string())
+
+
+def _conform(table: Any, schema: Any) -> Any:
+    """The block in the part's schema (a label missing from it as nulls, an all-null column cast), or None."""
+    import pyarrow as pa
+
+    if not set(table.schema.names) <= set(schema.names):
+        return None
+    arrays = []
+    for field in schema:
+        if field.name in table.schema.names:
+            column = table.column(field.name)
+            if not column.type.equals(field.type):
+                if not pa.types.is_null(column.type):
+                    return None
+                column = pa.nulls(table.num_rows, field.type)
+            arrays.append(column)
+        else:
+            arrays.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _jsonl(block: _Block, flats: list[np.ndarray]) -> bytes:
+    import orjson
+
+    offsets = block.offsets.tolist()
+    p, q, r = (flat.tolist() for flat in flats)
+    labels = list(block.labels.items())
+    lines = []
+    for row in range(block.rows):
+        start, end = offsets[row], offsets[row + 1]
+        item: dict[str, Any] = {"p": p[start:end], "q": q[start:end], "r": r[start:end]}
+        for name, column in (("request_id", block.request_id), ("step", block.step), ("accepted", block.accepted)):
+            if column[row] is not None:
+                item[name] = column[row]
+        item["time"] = block.time[row]
+        for name, values in labels:
+            if values[row] is not None:
+                item[name] = values[row]
+        lines.append(orjson.dumps(item))
+    lines.append(b"")
+    return b"\n".join(lines)
+
+
+# ----------------------------------------------------------------- process events: exit, SIGTERM, fork
+
+_LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()
+_KEEP_IN_CHILD: list[object] = []  # the parent's open parts, which a forked child must never finalise
+_PREVIOUS_SIGTERM: Any = None
+_SIGTERM_INSTALLED = False
+
+
+def close_all(timeout: float | None = None) -> None:
+    """Close every recorder of this process (at exit and on SIGTERM)."""
+    for recorder in list(_LIVE):
+        recorder.close(timeout)
+
+
+def _install_sigterm_handler() -> None:
+    global _PREVIOUS_SIGTERM, _SIGTERM_INSTALLED
+    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        _PREVIOUS_SIGTERM = signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # not the main interpreter, or no signals here
+        return
+    _SIGTERM_INSTALLED = True
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """Flush every recorder, then do what was to be done before: the previous handler, or die of the signal."""
+    close_all()
+    previous = _PREVIOUS_SIGTERM
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _blind(sink: object) -> None:
+    fd = sink.file.fileno() if isinstance(sink, _ParquetSink) else getattr(sink, "fd", -1)
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError as exc:
+        LOG.debug("cannot detach a forked child from its parent's part: %s", exc)
+
+
+def _before_fork() -> None:
+    for recorder in list(_LIVE):
+        recorder._io_lock.acquire()
+        recorder._lock.acquire()
+        _KEEP_IN_CHILD.append(recorder._sink)
+
+
+def _after_fork_parent() -> None:
+    for recorder in list(_LIVE):
+        recorder._lock.release()
+        recorder._io_lock.release()
+    _KEEP_IN_CHILD.clear()
+
+
+def _after_fork_child() -> None:
+    """A child starts empty: the parent's buffered rows and open part stay the parent's to write.
+
+    The child's copy of the parent's open part is pointed at /dev/null: whatever finalises it
+    later in the child (Arrow writes a Parquet footer when its writer is freed) cannot touch the file.
+    """
+    for sink in _KEEP_IN_CHILD:
+        if sink is not None:
+            _blind(sink)
+    for recorder in list(_LIVE):
+        recorder._lock = threading.RLock()
+        recorder._io_lock = threading.Lock()
+        recorder._stats_lock = threading.Lock()
+        closed = recorder._closed
+        recorder._fresh_state()
+        recorder._closed = closed
+
+
+atexit.register(close_all)
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child)

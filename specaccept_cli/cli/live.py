@@ -1,0 +1,293 @@
+"""Live audits: `audit --follow` on a stream that never ends, and `specaccept watch` on /metrics endpoints.
+
+Every period the running summary is judged as a finished audit would be (its estimates, the gates and
+the drift test over the periods so far), then drawn: a Rich view redrawn in place on a terminal, or one
+`specaccept.interval/1` JSON record per period, flushed at once. EOF, SIGINT and SIGTERM end the stream
+normally: the caller then prints the final summary and applies the gates, as `ping` prints its
+statistics on Ctrl-C. A second Ctrl-C (or SIGTERM) quits at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from specaccept_cli.cli.output import StderrConsole, write_stdout
+from specaccept_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from specaccept_cli.pipeline.live import Judged, Tick
+    from specaccept_cli.verdict import GateSpec
+
+DEFAULT_EVERY = "10s"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def parse_every(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    from specaccept_cli.summary.windows import parse_duration
+
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a duration such as 10s, 1m or 1h") from None
+    if seconds < 1:
+        raise click.BadParameter("must be at least 1s")
+    return seconds
+
+
+def every_option(default: str) -> Callable[[Any], Any]:
+    return click.option(
+        "--every",
+        default=default,
+        show_default=True,
+        metavar="DURATION",
+        callback=parse_every,
+        help="How often a live audit shows an interval (10s, 1m, ...).",
+    )
+
+
+def alert_option(command: Any) -> Any:
+    return click.option(
+        "--alert",
+        is_flag=True,
+        help="Live: one line on stderr (and a GitHub annotation with --github) when a gate or the drift test "
+        "changes state.",
+    )(command)
+
+
+@contextlib.contextmanager
+def stopping_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM end the stream normally (`stop`); the same signal again quits at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set():  # the second one: die of it now
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        stop.set()
+
+    previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+@dataclass
+class Alerts:
+    """The verdict's gate and drift entries as last seen, to tell when one changes state."""
+
+    github: bool = False
+    states: dict[str, bool] = field(default_factory=dict)
+
+    def update(self, judged: Judged, stderr: StderrConsole) -> None:
+        from specaccept_cli.cli.hints import hinted
+        from specaccept_cli.text import visible, workflow_command
+
+        now: dict[str, tuple[bool, str]] = {}
+        for entry in judged.findings.verdict:
+            if entry.check == "gate":
+                metric = entry.issue.metric if entry.issue is not None else entry.text.split(" ", 1)[0]
+                now[f"gate {metric}"] = (entry.status == "ok", hinted(entry))
+            elif entry.check == "drift" and judged.drift is not None:
+                now["drift"] = (entry.status == "ok", hinted(entry))
+        for name, (passed, text) in now.items():
+            before = self.states.get(name)
+            self.states[name] = passed
+            if before is passed or (before is None and passed):  # no change; a first state that is fine is no news
+                continue
+            word = "passes again" if passed else "FAILS"
+            stderr.console.file.write(visible(f"specaccept: alert: {name} {word}: {text}") + "\n")
+            stderr.console.file.flush()
+            if self.github and not passed:
+                sys.stdout.write(workflow_command("warning", text, title=f"specaccept {name}") + "\n")
+                sys.stdout.flush()
+
+
+class TickHandler:
+    """Draws each tick: interval records on stdout, or a live view on the terminal; alerts on stderr."""
+
+    def __init__(
+        self,
+        *,
+        spec: GateSpec,
+        records: bool,
+        live_view: bool,
+        alert: bool,
+        github: bool,
+        stderr: StderrConsole,
+        source: str,
+        skipped: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.spec = spec
+        self.skipped = skipped
+        self.records, self.alerts = records, (Alerts(github) if alert else None)
+        self.stderr = stderr
+        self.source = source
+        self.live: Any = None
+        if live_view:
+            from rich.live import Live
+
+            from specaccept_cli.views.terminal import QuietPipeConsole
+
+            self.live = Live(console=QuietPipeConsole(), auto_refresh=False, transient=False)
+            self.live.start()
+
+    def __call__(self, tick: Tick) -> None:
+        from specaccept_cli.pipeline.live import judge
+
+        judged = judge(tick, self.spec, self.skipped())
+        if self.records:
+            from specaccept_cli.views.interval import interval_line
+
+            write_stdout(interval_line(judged))
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.flush()
+        if self.live is not None:
+            from specaccept_cli.views.live import live_view
+
+            self.live.update(live_view(judged, self.source), refresh=True)
+        if self.alerts is not None:
+            self.alerts.update(judged, self.stderr)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def check_follow_inputs(paths: list[str], output: str) -> None:
+    if len(paths) != 1:
+        raise click.UsageError("--follow follows one input: a file (followed as tail -F does) or - for stdin")
+    if output == "csv":
+        raise click.UsageError("--follow writes interval records (-o jsonl), a table or a final JSON; not csv")
+
+
+def follow_stream(path: str, stop: threading.Event) -> tuple[Any, Any]:
+    """The followed stream of `path` ("-": stdin) and its `Source`."""
+    from pathlib import Path
+
+    from specaccept_cli.read.follow import FollowedStream
+    from specaccept_cli.read.sources import STDIN, Source
+
+    if path == STDIN:
+        if sys.stdin is None:
+            raise UsageError("stdin is closed")
+        return FollowedStream("<stdin>", stop, fd=sys.stdin.fileno()), Source("<stdin>", None, None)
+    target = Path(path)
+    if target.is_dir():
+        raise click.UsageError(f"{path} is a directory: --follow follows one text file or stdin")
+    stream = FollowedStream(path, stop, path=target)
+    return stream, Source(path, target, None)
+
+
+def unfinished_note(stream: Any, stderr: StderrConsole) -> None:
+    """Say what a stop left unread: a line still being written is not a bad line, and not silently dropped."""
+    if stream.unfinished_bytes:
+        from specaccept_cli.text import visible
+
+        line = f"specaccept: stopped with an unfinished last line ({stream.unfinished_bytes} bytes) not read"
+        stderr.console.file.write(visible(line) + "\n")
+    for note in stream.events.notes:
+        stderr.console.file.write(f"specaccept: {note}\n")
+
+
+def follow_read(
+    options: Any, spec: GateSpec, paths: list[str], fields: Any, plan: Any, quarantine: Any, stderr: StderrConsole
+) -> Any:
+    """`audit --follow`: the one input read live until EOF or a stop signal; returns the whole summary."""
+    from specaccept_cli.pipeline import skipped_input
+    from specaccept_cli.pipeline.live import check_follow_plan, follow_producer, run_live
+    from specaccept_cli.read.policy import ErrorPolicy
+    from specaccept_cli.read.sources import Reading
+
+    check_follow_inputs(paths, options.output)
+    check_follow_plan(plan)
+    stop = threading.Event()
+    stream, source = follow_stream(paths[0], stop)
+    policy = ErrorPolicy(options.on_error, quarantine)
+    reading = Reading(fields, options.input_format, options.max_line_bytes)
+    producer = follow_producer(stream, source, reading, plan, policy, options.draft_length)
+    handler = tick_handler(options, spec, source.name, stderr, lambda: policy.skipped_rows)
+    try:
+        with stopping_on_signals(stop):
+            total = run_live(producer, plan, options.every, stop, handler)
+    finally:
+        handler.close()
+        unfinished_note(stream, stderr)
+    return total + skipped_input(policy)
+
+
+def tick_handler(
+    options: Any, spec: GateSpec, source: str, stderr: StderrConsole, skipped: Callable[[], int]
+) -> TickHandler:
+    """Records on stdout (-o jsonl, or a table that is not on a terminal), or the live view on a terminal."""
+    on_terminal = options.output == "table" and _stdout_is_terminal()
+    return TickHandler(
+        spec=spec,
+        records=options.output == "jsonl" or (options.output == "table" and not on_terminal),
+        live_view=on_terminal and not options.quiet,
+        alert=options.alert,
+        github=options.github,
+        stderr=stderr,
+        source=source,
+        skipped=skipped,
+    )
+
+
+def _stdout_is_terminal() -> bool:
+    from specaccept_cli.views.terminal import QuietPipeConsole
+
+    return bool(QuietPipeConsole().is_terminal)
+
+
+def watch_read(options: Any, spec: GateSpec, plan: Any, stderr: StderrConsole) -> Any:
+    """`watch`: the endpoints scraped every period until SIGINT or SIGTERM; returns the whole summary."""
+    from specaccept_cli.pipeline import skipped_input
+    from specaccept_cli.pipeline.live import Endpoints, run_live, watch_producer
+    from specaccept_cli.read.policy import ErrorPolicy
+
+    stop = threading.Event()
+    policy = ErrorPolicy("skip")
+    endpoints = Endpoints(options.watch_urls)
+    producer = watch_producer(
+        options.watch_urls,
+        dict(options.headers),
+        options.every,
+        plan,
+        policy,
+        endpoints,
+        timeout=options.timeout,
+        attempts=options.retries + 1,
+    )
+    shown = ", ".join(state.url for state in endpoints.snapshot())
+    handler = tick_handler(options, spec, shown, stderr, lambda: policy.skipped_rows)
+    try:
+        with stopping_on_signals(stop):
+            total = run_live(
+                producer, plan, options.every, stop, handler, state=lambda: {"endpoints": endpoints.snapshot()}
+            )
+    finally:
+        handler.close()
+    for state in endpoints.snapshot():
+        if state.failed_total:
+            stderr.console.file.write(
+                f"specaccept: {state.url}: {state.failed_total} of {state.scrapes} scrapes failed"
+                + (f" (last: {state.error})" if state.error else "")
+                + "\n"
+            )
+    return total + skipped_input(policy)

@@ -1,0 +1,415 @@
+"""Live: a stream that never ends, or a server's /metrics, summarised interval by interval as it arrives.
+
+One thread reads (a followed stream through the ordinary per-batch stage, or scrapes of endpoints
+through the ordinary Prometheus reader) and hands `Evaluated` blocks over a bounded queue; the
+calling thread folds them into the current interval and, every `every` seconds, hands a `Tick` (the
+interval just ended, the running total, the recent intervals) to its caller. Stopping (EOF, a
+signal: `stop` set) ends the reading; the last, partial interval is ticked and the total returned,
+so a stopped follow is summarised like a finished audit.
+
+Memory stays flat however long it runs: the total is the additive `Summary` (its windows, one per
+interval by arrival time, merge in pairs past `MAX_WINDOWS`, as any time-windowed audit's do), and
+only the last `RECENT` intervals are kept apart. The drift test then runs over the windows kept:
+every interval while there are fewer than the cap, older ones merged pairwise after that.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from specaccept_cli.checks import GateResult
+from specaccept_cli.errors import InputError, UsageError
+from specaccept_cli.read.follow import FollowedStream
+from specaccept_cli.read.policy import ErrorPolicy
+from specaccept_cli.read.sources import (
+    ENGINE_FORMATS,
+    Format,
+    OpenSource,
+    Reading,
+    Source,
+    detect_format,
+    read_opened,
+    sniff_compression,
+)
+from specaccept_cli.summary.estimates import Estimates, estimate
+from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_batch
+from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally
+from specaccept_cli.verdict import Findings, GateSpec, conclude
+
+RECENT = 20  # intervals kept apart for the view (alpha over the recent intervals)
+QUEUE_BLOCKS = 64  # evaluated blocks in flight between the reader and the ticker: backpressure, not growth
+ARRIVAL = "arrival time"  # the time field of live windows: when a run was read, not a field of the rows
+STOP_GRACE_SECONDS = 15.0  # how long a stop waits for the reader to hand over what it already read
+
+
+@dataclass(frozen=True)
+class Interval:
+    """What arrived between `start` and `end` (Unix seconds)."""
+
+    index: int
+    start: float
+    end: float
+    summary: Summary
+
+
+@dataclass(frozen=True)
+class EndpointState:
+    """One scraped endpoint as last seen: up, or failing since `failures` scrapes, with the reason."""
+
+    url: str
+    scrapes: int = 0
+    failures: int = 0  # consecutive failed scrapes (0: the last one worked)
+    failed_total: int = 0
+    error: str | None = None
+    resets: int = 0
+    last_success: float | None = None
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One period's record: the interval just ended and everything up to its end."""
+
+    interval: Interval
+    total: Summary
+    recent: tuple[Interval, ...]
+    final: bool
+    endpoints: tuple[EndpointState, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def live_windows(every: int) -> WindowSpec:
+    """Windows of live runs: one per period, by arrival time."""
+    return WindowSpec(time_field=ARRIVAL, width=every)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One tick judged: the period's own numbers, and everything so far concluded as a finished audit is.
+
+    Every live view (the screen, the records, the alerts) draws this; nothing is computed twice.
+    """
+
+    tick: Tick
+    interval: Estimates
+    findings: Findings
+    skipped_rows: int = 0
+    recent_alphas: tuple[float | None, ...] = ()
+
+    @property
+    def total(self) -> Estimates:
+        return self.findings.numbers
+
+    @property
+    def gates(self) -> tuple[GateResult, ...]:
+        return self.findings.gates
+
+    @property
+    def drift(self) -> Drift | None:
+        return self.findings.drift
+
+    @property
+    def drifting(self) -> bool | None:
+        """Whether the drift test finds alpha moving (None: not testable yet)."""
+        entries = [entry for entry in self.findings.verdict if entry.check == "drift"]
+        if self.drift is None or not entries:
+            return None
+        return any(entry.status != "ok" for entry in entries)
+
+
+def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
+    """The tick's period estimated on its own, and the total concluded under `spec` (gates, drift, ...)."""
+    return Judged(
+        tick,
+        estimate(tick.interval.summary),
+        conclude(tick.total, None, spec),
+        skipped_rows,
+        tuple(recent_alphas(tick.recent)),
+    )
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+_END = object()
+
+
+class Ticker:
+    """Folds evaluated blocks into intervals of `every` seconds; the total is their sum."""
+
+    def __init__(self, plan: Plan, every: int, clock: Callable[[], float] = time.time) -> None:
+        self.plan, self.every, self.clock = plan, every, clock
+        self.spec = live_windows(every)
+        self.total = Summary(windows=WindowTally.empty(self.spec))
+        self.current = self._empty()
+        self.recent: deque[Interval] = deque(maxlen=RECENT)
+        self.started = clock()
+        self.count = 0
+
+    def _empty(self) -> Summary:
+        empty = add_up(iter(()), None, self.plan.group_by, None)
+        return replace(empty, windows=WindowTally.empty(self.spec))
+
+    def add(self, result: Evaluated, moment: float | None = None) -> None:
+        """One evaluated block, placed in the window of the moment it arrived."""
+        part = add_up(iter([replace(result, sequence=None)]), None, self.plan.group_by, None)
+        windows = WindowTally.empty(self.spec)
+        if result.sequence is not None and result.sequence[0].shape[0]:
+            k, accepted = result.sequence
+            times = np.full(k.shape[0], self.clock() if moment is None else moment, dtype=np.float64)
+            windows = WindowTally.of_times(self.spec, times, k, accepted)
+        self.current = self.current + replace(part, windows=windows)
+
+    def tick(self, final: bool = False, **extra: object) -> Tick:
+        """End the current interval: it joins the total and the recent ones."""
+        end = self.clock()
+        start = self.recent[-1].end if self.recent else self.started
+        interval = Interval(self.count, start, end, self.current)
+        self.count += 1
+        self.total = self.total + self.current
+        self.recent.append(interval)
+        self.current = self._empty()
+        return Tick(interval, self.total, tuple(self.recent), final, **extra)  # type: ignore[arg-type]
+
+
+def run_live(
+    produce: Callable[[Callable[[object], None], threading.Event], None],
+    plan: Plan,
+    every: int,
+    stop: threading.Event,
+    on_tick: Callable[[Tick], None],
+    *,
+    state: Callable[[], dict[str, object]] | None = None,
+) -> Summary:
+    """Run `produce(put, stop)` on a reading thread and tick every `every` seconds until it ends or `stop`.
+
+    `produce` puts `Evaluated` blocks (and anything else, such as `EndpointState`s, which `on_tick` is not
+    told of but `state()` can gather) with `put`; an exception it raises is raised here, after the
+    interval read so far is ticked. Returns the total.
+    """
+    handover: queue.Queue[object] = queue.Queue(QUEUE_BLOCKS)
+    draining = threading.Event()  # set once the ticking thread takes nothing more
+
+    def put(item: object) -> None:
+        while not draining.is_set():  # blocks while the queue is full: backpressure on the reader
+            try:
+                handover.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def reader() -> None:
+        try:
+            produce(put, stop)
+        except BaseException as exc:  # handed to the ticking thread, which raises it where the CLI can word it
+            put(_Failed(exc))
+            return
+        put(_END)
+
+    ticker = Ticker(plan, every)
+    thread = threading.Thread(target=reader, name="specaccept-live-reader", daemon=True)
+    thread.start()
+    wall = time.time()  # periods end on whole multiples of `every` (at :00, :10, ... for 10s), as windows do
+    deadline = time.monotonic() + (math.floor(wall / every) + 1) * every - wall
+    failure: BaseException | None = None
+    while True:
+        timeout = max(0.0, deadline - time.monotonic())
+        try:
+            item = handover.get(timeout=min(timeout, 0.2))
+        except queue.Empty:
+            item = None
+        if isinstance(item, Evaluated):
+            ticker.add(item)
+        elif isinstance(item, _Failed):
+            failure = item.error
+            break
+        elif item is _END:
+            break
+        if stop.is_set() and handover.empty():
+            break
+        if time.monotonic() >= deadline:
+            on_tick(ticker.tick(False, **(state() if state else {})))
+            deadline += every
+            if deadline < time.monotonic():  # a slow tick (a stopped terminal): start the next period now
+                deadline = time.monotonic() + every
+    stop.set()
+    # What the reader handed over before it saw the stop: it sees it within one poll or one scrape timeout.
+    limit = time.monotonic() + STOP_GRACE_SECONDS
+    while True:
+        try:
+            item = handover.get(timeout=0.05)
+        except queue.Empty:
+            if not thread.is_alive() or time.monotonic() > limit:
+                break
+            continue
+        if isinstance(item, Evaluated):
+            ticker.add(item)
+        elif isinstance(item, _Failed) and failure is None:
+            failure = item.error
+    draining.set()
+    on_tick(ticker.tick(True, **(state() if state else {})))
+    if failure is not None:
+        raise failure
+    return ticker.total
+
+
+# --- following a stream -------------------------------------------------------------------------
+
+
+def open_followed(stream: FollowedStream, source: Source, requested: Format) -> OpenSource:
+    """A followed stream opened as any text source is: its format told from its first line."""
+    head = stream.peek(8)
+    if sniff_compression(head) is not None:
+        raise InputError(source.name, None, "is compressed: a followed stream is read as text (decompress it first)")
+    found = detect_format(source, head, requested, stream.peek)
+    if found == "parquet":
+        raise InputError(source.name, None, "is Parquet: only text (JSONL or server output) can be followed")
+    return OpenSource(source, stream, head, found, None, stream)  # type: ignore[arg-type]
+
+
+def follow_producer(
+    stream: FollowedStream,
+    source: Source,
+    reading: Reading,
+    plan: Plan,
+    policy: ErrorPolicy,
+    draft_length: int | None = None,
+) -> Callable[[Callable[[object], None], threading.Event], None]:
+    """What the reading thread does for `audit --follow`: the stream through the ordinary per-batch stage."""
+    from specaccept_cli.pipeline.engine import EngineReading
+
+    # Blocks are evaluated in input order as windows "of runs"; the ticker places them by arrival.
+    plan = replace(plan, windows=WindowSpec())
+
+    def produce(put: Callable[[object], None], stop: threading.Event) -> None:
+        try:
+            opened = open_followed(stream, source, reading.input_format)
+            if stop.is_set():
+                return
+            if opened.format in ENGINE_FORMATS:
+                engine = EngineReading(draft_length)
+                results: Iterator[Evaluated] = policy.guard(engine.evaluate(opened, plan, policy))
+                for result in results:
+                    put(result)
+                for result in policy.guard(engine.finish(plan, policy)):
+                    put(result)
+                return
+            for batch in policy.guard(read_opened(opened, reading, policy)):
+                result, errors = evaluate_batch(batch, plan, keep_runs=False)
+                for error in errors:
+                    policy(error)
+                put(result)
+        finally:
+            stream.close()
+
+    return produce
+
+
+def check_follow_plan(plan: Plan) -> None:
+    """Live windows are by arrival; a time field of the rows cannot window them as well."""
+    if plan.windows is not None and plan.windows.time_field is not None:
+        raise UsageError("a followed stream is windowed by arrival time (every period is a window)")
+
+
+def recent_alphas(recent: Sequence[Interval]) -> list[float | None]:
+    """Alpha of each recent interval (None where nothing was examined): the live view's strip."""
+    out: list[float | None] = []
+    for interval in recent:
+        examined = interval.summary.examined_tokens
+        out.append(None if not examined else interval.summary.accepted_tokens / examined)
+    return out
+
+
+# --- scraping endpoints -------------------------------------------------------------------------
+
+
+class Endpoints:
+    """The state of every watched endpoint, written by the reading thread, read by the ticking one."""
+
+    def __init__(self, urls: Sequence[str]) -> None:
+        from specaccept_cli.read.scrape import shown_url
+
+        self.states = {url: EndpointState(shown_url(url)) for url in urls}
+
+    def snapshot(self) -> tuple[EndpointState, ...]:
+        return tuple(self.states.values())
+
+    def succeeded(self, url: str, resets: int, moment: float) -> None:
+        state = self.states[url]
+        self.states[url] = replace(
+            state, scrapes=state.scrapes + 1, failures=0, error=None, resets=state.resets + resets, last_success=moment
+        )
+
+    def failed(self, url: str, error: str) -> None:
+        state = self.states[url]
+        self.states[url] = replace(
+            state,
+            scrapes=state.scrapes + 1,
+            failures=state.failures + 1,
+            failed_total=state.failed_total + 1,
+            error=error,
+        )
+
+
+def watch_producer(
+    urls: Sequence[str],
+    headers: dict[str, str],
+    every: int,
+    plan: Plan,
+    policy: ErrorPolicy,
+    endpoints: Endpoints,
+    *,
+    timeout: float = 5.0,
+    attempts: int = 3,
+) -> Callable[[Callable[[object], None], threading.Event], None]:
+    """What the reading thread does for `watch`: every endpoint scraped once a period, each its own series.
+
+    The first scrape of an endpoint only starts its series: what is counted is what happened while
+    watching (counter differences between scrapes, from the restart after a counter reset). A scrape
+    that fails, or that is not a valid Prometheus page, marks the endpoint failing (shown and counted)
+    and the next good scrape counts the whole gap, as counters are cumulative.
+    """
+    from specaccept_cli.pipeline.engine import _evaluate
+    from specaccept_cli.read.engines.intervals import LineTally
+    from specaccept_cli.read.engines.prometheus import ScrapeSeries
+    from specaccept_cli.read.scrape import Retry, ScrapeError, fetch_with_retries
+
+    retry = Retry(attempts=attempts)
+    labels: set[str] = set()
+
+    def produce(put: Callable[[object], None], stop: threading.Event) -> None:
+        series = {url: ScrapeSeries() for url in urls}
+        due = time.monotonic()
+        while not stop.is_set():
+            for url in urls:
+                if stop.is_set():
+                    return
+                shown = endpoints.states[url].url
+                try:
+                    body = fetch_with_retries(url, headers, timeout, retry, stop.wait, budget=every)
+                except ScrapeError as error:
+                    endpoints.failed(url, str(error))
+                    continue
+                tally = LineTally()
+                items = list(series[url].add(body.split(b"\n"), shown, tally))
+                bad = [item for item in items if isinstance(item, InputError)]
+                if bad:
+                    endpoints.failed(url, f"not a valid scrape: {bad[0].message}")
+                    continue
+                for result in _evaluate(items, plan, policy, labels):
+                    put(result)
+                endpoints.succeeded(url, tally.resets, time.time())
+            due += every
+            stop.wait(max(0.0, due - time.monotonic()))
+
+    return produce

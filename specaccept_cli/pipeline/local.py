@@ -1,0 +1,69 @@
+"""A `ReadRequest` read in this process (JSONL parsed on a pool of its workers when `jobs` > 1).
+
+It opens each source once (`read.open_source`), reads it here or on the pool
+(`pipeline.parallel`), applies the per-batch stage (`summary.evaluate`), hands per-run results
+to an optional sink in input order, and returns one `Summary` that includes whatever the error
+policy skipped: nothing comes back through a side channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from specaccept_cli.errors import UsageError
+from specaccept_cli.pipeline.engine import EngineReading
+from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
+from specaccept_cli.pipeline.request import ReadRequest
+from specaccept_cli.read.policy import ErrorPolicy
+from specaccept_cli.read.sources import ProgressHook
+from specaccept_cli.rule.batch import absent_from_both
+from specaccept_cli.rule.validate import did_you_mean
+from specaccept_cli.summary.evaluate import Evaluated, RunSink, add_up
+from specaccept_cli.summary.state import Summary
+
+SHOWN_KEYS = 12  # keys listed when a field is not found
+
+
+def summarise_here(
+    request: ReadRequest, *, sink: RunSink | None = None, progress: ProgressHook | None = None
+) -> Summary:
+    """Every run of the request's inputs, summarised in this process (see `pipeline.summarise`)."""
+    sources = request.sources()
+    policy = ErrorPolicy(request.on_error, request.quarantine)
+    plan = request.plan
+    if request.jobs is None:
+        request = replace(request, jobs=default_jobs())
+    engine = EngineReading(request.draft_length)
+    absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
+
+    def tracked(results: Iterator[Evaluated]) -> Iterator[Evaluated]:
+        nonlocal absent
+        for result in results:
+            absent = result.absent if absent is None else absent_from_both(absent, result.absent)
+            yield result
+
+    def evaluated() -> Iterator[Evaluated]:
+        for source in sources:
+            results = evaluate_source(source, request, policy, progress, keep_runs=sink is not None, engine=engine)
+            yield from tracked(policy.guard(results))
+        yield from tracked(policy.guard(engine.finish(plan, policy)))
+
+    summary = add_up(evaluated(), sink, plan.group_by, plan.windows)
+    if request.require_fields and summary.runs and absent:
+        raise UsageError(field_not_found(*next(iter(absent.items()))))
+    return summary + skipped_input(policy)
+
+
+def skipped_input(policy: ErrorPolicy) -> Summary:
+    """What an error policy left out, as a summary to add to what was read."""
+    return Summary(
+        skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
+    )
+
+
+def field_not_found(name: str, keys: Sequence[str]) -> str:
+    """A field no row has (a typo, most likely), with the closest keys the rows do have."""
+    hint = did_you_mean(name, keys)
+    shown = ", ".join(keys[:SHOWN_KEYS]) + (", ..." if len(keys) > SHOWN_KEYS else "")
+    return f"no row has the field '{name}'{hint} (a row has: {shown or 'no keys'})"

@@ -1,0 +1,268 @@
+"""`conclude(summary, baseline, spec) -> Findings`: every estimate, test, gate and verdict, computed once.
+
+The checks are one function each, in `CHECKS` (the verdict's order): each reads the findings
+computed so far and says its entries. A new check (a comparison too weak to see a drop, say) is
+one more function here, and every view shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from specaccept_cli.checks import MIN_UNITS, Issue, check_gates, compare
+from specaccept_cli.verdict.findings import Findings, GateSpec, SamplerTest, Status, VerdictEntry
+
+if TYPE_CHECKING:
+    from specaccept_cli.checks import MetricComparison
+    from specaccept_cli.summary.state import Summary
+
+
+def conclude(
+    summary: Summary, baseline: Summary | None = None, spec: GateSpec | None = None, *, max_groups: int = 0
+) -> Findings:
+    """The findings of `summary` (against `baseline` when given) under `spec`'s thresholds.
+
+    `max_groups` > 0 estimates only that many groups, the largest, and the rest together (as the
+    views and the machine format show them); 0 estimates every group.
+    """
+    from specaccept_cli.summary.estimates import estimate
+    from specaccept_cli.summary.state import shown_groups
+    from specaccept_cli.summary.windows import drift_test, window_estimates
+
+    spec = spec or GateSpec()
+    numbers = estimate(summary)
+    shown, other = shown_groups(summary, max_groups) if summary.groups is not None else ([], None)
+    tally = summary.windows
+    sampler = summary.sampler
+    findings = Findings(
+        summary=summary,
+        numbers=numbers,
+        spec=spec,
+        groups=tuple((key, estimate(group)) for key, group in shown),
+        other_groups=None if other is None else (other[0], estimate(other[1])),
+        windows=() if tally is None else tuple(window_estimates(tally)),
+        drift=None if tally is None else drift_test(tally, summary.clusters),
+        gates=tuple(check_gates(numbers, spec.thresholds)),
+        comparison=None if baseline is None else compare(estimate(baseline), numbers, spec.max_drop, spec.significance),
+        sampler_tests=()
+        if sampler is None
+        else (SamplerTest("calibration", sampler.calibration()), SamplerTest("r uniformity", sampler.r_uniformity())),
+        verdict=(),
+    )
+    return replace(findings, verdict=tuple(entry for check in CHECKS for entry in check(findings)))
+
+
+def number(value: float | None) -> str:
+    return "null" if value is None else f"{value:.6g}"
+
+
+def _entry(check: str, status: Status, text: str, issue: Issue | None = None) -> VerdictEntry:
+    return VerdictEntry(check, status, text, None if status == "ok" else issue)
+
+
+def iid_entries(findings: Findings) -> list[VerdictEntry]:
+    check = findings.numbers.iid_check
+    if check is None:
+        return [_entry("iid", "ok", "i.i.d. check needs more runs")]
+    if check.consistent:
+        return [_entry("iid", "ok", "no evidence against the i.i.d. model")]
+    p = check.combined_p_value
+    shown = "" if p is None else f" (p = {p:.3g})"
+    return [_entry("iid", "warn", f"the i.i.d. model does not fit{shown}", Issue("iid", "misfit", p=p))]
+
+
+def gate_entries(findings: Findings) -> list[VerdictEntry]:
+    from specaccept_cli.checks import shown_threshold
+
+    entries = []
+    for gate in findings.gates:
+        issue = Issue("gate", "below", gate.metric, gate.value, gate.threshold)
+        threshold = shown_threshold(gate.threshold)
+        if gate.value is None:
+            text = f"{gate.label} has no value (no runs to estimate it from): its minimum {threshold} fails"
+            entries.append(_entry("gate", "fail", text, replace(issue, kind="no_value")))
+        elif gate.passed:
+            entries.append(_entry("gate", "ok", f"{gate.label} = {gate.shown_value} is at least {threshold}"))
+        else:
+            entries.append(_entry("gate", "fail", f"{gate.label} = {gate.shown_value} is below {threshold}", issue))
+    return entries
+
+
+def baseline_entries(findings: Findings) -> list[VerdictEntry]:
+    """Three states per metric: no drop beyond the tolerated one; a drop beyond it that is not significant
+    (with its p); regressed. A metric that cannot be tested fails."""
+    comparison = findings.comparison
+    if comparison is None:
+        return []
+    entries: list[VerdictEntry] = []
+    within: list[MetricComparison] = []
+    for row in comparison.metrics:
+        issue = Issue("baseline", row.verdict, row.metric, row.current, row.baseline, row.p_adjusted)
+        if row.verdict == "untestable":
+            text = (
+                f"{row.label} cannot be compared with the baseline: each side needs a value and at least {MIN_UNITS} "
+                f"independent units (baseline {number(row.baseline)} from {row.baseline_runs:,} runs, current "
+                f"{number(row.current)} from {row.current_runs:,} runs)"
+            )
+            entries.append(_entry("baseline", "fail", text, issue))
+        elif row.verdict == "regressed":
+            text = (
+                f"{row.label} regressed: {_moved(row)}, a drop of more than {comparison.max_drop:g} "
+                f"(Holm p = {row.p_adjusted:.3g} < {comparison.significance:g})"
+            )
+            entries.append(_entry("baseline", "fail", text, issue))
+        elif row.beyond_tolerance:
+            text = (
+                f"{row.label} {_moved(row)}: a drop beyond the tolerated {comparison.max_drop:g}, but not "
+                f"significant (Holm p = {row.p_adjusted:.3g}, not below {comparison.significance:g})"
+            )
+            entries.append(_entry("baseline", "warn", text, replace(issue, kind="drop_not_significant")))
+        else:
+            within.append(row)
+    if within:
+        moves = ", ".join(f"{row.label} {_change(row)}" for row in within)
+        entries.append(_entry("baseline", "ok", f"no drop beyond {comparison.max_drop:g} from the baseline ({moves})"))
+    for warning in comparison.warnings:
+        if warning.kind == "cluster_fields_differ":
+            base, current = (warning.at or "|").split("|", 1)
+            text = f"baseline clustered by {base}, current by {current}: make sure both name the same unit"
+            entries.append(_entry("baseline", "warn", text, warning))
+        elif warning.kind == "k_mix":
+            text = (
+                f"the draft lengths differ from the baseline's (total variation {warning.value or 0.0:.2f}): "
+                "alpha and tokens per pass move with the mix of k"
+            )
+            entries.append(_entry("baseline", "warn", text, warning))
+        elif warning.kind == "unclustered" and warning.at == "one side":
+            text = "one side of the comparison is not clustered by request: its standard errors are over runs"
+            entries.append(_entry("baseline", "warn", text, warning))
+    return entries
+
+
+def _change(row: MetricComparison) -> str:
+    return "unchanged" if row.change is None else f"{row.change:+.2%}"
+
+
+def _moved(row: MetricComparison) -> str:
+    change = "" if row.change is None else f" ({row.change:+.2%})"
+    return f"{number(row.baseline)} -> {number(row.current)}{change}"
+
+
+def drift_entries(findings: Findings) -> list[VerdictEntry]:
+    from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position
+
+    tally, drift, spec = findings.window_tally, findings.drift, findings.spec
+    if drift is None or tally is None:
+        if spec.strict_drift:
+            text = f"drift cannot be tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs"
+            return [_entry("drift", "fail", text, Issue("drift", "untestable"))]
+        text = f"drift not tested (fewer than {MIN_DRIFT_WINDOWS} windows hold runs)"
+        return [_entry("drift", "ok", text)] if findings.windows else []
+    where = describe_position(tally, drift.change_at)
+    if drift.p_value < spec.significance:
+        issue = Issue("drift", "drift", "alpha", drift.statistic, spec.significance, drift.p_value, where)
+        issue = replace(issue, before=drift.alpha_before, after=drift.alpha_after)
+        text = (
+            f"alpha is not constant over the log (p = {drift.p_value:.3g} < {spec.significance:g}): likeliest "
+            f"change at {where}, {_alpha(drift.alpha_before)} before, {_alpha(drift.alpha_after)} after"
+        )
+        return [_entry("drift", "fail" if spec.strict_drift else "warn", text, issue)]
+    return [_entry("drift", "ok", f"alpha looks constant over the log (p = {drift.p_value:.3g})")]
+
+
+def _alpha(value: float | None) -> str:
+    return "null" if value is None else f"{value:.4f}"
+
+
+def server_entries(findings: Findings) -> list[VerdictEntry]:
+    reported, limit = findings.reported, findings.spec.max_mismatches
+    if reported is None:
+        return []
+    if not reported.mismatches:
+        return [_entry("server", "ok", f"reported counts match ({reported.runs:,} runs)")]
+    text = f"{reported.mismatches:,} of {reported.runs:,} reported counts mismatch"
+    if reported.headline():
+        text += f", {reported.headline()}"
+    if reported.all_near_ties():
+        text += " (every one a near tie: bf16/fp16 p and q do this with a lawful server)"
+    failed = limit is not None and reported.mismatches > limit
+    issue = Issue("server", "mismatches", "mismatches", reported.mismatches, None if limit is None else float(limit))
+    if failed:
+        text += f", more than the {limit:,} allowed"
+    return [_entry("server", "fail" if failed else "warn", text, issue)]
+
+
+def sampler_entries(findings: Findings) -> list[VerdictEntry]:
+    sampler = findings.sampler
+    if sampler is None:
+        return []
+    failed = [test for test in findings.sampler_tests if test.result.ok is False]
+    if not failed:
+        if all(test.result.ok is None for test in findings.sampler_tests):
+            return [_entry("sampler", "ok", "sampler: no data")]
+        return [_entry("sampler", "ok", "sampler ok")]
+    status: Status = "fail" if findings.spec.strict_sampler else "warn"
+    return [
+        _entry(
+            "sampler",
+            status,
+            f"sampler {test.name} fails: p = {test.result.p_value or 0.0:.3g} < {sampler.significance:g}",
+            Issue("sampler", "fails", test.name, test.result.statistic, sampler.significance, test.result.p_value),
+        )
+        for test in failed
+    ]
+
+
+def skipped_phrase(summary: Summary) -> str:
+    """What skipping left out, in words: "3 bad rows", "1 unreadable source", or both."""
+    skipped, sources = summary.skipped_rows, summary.skipped_sources
+    parts = []
+    if skipped or not sources:
+        parts.append(f"{skipped:,} bad row{'s' if skipped != 1 else ''}")
+    if sources:
+        parts.append(f"{sources:,} unreadable source{'s' if sources != 1 else ''}")
+    return " and ".join(parts)
+
+
+def skipped_entries(findings: Findings) -> list[VerdictEntry]:
+    summary, spec = findings.summary, findings.spec
+    skipped = summary.skipped_rows + summary.skipped_sources
+    if not skipped:
+        return []
+    phrase = skipped_phrase(summary)
+    entries = []
+    if spec.max_errors is not None and skipped > spec.max_errors:
+        issue = Issue("skipped", "too_many", value=skipped, limit=spec.max_errors)
+        entries.append(_entry("skipped", "fail", f"skipped {phrase}: more than {spec.max_errors:,}", issue))
+    nothing_valid = not summary.runs and summary.engine is None  # engine metrics may only bound their runs
+    if nothing_valid and not spec.allow_empty:
+        entries.append(
+            _entry(
+                "skipped", "fail", f"no valid run: skipped {phrase}", Issue("skipped", "no_valid_run", value=skipped)
+            )
+        )
+    if not entries:
+        entries.append(_entry("skipped", "warn", f"skipped {phrase}", Issue("skipped", "skipped", value=skipped)))
+    return entries
+
+
+def interval_entries(findings: Findings) -> list[VerdictEntry]:
+    numbers = findings.numbers
+    if numbers.cluster_field is not None or numbers.runs < 2:
+        return []
+    text = "intervals are over runs, not requests: conditional on these prompts"
+    return [_entry("intervals", "warn", text, Issue("intervals", "unclustered"))]
+
+
+CHECKS: tuple[Callable[[Findings], list[VerdictEntry]], ...] = (
+    gate_entries,
+    baseline_entries,
+    server_entries,
+    sampler_entries,
+    skipped_entries,
+    drift_entries,
+    iid_entries,
+    interval_entries,
+)

@@ -1,0 +1,95 @@
+"""`-o json` against goldens captured before the verdict was computed in one place.
+
+Every key the output had then keeps its exact value (the bytes of its JSON); keys may only be added
+(`verdict`). Provenance's `created` and `specaccept` (the time and the version) are dropped: they change
+with every run. `SPECACCEPT_WRITE_GOLDEN=1` rewrites the files (only when the output is meant to change).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+GOLDEN = ROOT / "tests" / "golden" / "json"
+
+PLAIN = "serving-logs.jsonl.gz"
+SERVER = "server-reported.jsonl.gz"
+CASES: dict[str, list[str]] = {
+    "plain": [PLAIN],
+    "parquet": ["serving-logs.parquet"],
+    "vllm-log": ["vllm-server.log"],
+    "vllm-log-drift": ["vllm-server.log", "--check-drift"],
+    "server-sampler": [SERVER, "--reported-field", "reported", "--check-sampler"],
+    "server-max-mismatches": [SERVER, "--reported-field", "reported", "--max-mismatches", "0"],
+    "gates": [PLAIN, "--min-alpha", "0.9", "--min-tokens-per-pass", "1.5", "--min-acceptance-rate", "0.1"],
+    "baseline": [PLAIN, "--baseline", "{baseline}"],
+    "baseline-clustered": [SERVER, "--cluster-field", "request_id", "--baseline", "{baseline}", "--max-drop", "0.1"],
+    "windows-drift": [PLAIN, "--window", "500", "--check-drift"],
+    "groups-cost": [SERVER, "--group-by", "reported", "--cost-ratio", "0.05"],
+}
+VOLATILE = ("created", "specaccept")
+
+
+def run_json(arguments: list[str], baseline: Path) -> tuple[int, dict[str, Any]]:
+    argv = [item.format(baseline=baseline) for item in arguments]
+    done = subprocess.run(
+        [sys.executable, "-m", "specaccept_cli", "audit", *argv, "-o", "json", "-q"],
+        cwd=EXAMPLES,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr.decode()
+    data = json.loads(done.stdout)
+    for name in VOLATILE:
+        data.get("provenance", {}).pop(name, None)
+    return done.returncode, data
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A baseline summary of the other example log (the same one every run: the comparison is pinned)."""
+    path = tmp_path_factory.mktemp("baseline") / "baseline.json"
+    subprocess.run(
+        [sys.executable, "-m", "specaccept_cli", "audit", SERVER, "-q", "--summary-out", str(path)],
+        cwd=EXAMPLES,
+        capture_output=True,
+        check=True,
+    )
+    return path
+
+
+def assert_only_added(golden: Any, current: Any, where: str = "$") -> None:
+    """Every key of `golden` is in `current` with the same JSON bytes; `current` may hold more keys."""
+    if isinstance(golden, dict):
+        assert isinstance(current, dict), where
+        for key, value in golden.items():
+            assert key in current, f"{where}.{key} is gone"
+            assert_only_added(value, current[key], f"{where}.{key}")
+        assert [key for key in current if key in golden] == list(golden), f"{where}: keys reordered"
+    else:
+        assert json.dumps(current) == json.dumps(golden), f"{where} changed: {golden!r} -> {current!r}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_json_keeps_every_key_of_the_golden(case: str, baseline: Path) -> None:
+    status, data = run_json(CASES[case], baseline)
+    path = GOLDEN / f"{case}.json.gz"
+    if os.environ.get("SPECACCEPT_WRITE_GOLDEN") == "1":
+        payload = json.dumps({"exit": status, "output": data}, indent=1).encode()
+        path.write_bytes(gzip.compress(payload, mtime=0))
+    golden = json.loads(gzip.decompress(path.read_bytes()))
+    assert status == golden["exit"]
+    assert_only_added(golden["output"], data)
+
+
+def test_the_goldens_are_small() -> None:
+    assert sum(path.stat().st_size for path in GOLDEN.iterdir()) < 150_000
