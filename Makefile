@@ -84,6 +84,7 @@ examples: $(STAMP)
 	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 8 -o examples/serving-logs.parquet
 	$(BIN)/python -m tests.specdec examples/server-reported.jsonl.gz
 	$(BIN)/python -m tests.engines examples/vllm-server.log
+	$(BIN)/python -m tests.payloads examples/vllm-payloads.jsonl
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -43,6 +43,7 @@ from specaccept_cli.cli.output import (
 )
 from specaccept_cli.errors import UsageError
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.text import visible
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,12 +73,27 @@ if TYPE_CHECKING:
     "--format",
     "input_format",
     type=click.Choice(
-        ["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
+        [
+            "auto",
+            "jsonl",
+            "parquet",
+            "vllm-log",
+            "sglang-log",
+            "sglang-requests",
+            "llamacpp-log",
+            "prometheus",
+            "vllm-payload",
+            "trtllm-payload",
+            "sglang-payload",
+            "llamacpp-payload",
+            "aiperf-records",
+        ]
     ),
     default="auto",
     show_default=True,
     help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet; server output "
-    "holding vLLM, SGLang or llama.cpp metrics lines, or a Prometheus scrape (.prom), is read as engine metrics).",
+    "holding vLLM, SGLang or llama.cpp metrics lines, or a Prometheus scrape (.prom), is read as engine metrics; "
+    "JSON or SSE lines holding per-request payloads are read one request per cluster).",
 )
 @click.option(
     "--draft-length",
@@ -642,6 +658,8 @@ def _show(
         from specaccept_cli.views.terminal import skipped_table
 
         stderr.console.print(skipped_table(summary))
+    for drift in () if summary.engine is None else summary.engine.drift:  # payload fields no reader knows, once
+        click.echo(f"specaccept: warning: {visible(drift)}", err=True)
 
 
 def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) -> None:

@@ -44,11 +44,12 @@ from specaccept_cli.pipeline.parallel import (
     _parse_range,
     _restore,
     default_jobs,
+    evaluate_source,
     newline_aligned_ranges,
 )
 from specaccept_cli.pipeline.request import ReadOptions, ReadRequest, as_request
 from specaccept_cli.read.policy import ErrorPolicy
-from specaccept_cli.read.sources import ENGINE_FORMATS, Source, open_source
+from specaccept_cli.read.sources import ENGINE_FORMATS, PAYLOAD_FORMATS, Source, open_source
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunColumns, RunSink, add_up
@@ -88,6 +89,7 @@ class Share:
 
     source: Source
     byte_range: tuple[int, int] | None = None
+    payloads: bool = False  # per-request payloads: read whole, their runs' order sent back for windows of runs
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ def plan_shares(source: Source, request: ReadRequest, range_bytes: int, share_ro
     """
     try:
         with open_source(source, request.input_format) as opened:
+            if opened.format in PAYLOAD_FORMATS:  # one request per line, read whole by one task
+                return [Share(source, payloads=True)]
             if opened.format in ENGINE_FORMATS:
                 raise OneProcessOnly(source.name, opened.format)
             if opened.format == "parquet":
@@ -193,6 +197,8 @@ def summarise_share(share: Share, job: Job) -> Part:
 def _summarise_share(share: Share, job: Job) -> Part:
     if share.byte_range is not None:
         return _summarise_range(share, job)
+    if share.payloads:
+        return _summarise_payloads(share, job)
     runs: list[PerRun] = []
     sequence = _Sequence()
     quarantine = io.BytesIO() if job.keep_runs else None
@@ -211,6 +217,33 @@ def _summarise_share(share: Share, job: Job) -> Part:
         return Part(Summary(), error=error, runs=tuple(runs))
     kept = quarantine.getvalue() if quarantine is not None else b""
     return Part(summary, 0, summary.skipped_sources > 0, None, tuple(runs), kept, sequence.arrays(job.keep_sequence))
+
+
+def _summarise_payloads(share: Share, job: Job) -> Part:
+    """A file of per-request payloads, as one process reads it; each request's runs in order go back for windows."""
+    request = replace(job.request, inputs=(share.source,), jobs=1, require_fields=False)
+    policy = ErrorPolicy(request.on_error)
+    sequence = _Sequence()
+
+    def evaluated() -> Iterator[Evaluated]:
+        for result in evaluate_source(share.source, request, policy, keep_runs=False):
+            if job.keep_sequence and result.sequence is not None:
+                sequence.add(*result.sequence)
+            yield result
+
+    try:
+        summary = add_up(policy.guard(evaluated()), None, request.plan.group_by)
+    except InputError as error:
+        return Part(Summary(), error=error)
+    return Part(
+        summary + skipped_input(policy),
+        0,
+        policy.skipped_sources > 0,
+        None,
+        (),
+        b"",
+        sequence.arrays(job.keep_sequence),
+    )
 
 
 class _Sequence:

@@ -36,7 +36,15 @@ from specaccept_cli.errors import InputError, OnError, WorkerDied
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.request import ReadRequest
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
-from specaccept_cli.read.sources import ENGINE_FORMATS, OpenSource, ProgressHook, Source, open_source, read_opened
+from specaccept_cli.read.sources import (
+    ENGINE_FORMATS,
+    PAYLOAD_FORMATS,
+    OpenSource,
+    ProgressHook,
+    Source,
+    open_source,
+    read_opened,
+)
 from specaccept_cli.read.storage import RemoteObject, open_seekable
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
@@ -308,6 +316,11 @@ def evaluate_source(
     if progress is not None:
         progress.start_source(source)
     with open_source(source, request.input_format) as opened:
+        if opened.format in PAYLOAD_FORMATS:  # per-request payloads: the request is the cluster, always
+            from specaccept_cli.pipeline.payloads import evaluate_payload_source
+
+            yield from evaluate_payload_source(opened, plan, on_error)
+            return
         if opened.format in ENGINE_FORMATS:
             yield from (engine or EngineReading(request.draft_length)).evaluate(opened, plan, on_error)
             return

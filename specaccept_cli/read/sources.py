@@ -27,11 +27,38 @@ from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
-# The engine formats are server output (metrics log lines, Prometheus scrapes), read by `read.engines`.
-EngineFormat = Literal["vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
-SourceFormat = Literal["jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
-Format = Literal["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
-ENGINE_FORMATS: tuple[EngineFormat, ...] = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus")
+# The engine formats are server output: metrics log lines and Prometheus scrapes, read by `read.engines`, and
+# per-request payloads (responses, stream captures, AIPerf records), read by `read.payloads`.
+PayloadFormat = Literal["aiperf-records", "vllm-payload", "trtllm-payload", "sglang-payload", "llamacpp-payload"]
+EngineFormat = Literal[
+    "vllm-log",
+    "sglang-log",
+    "sglang-requests",
+    "llamacpp-log",
+    "prometheus",
+    "aiperf-records",
+    "vllm-payload",
+    "trtllm-payload",
+    "sglang-payload",
+    "llamacpp-payload",
+]
+SourceFormat = Literal["jsonl", "parquet"] | EngineFormat
+Format = Literal["auto"] | SourceFormat
+PAYLOAD_FORMATS: tuple[PayloadFormat, ...] = (
+    "aiperf-records",
+    "vllm-payload",
+    "trtllm-payload",
+    "sglang-payload",
+    "llamacpp-payload",
+)
+ENGINE_FORMATS: tuple[EngineFormat, ...] = (
+    "vllm-log",
+    "sglang-log",
+    "sglang-requests",
+    "llamacpp-log",
+    "prometheus",
+    *PAYLOAD_FORMATS,
+)
 
 STDIN = "-"
 PARQUET_MAGIC = b"PAR1"
@@ -249,8 +276,9 @@ def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Sou
 def detect_format(source: Source, head: bytes, requested: Format, sample: Callable[[int], bytes]) -> SourceFormat:
     """The format asked for; in auto, by extension, then by content.
 
-    Content: PAR1 magic is Parquet; JSON lines whose first line holds SGLang's `"spec_verify_ct"`
-    (and no `"p"` field) are SGLang responses; text whose first byte is not `{` and which holds an
+    Content: PAR1 magic is Parquet; JSON lines or SSE `data:` lines holding a per-request payload
+    (`read.payloads`: vLLM, TensorRT-LLM, SGLang, llama.cpp responses, AIPerf records) within the first
+    64 KB are that engine's payloads, the request the cluster; text whose first byte is not `{` and which holds an
     engine's metrics line (or a Prometheus scrape) within its first SNIFF_BYTES is that engine's
     output; anything else is read as JSONL, whose reader then names what is wrong with it.
     `sample(n)` gives the first n bytes of the source's text (decompressed), without consuming them.
@@ -266,11 +294,11 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
         return "parquet"
     if suffix in PROMETHEUS_SUFFIXES:
         return "prometheus"
-    if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or SGLang responses (decided by the first line)
-        return "sglang-requests" if _sniff_engine(sample(1 << 16)) else "jsonl"
+    if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or per-request payloads (decided by their markers)
+        return _sniff_payload(sample(1 << 16)) or "jsonl"
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
-    return _sniff_engine(sample(SNIFF_BYTES)) or "jsonl"
+    return _sniff_payload(sample(1 << 16)) or _sniff_engine(sample(SNIFF_BYTES)) or "jsonl"
 
 
 class _TextSample:
@@ -301,6 +329,18 @@ class _TextSample:
     def text_stream(self) -> BinaryIO | None:
         """The decompressed stream, when reading ahead made it."""
         return None if self.read_ahead is None else cast(BinaryIO, self.read_ahead)
+
+
+def _sniff_payload(sample: bytes) -> PayloadFormat | None:
+    """A per-request payload among the sample's lines (its markers first: (p, q, r) rows never hold them)."""
+    from specaccept_cli.read.payloads import READERS, sniff_payload
+
+    if not any(marker in sample for _, markers in READERS.values() for marker in markers):
+        return None
+    lines = sample.split(b"\n")
+    if len(lines) > 1:
+        lines.pop()  # may be cut mid-line
+    return cast(PayloadFormat | None, sniff_payload(lines, limit=len(lines)))
 
 
 def _sniff_engine(sample: bytes) -> EngineFormat | None:

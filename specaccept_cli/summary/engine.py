@@ -36,6 +36,13 @@ class EngineTally:
     bounded_examined_high: int = 0
     unquantified: int = 0  # intervals with printed rates only, no token counts (SGLang's 'accept len')
     running_totals: int = 0  # lines that repeat counts since the start (llama.cpp's statistics): shown, not added
+    # Per-request payloads (`read.payloads`): requests read (each also an interval, exact or bounded), those
+    # exact only if every draft had full width (SGLang's nominal proposed count), null payloads, and the
+    # fields no reader knows (schema drift, reported once).
+    requests: int = 0
+    requests_assuming_full_drafts: int = 0
+    null_payloads: int = 0
+    drift: tuple[str, ...] = ()
     # describe() of the first intervals, in input order: what the engine printed and what it means.
     examples: tuple[str, ...] = ()
 
@@ -58,6 +65,10 @@ class EngineTally:
             unquantified=self.unquantified + other.unquantified,
             running_totals=self.running_totals + other.running_totals,
             examples=(self.examples + other.examples)[:MAX_KEPT_INTERVALS],
+            requests=self.requests + other.requests,
+            requests_assuming_full_drafts=self.requests_assuming_full_drafts + other.requests_assuming_full_drafts,
+            null_payloads=self.null_payloads + other.null_payloads,
+            drift=tuple(dict.fromkeys(self.drift + other.drift)),
         )
 
     def alpha_bounds_with(self, accepted: int, examined: int) -> tuple[float, float] | None:
@@ -90,6 +101,10 @@ class EngineTally:
             "unquantified_intervals": self.unquantified,
             "running_totals": self.running_totals,
             "examples": list(self.examples),
+            "requests": self.requests,
+            "requests_assuming_full_drafts": self.requests_assuming_full_drafts,
+            "null_payloads": self.null_payloads,
+            "schema_drift": list(self.drift),
         }
 
     @classmethod
@@ -113,4 +128,8 @@ class EngineTally:
             unquantified=data["unquantified_intervals"],
             running_totals=data.get("running_totals", 0),
             examples=tuple(data["examples"]),
+            requests=data.get("requests", 0),
+            requests_assuming_full_drafts=data.get("requests_assuming_full_drafts", 0),
+            null_payloads=data.get("null_payloads", 0),
+            drift=tuple(data.get("schema_drift", ())),
         )

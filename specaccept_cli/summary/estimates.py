@@ -19,6 +19,7 @@ from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.clusters import Units
 from specaccept_cli.summary.conventions import engine_conventions
+from specaccept_cli.summary.fingerprints import Fingerprint, fingerprints
 from specaccept_cli.summary.probability import f_sf, student_t_cdf, student_t_quantile
 from specaccept_cli.summary.state import Summary
 
@@ -109,6 +110,8 @@ class Estimates:
     tokens_per_pass_ci: tuple[float, float] | None = None
     expected_alpha_drafted: float | None = None  # mean of min(1, p/q) over every drafted token
     runs_by_k: tuple[int, ...] = ()  # runs by draft length, 0 .. max_k
+    # Evidence that acceptance was not the exact rule at work (summary.fingerprints): plain data for any view.
+    fingerprints: tuple[Fingerprint, ...] = ()
 
     def testing_standard_error(self, metric: str) -> float | None:
         """The standard error a comparison uses: the estimate's, but never below what its interval implies.
@@ -193,6 +196,7 @@ def estimate(summary: Summary) -> Estimates:
         tokens_per_pass_ci=_tokens_per_pass_interval(summary, tokens_per_pass, tokens_error, unit_count, df),
         expected_alpha_drafted=summary.threshold_sum_fixed / THRESHOLD_SCALE / sampled if sampled else None,
         runs_by_k=tuple(int(n) for n in summary.runs_by_k[: summary.max_k + 1].tolist()),
+        fingerprints=fingerprints(summary),
     )
 
 

@@ -118,6 +118,7 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         windows=None
         if seconds is None or spec is None
         else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
+        one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(batch.q == 1.0)),
     )
     groups = (
         None

@@ -83,6 +83,7 @@ def summary_object(
         "tokens_per_pass_ci": None if numbers.tokens_per_pass_ci is None else list(numbers.tokens_per_pass_ci),
         "expected_alpha_drafted": numbers.expected_alpha_drafted,
         "draft_length_histogram": {str(k): runs for k, runs in enumerate(numbers.runs_by_k)},
+        "fingerprints": [item.to_dict() for item in numbers.fingerprints],
     }
     if cost_ratio is not None:
         data["cost_ratio"] = cost_ratio
@@ -99,6 +100,8 @@ def summary_object(
     }
     if summary.examined_threshold_sum_fixed is not None:
         state["examined_threshold_sum_fixed"] = summary.examined_threshold_sum_fixed
+    if summary.one_hot_draft_tokens is not None:
+        state["one_hot_draft_tokens"] = summary.one_hot_draft_tokens
     if summary.clusters is not None:
         state["clusters"] = summary.clusters.to_dict()
     if summary.reported is not None:
@@ -223,6 +226,7 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             examined_threshold_sum_fixed=examined_sum,
             clusters=clusters,
             windows=WindowTally.from_dict(state["windows"]) if "windows" in state else None,
+            one_hot_draft_tokens=_whole_or_none(state.get("one_hot_draft_tokens")),
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
@@ -249,6 +253,15 @@ def _whole(value: object, key: str) -> int:
         raise ValueError(f"{key} holds the string {shown!r} where a whole number belongs")
     what = {bool: "a boolean", type(None): "null", list: "an array", dict: "an object"}.get(type(value), "a value")
     raise ValueError(f"{key} holds {what} where a whole number belongs")
+
+
+def _whole_or_none(value: object) -> int | None:
+    """A count a file from before it was kept lacks (None: unknown in any total)."""
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise ValueError("one_hot_draft_tokens is not a whole number")
+    return value
 
 
 def _check_clusters(clusters: ClusterTally, counts: np.ndarray[Any, np.dtype[np.int64]]) -> None:

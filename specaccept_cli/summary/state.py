@@ -103,6 +103,8 @@ class Summary:
     windows: WindowTally | None = None
     # Built from engine metrics lines or scrapes instead of runs: what they gave and what they only bound.
     engine: EngineTally | None = None
+    # Logged draft tokens whose q is exactly 1 (None: read from a file that lacks it): the greedy_draft fingerprint.
+    one_hot_draft_tokens: int | None = 0
 
     def __post_init__(self) -> None:
         if self.groups is not None and not isinstance(self.groups, Groups):
@@ -141,6 +143,7 @@ class Summary:
             clusters=_add_clusters(self, other),
             windows=_add_optional(self.windows, other.windows),
             engine=_add_optional(self.engine, other.engine),
+            one_hot_draft_tokens=_add_unknown(self.one_hot_draft_tokens, other.one_hot_draft_tokens),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -163,6 +166,7 @@ class Summary:
             and self.clusters == other.clusters
             and self.windows == other.windows
             and self.engine == other.engine
+            and self.one_hot_draft_tokens == other.one_hot_draft_tokens
         )
 
     # --- counters -------------------------------------------------------------------

@@ -67,6 +67,8 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
         ),
         ("vLLM's rate", [f'{number(numbers.acceptance_rate)} accepted / drafted ("Avg Draft acceptance rate")']),
     ]
+    if numbers.fingerprints:  # evidence the exact rule was not at work: named before any detail
+        rows.append(("fingerprints", [Marked(item.code, "bad") for item in numbers.fingerprints]))
     return rows + verdict_rows(findings, words)
 
 

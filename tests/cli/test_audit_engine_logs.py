@@ -216,7 +216,9 @@ def test_sglang_responses_in_a_jsonl_file_are_recognised_and_grouped_by_request(
     data = audit_json(str(path), "--group-by", "id")
     truth = np.concatenate([accepted for _, accepted in metas])
     assert data["runs"] == 100 and data["accepted_tokens"] == truth.sum()
-    assert data["engine"]["formats"] == ["sglang-request"] and data["engine"]["recovered_intervals"] == 4
+    # Read as per-request payloads: each request is a cluster (the old interval reader stays under --format).
+    assert data["engine"]["formats"] == ["sglang-meta-info"] and data["engine"]["recovered_intervals"] == 4
+    assert data["engine"]["requests"] == 4 and "4 clusters of request_id" in data["alpha_ci_method"]
     assert sorted(data["groups"]) == ["req-0", "req-1", "req-2", "req-3"]
     # The same file named as runs is read as runs, and says what is missing.
     as_runs = invoke("audit", str(path), "--format", "jsonl")

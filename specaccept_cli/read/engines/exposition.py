@@ -76,7 +76,7 @@ def _parse_labels(text: str) -> LabelKey | None:
 
 
 def _interesting(name: str) -> bool:
-    return name.startswith(("vllm:spec_decode", "sglang:spec_"))
+    return name.startswith(("vllm:spec_decode", "sglang:spec_", "llamacpp:spec_decode"))
 
 
 def read_prometheus_scrapes(

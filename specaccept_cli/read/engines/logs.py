@@ -48,8 +48,9 @@ def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> st
         if any(marker in text for marker in LLAMA_MARKERS):
             return "llamacpp-log"
         stripped = text.lstrip()
-        if stripped.startswith(("vllm:spec_decode", "sglang:spec_")) or (
-            stripped.startswith("# TYPE ") and (" vllm:" in stripped or " sglang:" in stripped)
+        if stripped.startswith(("vllm:spec_decode", "sglang:spec_", "llamacpp:spec_decode")) or (
+            stripped.startswith("# TYPE ")
+            and (" vllm:" in stripped or " sglang:" in stripped or " llamacpp:spec_decode" in stripped)
         ):
             return "prometheus"
     return None

@@ -10,7 +10,7 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes
 from specaccept_cli.read.engines.intervals import EngineInterval, LineTally
 from specaccept_cli.read.engines.sglang import sglang_gauges
-from specaccept_cli.read.engines.vllm import VLLM_COUNTERS, prometheus_intervals
+from specaccept_cli.read.engines.vllm import COUNTERS, prometheus_intervals
 
 
 class ScrapeSeries:
@@ -32,7 +32,7 @@ class ScrapeSeries:
                 yield item
                 continue
             yield from sglang_gauges(item, source)
-            if not any(name in VLLM_COUNTERS for name, _ in item.samples):
+            if not any(name in COUNTERS for name, _ in item.samples):
                 continue
             self.vllm_scrapes += 1
             if self.previous is not None:

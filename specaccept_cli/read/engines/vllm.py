@@ -165,43 +165,75 @@ VLLM_COUNTERS = {
     "vllm:spec_decode_num_accepted_tokens_total": "accepted",
     "vllm:spec_decode_num_accepted_tokens_per_pos_total": "per_pos",
 }
+# llama.cpp's server copies vLLM's schema (ggml-org/llama.cpp#26389, merged; tools/server/README.md's
+# metrics table): "llamacpp:spec_decode_num_draft_tokens", "..._num_accepted_tokens", "..._num_drafts" and
+# "..._num_accepted_tokens_per_pos{position="N"}", absent before the first speculative request. The PR's
+# table names them without the "_total" suffix and a later comment (#23328) with it: both are read. Its
+# positions are taken 0-based like vLLM's; a series whose positions run 1..k is shifted (the first
+# position is always present once any draft was accepted). llama.cpp's own source for the label's base was
+# not found in the sources searched.
+LLAMACPP_COUNTERS = {
+    f"llamacpp:spec_decode_num_{name}{suffix}": role
+    for name, role in (
+        ("drafts", "drafts"),
+        ("draft_tokens", "draft_tokens"),
+        ("accepted_tokens", "accepted"),
+        ("accepted_tokens_per_pos", "per_pos"),
+    )
+    for suffix in ("_total", "")
+}
+COUNTERS = {**{name: ("vllm", role) for name, role in VLLM_COUNTERS.items()}} | {
+    name: ("llama.cpp", role) for name, role in LLAMACPP_COUNTERS.items()
+}
 
 
 @dataclass
 class _VllmCounters:
     labels: dict[str, str]
+    engine: str = "vllm"
     values: dict[str, str] = field(default_factory=dict)  # counter -> printed value
     per_pos: dict[int, str] = field(default_factory=dict)  # 0-based position -> printed value
+    names: dict[str, str] = field(default_factory=dict)  # role -> the counter's name as exposed
     lines: dict[str, int] = field(default_factory=dict)  # the printed name of each value -> its line
 
+    def per_pos_name(self, pos: int) -> str:
+        base = self.names.get("per_pos", "vllm:spec_decode_num_accepted_tokens_per_pos_total")
+        return f'{base}{{position="{pos}"}}'
+
     def named(self) -> list[tuple[str, str]]:
-        """(printed name, value) of every counter of the series, the per-position ones last."""
-        named = [(name, self.values[role]) for name, role in VLLM_COUNTERS.items() if role in self.values]
-        return named + [(_per_pos_name(pos), value) for pos, value in sorted(self.per_pos.items())]
-
-
-def _per_pos_name(pos: int) -> str:
-    return f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{pos}"}}'
+        """(printed name, value) of every counter of the series in the order of their lines, per position last."""
+        named = sorted(
+            ((self.names.get(role, role), value) for role, value in self.values.items()),
+            key=lambda item: self.lines.get(item[0], 0),
+        )
+        return named + [(self.per_pos_name(pos), value) for pos, value in sorted(self.per_pos.items())]
 
 
 def _vllm_series(scrape: PrometheusScrape) -> dict[LabelKey, _VllmCounters]:
     out: dict[LabelKey, _VllmCounters] = {}
     for (name, labels), value in scrape.samples.items():
-        role = VLLM_COUNTERS.get(name)
-        if role is None:
+        found = COUNTERS.get(name)
+        if found is None:
             continue
+        engine, role = found
         label_map = dict(labels)
         position = label_map.pop("position", None)
-        key = tuple(sorted(label_map.items()))
-        series = out.setdefault(key, _VllmCounters(labels=label_map))
+        key = (("", engine), *sorted(label_map.items()))
+        series = out.setdefault(key, _VllmCounters(labels=label_map, engine=engine))
+        series.names[role] = name
         if role == "per_pos":
             if position is None or not position.isdigit():
                 continue
             series.per_pos[int(position)] = value
-            series.lines[_per_pos_name(int(position))] = scrape.sample_lines.get((name, labels), scrape.line)
+            series.lines[series.per_pos_name(int(position))] = scrape.sample_lines.get((name, labels), scrape.line)
         else:
             series.values[role] = value
             series.lines[name] = scrape.sample_lines.get((name, labels), scrape.line)
+    for series in out.values():
+        if series.engine == "llama.cpp" and series.per_pos and min(series.per_pos) == 1:
+            lines = {pos: series.lines.pop(series.per_pos_name(pos), scrape.line) for pos in series.per_pos}
+            series.per_pos = {pos - 1: value for pos, value in series.per_pos.items()}
+            series.lines.update({series.per_pos_name(pos - 1): line for pos, line in lines.items()})
     return out
 
 
@@ -219,20 +251,21 @@ def prometheus_intervals(
     old = _vllm_series(before) if before is not None else {}
     for key, series in _vllm_series(after).items():
         prev = old.get(key)
+        who = "vLLM" if series.engine == "vllm" else series.engine
         if before is not None and prev is None:
             yield InputError(
-                source, after.line, f"vLLM series {label_text(series.labels)} is not in the earlier scrape"
+                source, after.line, f"{who} series {label_text(series.labels)} is not in the earlier scrape"
             )
             continue
         unusable = _unusable(series, prev)
         if unusable is not None:
             line, why = unusable
-            yield InputError(source, line, f"vLLM counter {why} ({label_text(series.labels)})")
+            yield InputError(source, line, f"{who} counter {why} ({label_text(series.labels)})")
             continue
         ints, positions, resets = _differences(series, prev)
         if ints is None or positions is None:
             problem = "are not positions 0..k-1" if ints is not None else "is not a whole number"
-            yield InputError(source, after.line, f"vLLM counter {label_text(series.labels)} {problem}")
+            yield InputError(source, after.line, f"{who} counter {label_text(series.labels)} {problem}")
             continue
         notes = []
         if resets:  # like Prometheus's increase(): after a restart the counters count from zero again
@@ -244,13 +277,13 @@ def prometheus_intervals(
                 + "; counted since the restart, so what ran between the earlier scrape and the restart is lost"
             )
         if "accepted" not in ints or "draft_tokens" not in ints:
-            yield InputError(source, after.line, "vLLM scrape without accepted and draft token counters")
+            yield InputError(source, after.line, f"{who} scrape without accepted and draft token counters")
             continue
         accepted, draft_tokens = ints["accepted"], ints["draft_tokens"]
         drafts = ints.get("drafts")
-        printed = {name: series.values[role] for name, role in VLLM_COUNTERS.items() if role in series.values}
+        printed = {series.names[role]: value for role, value in series.values.items()}
         for pos in sorted(series.per_pos):
-            printed[_per_pos_name(pos)] = series.per_pos[pos]
+            printed[series.per_pos_name(pos)] = series.per_pos[pos]
         problems = []
         if positions and sum(positions) != accepted:
             problems.append(f"per-position counts sum to {sum(positions)}, not accepted {accepted}")
@@ -259,7 +292,7 @@ def prometheus_intervals(
         if positions and drafts is not None and positions[0] > drafts:
             problems.append(f"{positions[0]} drafts accepted position 1 out of {drafts} drafts")
         if problems:
-            yield InputError(source, after.line, "inconsistent vLLM counters: " + "; ".join(problems))
+            yield InputError(source, after.line, f"inconsistent {who} counters: " + "; ".join(problems))
             continue
         try:
             if drafts is not None and positions:
@@ -267,13 +300,21 @@ def prometheus_intervals(
             else:
                 rec = recover_counts(accepted, draft_tokens, drafts=drafts, assume_full_drafts=False)
         except Inconsistent as exc:
-            yield InputError(source, after.line, f"inconsistent vLLM counters: {exc}")
+            yield InputError(source, after.line, f"inconsistent {who} counters: {exc}")
             continue
         if before is None:
             rec.notes.append("one scrape: counts since the counters started")
         rec.notes.extend(notes)
         yield make_interval(
-            ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
+            (
+                series.engine,
+                "vllm-prometheus" if series.engine == "vllm" else "llamacpp-prometheus",
+                source,
+                after.line,
+                after.timestamp,
+                dict(series.labels),
+                printed,
+            ),
             draft_tokens=draft_tokens,
             accepted=accepted,
             **rec.fields(),

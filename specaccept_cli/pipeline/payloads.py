@@ -1,0 +1,243 @@
+"""Per-request payloads -> Summary: each request is a cluster, always.
+
+A record whose runs are pinned down (per-step arrays, a histogram by draft length, or a
+histogram with every draft at full width) adds its (k, a) histogram to the counts and its
+sums to the summary's per-cluster tally under `REQUEST_FIELD`, keyed by the request's id
+(or its file and line when it has none). So every interval is over requests: alpha, tokens
+per pass, per position, groups, the baseline gate, the drift test and merged summaries use
+the same sandwich as `--cluster-field` on logged runs. A record that only bounds its counts
+(llama.cpp's totals) adds its totals and bounds to the `EngineTally`, never to the counts.
+A payload that breaks an identity goes to the error policy like a bad row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.pipeline.engine import interval_runs
+from specaccept_cli.read.jsonl import iter_line_blocks
+from specaccept_cli.rule.batch import IntArray
+from specaccept_cli.rule.validate import did_you_mean
+from specaccept_cli.summary.clusters import ClusterTally, KeyArray
+from specaccept_cli.summary.engine import MAX_KEPT_INTERVALS, EngineTally
+from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
+from specaccept_cli.summary.state import Groups, Summary, group_key
+from specaccept_cli.summary.windows import WindowTally
+
+if TYPE_CHECKING:
+    from specaccept_cli.read.payloads import PayloadTally, RequestRecord
+    from specaccept_cli.read.sources import OpenSource
+
+REQUEST_FIELD = "request_id"  # the cluster field of payload summaries: the same name logged runs use by default
+
+
+def evaluate_payload_source(opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
+    """Every request of one source of payloads, evaluated, in input order; then the source's line counts."""
+    from specaccept_cli.read.payloads import parse_payloads
+
+    name = opened.source.name
+    parse = parse_payloads(_lines(opened, name), name, opened.format)
+    labels: set[str] = {"request_id", "id"}
+    block = _Block(name) if plan.group_by is None and plan.windows is None else None
+    for item in parse:
+        if isinstance(item, InputError):
+            on_error(item)
+            continue
+        line, record = item
+        labels.update(record.labels)
+        if block is not None:  # requests added a block at a time: the same sums, without a summary per request
+            block.add(record, line)
+            if block.requests >= BLOCK_REQUESTS:
+                yield block.part()
+                block = _Block(name)
+            continue
+        part = request_part(record, name, line, plan, on_error)
+        if part is not None:
+            yield part
+    if block is not None and block.requests:
+        yield block.part()
+    tally = parse.tally
+    if not (tally.records or tally.bad or tally.null_payloads):
+        raise InputError(name, None, f"no {opened.format} payloads among its {tally.lines} lines")
+    yield _lines_part(tally)
+    if plan.group_by is not None and plan.group_by not in labels and tally.records:
+        known = ", ".join(sorted(labels))
+        hint = did_you_mean(plan.group_by, sorted(labels))
+        raise InputError(name, None, f"no request carries the label {plan.group_by!r} to group by{hint} ({known})")
+
+
+def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
+    for _, block in iter_line_blocks(opened.jsonl_stream(), name):
+        for line in block:
+            yield b"" if line is None else line
+
+
+BLOCK_REQUESTS = 2048
+
+
+class _Block:
+    """Requests gathered into one summary part: runs, cluster keys and engine tallies, summed once."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.requests = 0
+        self.k: list[IntArray] = []
+        self.accepted: list[IntArray] = []
+        self.keys: list[KeyArray] = []
+        self.engines: dict[str, None] = {}
+        self.formats: dict[str, None] = {}
+        self.examples: list[str] = []
+        self.recovered = self.assumed = self.bounded = self.unquantified = 0
+        self.bounded_accepted = self.bounded_drafted = self.examined_low = self.examined_high = 0
+
+    def add(self, record: RequestRecord, line: int) -> None:
+        self.requests += 1
+        self.engines[record.engine] = None
+        self.formats[record.fmt] = None
+        where = f"{self.source}:{line}"
+        found = record.runs()
+        if len(self.examples) < MAX_KEPT_INTERVALS:
+            said = f"{record.fmt} request {record.request_id or where}: " + _describe(record, found is not None)
+            self.examples.append(f"{where}: " + "; ".join((said, *record.notes)))
+        if found is None:
+            bounds = record.examined_bounds()
+            if bounds is None or record.accepted is None or record.drafted is None:
+                self.unquantified += 1
+                return
+            self.bounded += 1
+            self.bounded_accepted += record.accepted
+            self.bounded_drafted += record.drafted
+            self.examined_low += bounds[0]
+            self.examined_high += bounds[1]
+            return
+        k, accepted = found
+        self.recovered += 1
+        self.assumed += 1 if record.drafted_nominal and record.per_step_accepted is None else 0
+        key = cluster_hash(record.request_id if record.request_id is not None else f"{where}#{record.fmt}")
+        self.k.append(k)
+        self.accepted.append(accepted)
+        self.keys.append(np.full(k.shape[0], key, dtype=np.uint64))
+
+    def part(self) -> Evaluated:
+        k = np.concatenate(self.k) if self.k else np.zeros(0, dtype=np.int64)
+        accepted = np.concatenate(self.accepted) if self.accepted else np.zeros(0, dtype=np.int64)
+        engine = EngineTally(
+            engines=tuple(self.engines),
+            formats=tuple(self.formats),
+            intervals=self.requests,
+            requests=self.requests,
+            recovered=self.recovered,
+            requests_assuming_full_drafts=self.assumed,
+            bounded=self.bounded,
+            bounded_accepted=self.bounded_accepted,
+            bounded_draft_tokens=self.bounded_drafted,
+            bounded_examined_low=self.examined_low,
+            bounded_examined_high=self.examined_high,
+            unquantified=self.unquantified,
+            examples=tuple(self.examples),
+        )
+        if not k.shape[0]:
+            return Evaluated(Summary(engine=engine), 0)
+        size = int(k.max()) + 1
+        counts = np.bincount(k * size + accepted, minlength=size * size).astype(np.int64).reshape(size, size)
+        clusters = ClusterTally.of_runs(REQUEST_FIELD, np.concatenate(self.keys), k, accepted)
+        return Evaluated(Summary(counts=counts, clusters=clusters, engine=engine), int(k.shape[0]))
+
+
+def request_part(record: RequestRecord, source: str, line: int, plan: Plan, on_error: OnError) -> Evaluated | None:
+    """One request as a summary part: its runs in the counts and in its cluster, or its totals as bounds."""
+    where = f"{source}:{line}"
+    found = record.runs()
+    said = f"{record.fmt} request {record.request_id or where}: " + _describe(record, found is not None)
+    common = EngineTally(
+        engines=(record.engine,),
+        formats=(record.fmt,),
+        intervals=1,
+        requests=1,
+        examples=(f"{where}: " + "; ".join((said, *record.notes)),),
+    )
+    if found is None:
+        bounds = record.examined_bounds()
+        if bounds is None or record.accepted is None or record.drafted is None:
+            part = Summary(engine=replace(common, unquantified=1))
+        else:
+            part = Summary(
+                engine=replace(
+                    common,
+                    bounded=1,
+                    bounded_accepted=record.accepted,
+                    bounded_draft_tokens=record.drafted,
+                    bounded_examined_low=bounds[0],
+                    bounded_examined_high=bounds[1],
+                )
+            )
+        return Evaluated(part, 0, _groups(record, part, plan))
+    k, accepted = found
+    size = int(k.max()) + 1 if k.shape[0] else 1
+    counts = np.bincount(k * size + accepted, minlength=size * size).astype(np.int64).reshape(size, size)
+    key = cluster_hash(record.request_id if record.request_id is not None else f"{where}#{record.fmt}")
+    keys = np.full(k.shape[0], key, dtype=np.uint64)
+    assumed = 1 if record.drafted_nominal and record.per_step_accepted is None else 0
+    part = Summary(
+        counts=counts,
+        clusters=ClusterTally.of_runs(REQUEST_FIELD, keys, k, accepted) if k.shape[0] else None,
+        engine=replace(common, recovered=1, requests_assuming_full_drafts=assumed),
+    )
+    sequence = None
+    if plan.windows is not None and k.shape[0]:
+        if record.per_step_accepted is None:  # a histogram: its runs spread evenly through the request
+            k, accepted = interval_runs(counts)
+        if plan.windows.time_field is None:
+            sequence = (k, accepted)
+        elif record.timestamp is None:
+            on_error(InputError(source, line, "this request carries no time (created) to place it in a window"))
+            return None
+        else:
+            times = np.full(k.shape[0], record.timestamp, dtype=np.float64)
+            part = replace(part, windows=WindowTally.of_times(plan.windows, times, k, accepted))
+    return Evaluated(part, int(k.shape[0]), _groups(record, part, plan), sequence=sequence)
+
+
+def _groups(record: RequestRecord, part: Summary, plan: Plan) -> Groups | None:
+    if plan.group_by is None:
+        return None
+    value = record.labels.get(plan.group_by)
+    if value is None and plan.group_by in ("request_id", "id"):
+        value = record.request_id
+    return Groups.of({group_key(value): replace(part, windows=None)})
+
+
+def _describe(record: RequestRecord, exact: bool) -> str:
+    bits = [f"{record.steps} steps" if record.steps is not None else "steps not written"]
+    if record.accepted is not None:
+        bits.append(f"{record.accepted} accepted")
+    if record.drafted is not None:
+        bits.append(f"{record.drafted} drafted")
+    if record.k is not None:
+        bits.append(f"k = {record.k}")
+    if exact:
+        bits.append("exact (k, a) histogram")
+    else:
+        bounds = record.examined_bounds()
+        if bounds is not None and record.accepted is not None:
+            low = record.accepted / bounds[1] if bounds[1] else 0.0
+            high = record.accepted / bounds[0] if bounds[0] else 1.0
+            bits.append(f"alpha in [{low:.3f}, {high:.3f}] (totals only)")
+    return ", ".join(bits)
+
+
+def _lines_part(tally: PayloadTally) -> Evaluated:
+    engine = EngineTally(
+        lines=tally.lines,
+        metrics_lines=tally.records,
+        ignored_lines=tally.ignored,
+        bad_lines=tally.bad,
+        null_payloads=tally.null_payloads,
+        drift=tuple(tally.drift.messages()),
+    )
+    return Evaluated(Summary(engine=engine), 0)

@@ -1,0 +1,146 @@
+"""Per-request acceptance payloads that servers write today, read line by line into `RequestRecord`s.
+
+Recognised by content: JSON lines (a response, a batch of responses, a bare payload) and SSE
+`data:` lines of a stream (`data: [DONE]` and other SSE fields are skipped). Each engine's reader
+(cited in its module) returns records with the figures as written; each record's identities are
+checked (`RequestRecord.check`): a record that breaks one is a bad line (`InputError` with the
+line), named after a known engine counting bug when it matches one. Fields a known payload carries
+that no reader knows are collected as drift and reported once, never guessed at.
+
+Pure: the standard library, numpy, orjson and `specaccept_cli.errors` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from specaccept_cli.errors import InputError
+from specaccept_cli.read.payloads import aiperf, llamacpp, sglang, tensorrt_llm, vllm
+from specaccept_cli.read.payloads.fields import Drift
+from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+
+__all__ = ["PAYLOAD_FORMATS", "PayloadParse", "RequestRecord", "looks_like_payload", "parse_payloads", "sniff_payload"]
+
+Extractor = Callable[[Any, Drift], list[RequestRecord | BadRecord | None]]
+
+# --format names, each reading one engine's payloads; in auto every reader is tried on each line.
+READERS: dict[str, tuple[Extractor, tuple[bytes, ...]]] = {
+    "aiperf-records": (aiperf.records, aiperf.MARKERS),
+    "vllm-payload": (vllm.records, vllm.MARKERS),
+    "trtllm-payload": (tensorrt_llm.records, tensorrt_llm.MARKERS),
+    "sglang-payload": (sglang.records, sglang.MARKERS),
+    "llamacpp-payload": (llamacpp.records, llamacpp.MARKERS),
+}
+PAYLOAD_FORMATS: tuple[str, ...] = tuple(READERS)
+_DICT_ONLY = {"aiperf-records", "vllm-payload", "trtllm-payload", "llamacpp-payload"}
+
+
+@dataclass
+class PayloadTally:
+    lines: int = 0
+    records: int = 0  # requests read
+    null_payloads: int = 0  # payloads written as null (vLLM for n > 1, speculative decoding off)
+    ignored: int = 0  # lines that hold no payload
+    bad: int = 0
+    drift: Drift = field(default_factory=Drift)
+
+
+def _frame(raw: bytes) -> bytes | None:
+    """The JSON text of a line: the line itself, or an SSE `data:` field's value; None for anything else."""
+    text = raw.strip()
+    if text.startswith(b"data:"):
+        text = text[5:].strip()
+        return None if text == b"[DONE]" else text
+    return text if text[:1] in (b"{", b"[") else None
+
+
+def looks_like_payload(raw: bytes, fmt: str = "auto") -> bool:
+    """A line that holds one of the payloads (by its markers), before parsing it."""
+    text = _frame(raw)
+    if text is None:
+        return False
+    readers = READERS.values() if fmt == "auto" else (READERS[fmt],)
+    return any(marker in text for _, markers in readers for marker in markers)
+
+
+def sniff_payload(lines: Iterable[bytes], limit: int = 1000) -> str | None:
+    """The payload format of the first payload line among the first `limit`, or None."""
+    for number, raw in enumerate(lines):
+        if number >= limit:
+            break
+        text = _frame(raw)
+        if text is None:
+            continue
+        for name, (_, markers) in READERS.items():
+            if any(marker in text for marker in markers):
+                try:
+                    value = orjson.loads(text)
+                except orjson.JSONDecodeError:
+                    return name  # a payload cut short: its reader says what is wrong
+                if records_of(value, name, Drift()):
+                    return name
+    return None
+
+
+def records_of(value: object, fmt: str, drift: Drift) -> list[RequestRecord | BadRecord | None]:
+    """Every payload of one parsed JSON value, by the named reader or (auto) the first that finds any."""
+    names = PAYLOAD_FORMATS if fmt == "auto" else (fmt,)
+    values = value if isinstance(value, list) and fmt != "sglang-payload" else [value]
+    out: list[RequestRecord | BadRecord | None] = []
+    for item in values:
+        for name in names:
+            if name in _DICT_ONLY and not isinstance(item, dict):
+                continue
+            found = READERS[name][0](item, drift)
+            if found:
+                out.extend(found)
+                break
+    return out
+
+
+class PayloadParse:
+    """Iterate for (line, RequestRecord) and InputError in input order; `tally` fills as it goes."""
+
+    def __init__(self, lines: Iterable[bytes], source: str, fmt: str = "auto") -> None:
+        if fmt != "auto" and fmt not in READERS:
+            raise ValueError(f"unknown payload format {fmt!r}")
+        self.lines, self.source, self.fmt = lines, source, fmt
+        self.tally = PayloadTally()
+
+    def __iter__(self) -> Iterator[tuple[int, RequestRecord] | InputError]:
+        tally = self.tally
+        for number, raw in enumerate(self.lines, start=1):
+            tally.lines += 1
+            if not looks_like_payload(raw, self.fmt):
+                tally.ignored += 1
+                continue
+            text = _frame(raw)
+            assert text is not None
+            try:
+                value = orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                tally.bad += 1
+                yield InputError(self.source, number, f"a payload line that is not JSON ({exc})", raw=raw)
+                continue
+            found = records_of(value, self.fmt, tally.drift)
+            if not found:
+                tally.ignored += 1
+                continue
+            for item in found:
+                if item is None:
+                    tally.null_payloads += 1
+                elif isinstance(item, BadRecord):
+                    tally.bad += 1
+                    yield InputError(self.source, number, f"bad per-request payload: {item}", raw=raw)
+                else:
+                    tally.records += 1
+                    yield number, item
+
+
+def parse_payloads(lines: Iterable[bytes], source: str, fmt: str = "auto") -> PayloadParse:
+    """Records (and bad payload lines as `InputError`) from per-request payloads, in input order."""
+    return PayloadParse(lines, source, fmt)

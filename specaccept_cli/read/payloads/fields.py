@@ -1,0 +1,114 @@
+"""Reading counts out of a JSON payload: whole numbers or an error, never a guess; fields not known are drift."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specaccept_cli.read.payloads.record import BadRecord
+
+
+def count(obj: Mapping[str, Any], name: str) -> int | None:
+    """`obj[name]` as a whole non-negative count; None when absent or null; BadRecord when it is not a count."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    raise BadRecord(f"{name} = {value!r} is not a whole count")
+
+
+def first_count(obj: Mapping[str, Any], names: Iterable[str]) -> tuple[str, int] | None:
+    """The first of `names` present (not null), as a count."""
+    for name in names:
+        found = count(obj, name)
+        if found is not None:
+            return name, found
+    return None
+
+
+def counts(value: object, name: str) -> tuple[int, ...]:
+    """A JSON list of whole non-negative counts."""
+    if not isinstance(value, list):
+        raise BadRecord(f"{name} is not a list of counts")
+    out = []
+    for item in value:
+        if type(item) is float and item.is_integer():
+            item = int(item)
+        if type(item) is not int or item < 0:
+            raise BadRecord(f"{name} holds {item!r}, not a whole count")
+        out.append(item)
+    return tuple(out)
+
+
+def sparse_histogram(value: object, name: str) -> tuple[int, ...]:
+    """A sparse {accepted: steps} map (JSON keys are strings) as a dense histogram."""
+    if not isinstance(value, dict):
+        raise BadRecord(f"{name} is not a map of accepted count to steps")
+    dense: dict[int, int] = {}
+    for key, steps in value.items():
+        try:
+            accepted = int(key)
+        except (TypeError, ValueError):
+            raise BadRecord(f"{name} has the key {key!r}, not an accepted count") from None
+        if accepted < 0 or str(accepted) != str(key).strip():
+            raise BadRecord(f"{name} has the key {key!r}, not an accepted count")
+        (steps_count,) = counts([steps], name)
+        dense[accepted] = dense.get(accepted, 0) + steps_count
+    size = max(dense, default=-1) + 1
+    return tuple(dense.get(accepted, 0) for accepted in range(size))
+
+
+def histogram(value: object, name: str) -> tuple[int, ...]:
+    """Dense (a list) or sparse (a map): both shapes circulate under the same name."""
+    return sparse_histogram(value, name) if isinstance(value, dict) else counts(value, name)
+
+
+def printed(value: object, name: str) -> str:
+    """A printed rate kept as text, to be checked against the counts at its own precision."""
+    if type(value) in (int, float):
+        return repr(value)
+    raise BadRecord(f"{name} = {value!r} is not a number")
+
+
+@dataclass
+class Drift:
+    """Fields a known payload carries that this reader does not know: reported once per shape, never guessed."""
+
+    unknown: dict[str, set[str]] = field(default_factory=dict)  # shape -> field names
+
+    def note(self, shape: str, obj: Mapping[str, Any], known: frozenset[str]) -> None:
+        extra = {str(name) for name in obj if name not in known}
+        if extra:
+            self.unknown.setdefault(shape, set()).update(extra)
+
+    def messages(self) -> list[str]:
+        return [
+            f"{shape} carries fields this reader does not know, not read: {', '.join(sorted(names))}"
+            for shape, names in sorted(self.unknown.items())
+        ]
+
+
+def usage_tokens(root: dict[str, Any]) -> int | None:
+    """The response's `usage.completion_tokens`, when there."""
+    usage = root.get("usage")
+    if isinstance(usage, dict) and type(usage.get("completion_tokens")) is int:
+        return int(usage["completion_tokens"])
+    return None
+
+
+def created(root: dict[str, Any]) -> float | None:
+    """The response's `created` (Unix seconds), when there."""
+    created = root.get("created")
+    return float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else None
+
+
+def labels_of(root: dict[str, Any], engine: str) -> dict[str, str]:
+    """What --group-by can split requests by: the engine, and the model the response names."""
+    labels = {"engine": engine}
+    if isinstance(root.get("model"), str):
+        labels["model"] = root["model"]
+    return labels

@@ -1,0 +1,182 @@
+"""Fingerprints of the acceptance mode: evidence, from the summary alone, that the exact rule was not at work.
+
+Each fingerprint is a test with a stated false-alarm bound, not a guess; a seeded study (tests/summary/
+test_fingerprints.py) runs each on ordinary logs (requests of varying difficulty, sampled drafts) and finds
+none there.
+
+- `synthetic_acceptance`: the server decided acceptance without comparing draft and target.
+  vLLM's `rejection_sample_method: synthetic` (vllm/config/speculative.py) takes either a length target
+  `synthetic_acceptance_length` L, resolved to the minimum-variance schedule `[1.0] * int(L - 1) + [frac] +
+  [0.0] * ...` of unconditional per-position rates, so every run accepts floor(L - 1) or floor(L - 1) + 1
+  tokens; or explicit `synthetic_acceptance_rates`, the same distribution of accepted lengths for every
+  request. SGLang's `SGLANG_SIMULATE_ACC_LEN` and TensorRT-LLM's `TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS`
+  force lengths the same way. Two tests: (a) accepted lengths confined to two adjacent values m, m + 1 with
+  0 < m + 1 < k (or one value strictly inside), which an exact rule with these drafts would produce with
+  probability below 1e-12 under the i.i.d. model fitted to the same runs; (b) with per-request clusters,
+  no between-request variation: the dispersion of request totals is what identical requests give
+  (p > 0.05 over at least 50 requests), where real prompts make requests easy or hard as a whole.
+- `greedy_draft`: q = 1 for every logged token: the draft's probabilities are one-hot (vLLM's default
+  `draft_sample_method: greedy`), so the rule reduces to r <= p and alpha measures the target's probability
+  of the draft's argmax; the sampler's losslessness is not being exercised.
+- `lossy_acceptance`: with a reported count (`--reported-field`), runs whose server kept more tokens than
+  the exact rule allows given their r, beyond what the known counting bugs and near ties explain: the
+  server accepted tokens the rule rejects (a relaxed or typical acceptance), so its output does not follow
+  the target distribution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from specaccept_cli.summary.state import Summary
+
+SYNTHETIC = "synthetic_acceptance"
+GREEDY = "greedy_draft"
+LOSSY = "lossy_acceptance"
+
+MIN_RUNS = 200  # a row of the histogram needs this many runs before its shape is evidence
+CONFINED_P = 1e-12  # test (a): the i.i.d. probability below which two-valued lengths are not chance
+MIN_REQUESTS = 50  # test (b): requests needed before "no variation between them" means anything
+MIN_REQUEST_RUNS = 2000
+HOMOGENEOUS_P = 0.05
+MIN_TOKENS = 100  # greedy_draft: logged tokens needed
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    code: str
+    evidence: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "evidence": self.evidence}
+
+
+def fingerprints(summary: Summary) -> tuple[Fingerprint, ...]:
+    """Every fingerprint the summary shows, in a fixed order."""
+    found = [_confined_lengths(summary), _homogeneous_requests(summary), _greedy(summary), _lossy(summary)]
+    seen: set[str] = set()
+    out = []
+    for item in found:
+        if item is not None and item.code not in seen:
+            seen.add(item.code)
+            out.append(item)
+    return tuple(out)
+
+
+def _iid_probabilities(alpha: float, k: int) -> list[float]:
+    """P(a) for a = 0..k under the i.i.d. model with per-token acceptance alpha."""
+    return [alpha**a * (1 - alpha) for a in range(k)] + [alpha**k]
+
+
+def _confined_lengths(summary: Summary) -> Fingerprint | None:
+    counts = summary.counts
+    for k in range(2, counts.shape[0]):
+        row = counts[k, : k + 1]
+        runs = int(row.sum())
+        if runs < MIN_RUNS:
+            continue
+        values = np.flatnonzero(row)
+        low, high = int(values[0]), int(values[-1])
+        single = low == high and 0 < low < k
+        pair = high == low + 1 and high < k
+        if not (single or pair):
+            continue  # spread out, or piled at the top (a draft that is nearly always right) or at 0
+        accepted = int((np.arange(k + 1) * row).sum())
+        examined = int((np.minimum(np.arange(k + 1) + 1, k) * row).sum())
+        alpha = accepted / examined
+        probabilities = _iid_probabilities(alpha, k)
+        inside = sum(probabilities[low : high + 1])
+        log_p = runs * math.log(inside) if inside > 0 else -math.inf
+        if log_p >= math.log(CONFINED_P):
+            continue
+        mean_length = 1 + accepted / runs
+        lengths = f"{low}" if low == high else f"{low} or {high}"
+        return Fingerprint(
+            SYNTHETIC,
+            f"all {runs:,} runs with k = {k} accepted {lengths} tokens (mean acceptance length {mean_length:.3f}): "
+            f"the minimum-variance schedule of a synthetic length target (vLLM rejection_sample_method: synthetic, "
+            f"SGLANG_SIMULATE_ACC_LEN, TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS); the exact rule with alpha "
+            f"{alpha:.3f} gives that with probability 10^{log_p / math.log(10):.0f}",
+        )
+    return None
+
+
+def _homogeneous_requests(summary: Summary) -> Fingerprint | None:
+    """Request totals no more dispersed than identical requests give: a chi-square of the per-request accepted sums."""
+    tally = summary.clusters
+    if tally is None or summary.runs < MIN_REQUEST_RUNS:
+        return None
+    sums = tally.sums
+    requests = len(sums)
+    if requests < MIN_REQUESTS:
+        return None
+    counts = summary.counts
+    _, a = np.indices(counts.shape)
+    runs = counts.sum()
+    mean = float((a * counts).sum() / runs)
+    variance = float(((a - mean) ** 2 * counts).sum() / runs)
+    if variance <= 0:
+        return None
+    n = sums.runs.astype(np.float64)
+    keep = n > 0
+    accepted = sums.accepted.astype(np.float64)[keep]
+    n = n[keep]
+    statistic = float((((accepted - n * mean) ** 2) / (n * variance)).sum())
+    freedom = int(keep.sum()) - 1
+    p_value = _chi2_upper(statistic, freedom)
+    if p_value <= HOMOGENEOUS_P:
+        return None
+    return Fingerprint(
+        SYNTHETIC,
+        f"{freedom + 1:,} requests vary no more than identical requests would (dispersion chi-square "
+        f"{statistic:.1f} on {freedom} degrees of freedom, p = {p_value:.2f}): every request had the same "
+        "acceptance distribution, as fixed synthetic acceptance rates give (vLLM synthetic_acceptance_rates); "
+        "real prompts make requests easier or harder for the draft",
+    )
+
+
+def _greedy(summary: Summary) -> Fingerprint | None:
+    one_hot = summary.one_hot_draft_tokens
+    sampled = summary.sampled_tokens
+    if one_hot is None or sampled < MIN_TOKENS or one_hot != sampled:
+        return None
+    return Fingerprint(
+        GREEDY,
+        f"q = 1 for all {sampled:,} logged draft tokens: the draft's probabilities are one-hot (vLLM's default "
+        "draft_sample_method: greedy), so the rule reduces to r <= p; alpha is the target's probability of the "
+        "draft's choice, and sampling from the draft distribution is not exercised",
+    )
+
+
+def _lossy(summary: Summary) -> Fingerprint | None:
+    tally = summary.reported
+    if tally is None or not tally.mismatches:
+        return None
+    over = sum(runs for (recomputed, reported), runs in tally.pairs.items() if reported > recomputed)
+    counting = tally.explains.get("no-prefix-break", 0) + tally.explains.get("bonus-counted", 0)
+    unexplained = over - counting - (tally.near_ties or 0)
+    if unexplained <= 0:
+        return None
+    return Fingerprint(
+        LOSSY,
+        f"{unexplained:,} of {tally.runs:,} runs report more kept tokens than the exact rule allows with their r, "
+        "beyond the known counting bugs and near ties: the server accepted tokens the rule rejects, so its output "
+        "does not follow the target distribution",
+    )
+
+
+def _chi2_upper(statistic: float, freedom: int) -> float:
+    """P(X >= statistic) for X ~ chi-square(freedom), by the Wilson-Hilferty cube-root normal approximation:
+    within about 0.002 of the exact tail near p = 0.05 once freedom >= 49, which the test requires."""
+    if freedom <= 0:
+        return 1.0
+    from specaccept_cli.summary.probability import normal_sf
+
+    scale = 2.0 / (9.0 * freedom)
+    z = ((statistic / freedom) ** (1.0 / 3.0) - (1.0 - scale)) / math.sqrt(scale)
+    return normal_sf(z)
