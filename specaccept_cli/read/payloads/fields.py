@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specaccept_cli.read.engines.intervals import count_too_large
 from specaccept_cli.read.payloads.record import BadRecord
 
 
@@ -14,6 +15,10 @@ def count(obj: Mapping[str, Any], name: str) -> int | None:
     value = obj.get(name)
     if value is None:
         return None
+    if type(value) in (int, float) and value >= 0:
+        too_large = count_too_large(value)
+        if too_large is not None:  # as the engine-log readers say it: no server counts that far
+            raise BadRecord(f"{name} = {too_large}")
     if type(value) is int and value >= 0:
         return value
     if type(value) is float and value.is_integer() and value >= 0:
@@ -36,6 +41,8 @@ def counts(value: object, name: str) -> tuple[int, ...]:
         raise BadRecord(f"{name} is not a list of counts")
     out = []
     for item in value:
+        if type(item) in (int, float) and item >= 0 and count_too_large(item) is not None:
+            raise BadRecord(f"{name} holds {count_too_large(item)}")
         if type(item) is float and item.is_integer():
             item = int(item)
         if type(item) is not int or item < 0:
