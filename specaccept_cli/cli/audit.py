@@ -102,8 +102,9 @@ if TYPE_CHECKING:
     "cluster_field",
     default=None,
     callback=check_field_path,
-    help="Runs sharing this field's value (dotted path, e.g. request_id) are one cluster: intervals and tests "
-    "become cluster-robust.",
+    help="Runs sharing this field's value (dotted path) are one request: intervals and tests are cluster-robust. "
+    "Default: the first row's request_id, request.id, req_id or rid (or an engine payload's request id); "
+    "none: intervals over runs, which hold only for a replayed prompt set.",
 )
 @click.option(
     "--max-groups",
@@ -355,11 +356,11 @@ def run_audit(options: AuditOptions) -> None:
         if baseline_summary is None
         else compare(estimate(baseline_summary), numbers, options.max_drop, options.significance)
     )
-    if comparison is not None and options.cluster_field is None:
-        comparison = _suggest_cluster_field(comparison, sources, options)
     provenance = None
     if options.summary_out is not None or options.output == "json":
-        provenance = _provenance(options, sources, fields, plan)
+        # The field the runs were clustered by, named or found in the first row, is a setting of the summary.
+        found = None if summary.clusters is None else summary.clusters.field
+        provenance = _provenance(options, sources, fields, replace(plan, cluster_field=found, detect_clusters=False))
     _show(options, summary, shown, numbers, gates, comparison, preview, stderr, provenance)
 
     from specaccept_cli.checks import audit_failures
@@ -426,6 +427,7 @@ def _input_paths(options: AuditOptions) -> list[str]:
 def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     """Which fields to read from each row, and what to compute besides the rule."""
     from specaccept_cli.rule.batch import FieldSpec
+    from specaccept_cli.summary.clusters import NO_CLUSTERS
     from specaccept_cli.summary.evaluate import Plan
 
     reported_field = options.reported_field
@@ -433,7 +435,8 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     for name in options.id_fields:
         if name in own_columns:
             raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
-    named = (options.group_by, reported_field, options.time_field, options.cluster_field)
+    cluster_field = None if options.cluster_field in (None, NO_CLUSTERS) else options.cluster_field
+    named = (options.group_by, reported_field, options.time_field, cluster_field)
     extras = (*options.id_fields, *(name for name in named if name is not None))
     fields = FieldSpec(
         p=options.p_field,
@@ -452,7 +455,9 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         # The sampler tests cost next to nothing: shown whenever r is logged, a failure gated only when asked.
         check_sampler=options.check_sampler or (options.draft_tokens_field is None and not per_run_only),
         sampler_significance=options.sampler_significance,
-        cluster_field=None if per_run_only else options.cluster_field,
+        cluster_field=None if per_run_only else cluster_field,
+        # No field named: the first row's request field clusters the runs (`pipeline.clusters`).
+        detect_clusters=not per_run_only and options.cluster_field != NO_CLUSTERS,
         windows=window_spec(options.time_field, options.window),
     )
     return fields, plan
@@ -582,21 +587,6 @@ def _show(
         from specaccept_cli.views.terminal import skipped_table
 
         stderr.console.print(skipped_table(summary))
-
-
-def _suggest_cluster_field(comparison: Comparison, sources: list[Source], options: AuditOptions) -> Comparison:
-    """Name the input's obvious request field, when it has one, in the comparison's warnings."""
-    from dataclasses import replace
-
-    from specaccept_cli.checks import REQUEST_FIELDS
-    from specaccept_cli.read.sources import first_row_fields
-
-    names = first_row_fields(sources[0], options.input_format) if sources else []
-    found = next((name for name in REQUEST_FIELDS if name in names), None)
-    if found is None:
-        return comparison
-    hint = f"the input has a '{found}' field: --cluster-field {found} makes the comparison cluster-robust"
-    return replace(comparison, warnings=(*comparison.warnings, hint))
 
 
 def _skipped(summary: Summary) -> str:

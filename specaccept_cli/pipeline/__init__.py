@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import IO
 
 from specaccept_cli.errors import UsageError
+from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.read.policy import ErrorPolicy, Mode
@@ -63,6 +64,11 @@ def summarise(
     length k when its lines do not carry it; it tightens the bounds. `storage`: options for
     s3:// and gs:// inputs (`read.storage`). An extra field that no row has is a `UsageError`
     (a typo), unless `require_fields` is false: a share of a larger input may lack what others have.
+
+    Intervals and tests are over the clusters of `plan.cluster_field`; with none named, the first
+    row's request-like field (`request_id`, `request.id`, `req_id`, `rid`, ...) clusters the runs
+    (`pipeline.clusters`), unless `plan.detect_clusters` is false: then they are over runs, which
+    holds only for a replayed prompt set.
     """
 
     sources = [item for item in inputs if isinstance(item, Source)]
@@ -73,6 +79,7 @@ def summarise(
     workers = default_jobs() if jobs is None else jobs
 
     engine = EngineReading(draft_length)
+    clusters = ClusterDetection()  # with no plan.cluster_field: the first row's request field, if any
     absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
 
     def tracked(results: Iterator[Evaluated]) -> Iterator[Evaluated]:
@@ -84,7 +91,15 @@ def summarise(
     def evaluated() -> Iterator[Evaluated]:
         for source in sources:
             results = evaluate_source(
-                source, reading, policy, progress, jobs=workers, keep_runs=sink is not None, plan=plan, engine=engine
+                source,
+                reading,
+                policy,
+                progress,
+                jobs=workers,
+                keep_runs=sink is not None,
+                plan=plan,
+                engine=engine,
+                clusters=clusters,
             )
             yield from tracked(policy.guard(results))
         yield from tracked(policy.guard(engine.finish(plan, policy)))

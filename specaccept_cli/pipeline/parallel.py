@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 import numpy as np
 
 from specaccept_cli.errors import InputError, OnError, SpecacceptError
+from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
@@ -272,11 +273,13 @@ def evaluate_source(
     block_bytes: int = BLOCK_BYTES,
     blocks_per_task: int = BLOCKS_PER_TASK,
     engine: EngineReading | None = None,
+    clusters: ClusterDetection | None = None,
 ) -> Iterator[Evaluated]:
     """Every valid run of one source, evaluated, in input order; JSONL on `jobs` processes.
 
     Gives exactly what the serial path gives (same runs, lines, errors and their order); Parquet and
     `jobs == 1` take the serial path. Without `keep_runs`, results may cover several blocks each.
+    `clusters` decides, at the input's first row, which field clusters the runs when the plan names none.
     """
     plan = plan or Plan()
     if progress is not None:
@@ -285,6 +288,8 @@ def evaluate_source(
         if opened.format in ENGINE_FORMATS:
             yield from (engine or EngineReading()).evaluate(opened, plan, on_error)
             return
+        if clusters is not None:
+            opened, reading, plan = clusters.resolve(opened, reading, plan)
         if jobs <= 1 or opened.format != "jsonl":
             batches = read_opened(opened, reading, on_error, progress)
             yield from _serial(batches, keep_runs, plan, on_error)

@@ -320,7 +320,7 @@ TIMELINE_CAPTION = (
 def timeline_chart(
     tally: WindowTally, alpha: float | None, significance: float, clusters: ClusterTally | None = None
 ) -> str:
-    rows = window_estimates(tally)
+    rows = window_estimates(tally, clusters)
     start, end = rows[0].start, rows[-1].end
     x_axis = Axis.linear(float(start), float(end), "time (UTC)" if tally.unit == "seconds" else "run")
     if tally.unit == "seconds":

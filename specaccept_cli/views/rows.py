@@ -17,7 +17,7 @@ from specaccept_cli.summary.server import RULES
 from specaccept_cli.views.format import interval, number
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.checks import Comparison, GateResult, MetricComparison
     from specaccept_cli.summary.clusters import ClusterTally
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
@@ -55,6 +55,7 @@ def headline_rows(
         alpha += f", 95% interval {interval(numbers.alpha_ci)}"
     rows: list[HeadlineRow] = [
         ("runs", [f"{numbers.runs:,}"]),
+        ("intervals", [numbers.clustering.describe()]),
         ("alpha", [alpha]),
         (
             "tokens per pass",
@@ -155,7 +156,7 @@ def interval_meaning(numbers: Estimates) -> str:
     """What the intervals are over: clusters (cluster-robust) or runs (conditional on these prompts)."""
     if numbers.cluster_field is not None:
         return f"cluster-robust over {numbers.clusters or 0:,} clusters of {numbers.cluster_field} (t, sandwich)"
-    return "over runs, conditional on these prompts (--cluster-field for fresh traffic)"
+    return "over runs: holds only for a replayed prompt set (--cluster-field names the request field)"
 
 
 IID_CAPTION = (
@@ -213,11 +214,15 @@ def gate_rows(results: Sequence[GateResult]) -> list[tuple[str, str, str, str]]:
     ]
 
 
-COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "Holm p", "verdict")
+COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "Holm p", "detectable", "verdict")
 
 
 def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
-    """(metric, baseline, current, change, z, p, Holm-adjusted p, verdict) for every compared metric."""
+    """(metric, baseline, current, change, z, p, Holm-adjusted p, detectable drop, verdict) for every metric.
+
+    The detectable drop is what the comparison flags with 80% power beyond --max-drop; when that is more
+    than --max-drop, the units (requests, or runs) that would bring it down to --max-drop follow it.
+    """
     return [
         (
             row.label,
@@ -227,10 +232,18 @@ def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
             number(row.z, "+.2f"),
             number(row.p, ".3g"),
             number(row.p_adjusted, ".3g"),
+            _detectable(row),
             row.verdict,
         )
         for row in comparison.metrics
     ]
+
+
+def _detectable(row: MetricComparison) -> str:
+    shown = number(row.minimum_detectable_drop, ".2%")
+    if row.underpowered:
+        shown += " (underpowered" + ("" if row.requests_needed is None else f": {row.requests_needed:,} needed") + ")"
+    return shown
 
 
 def comparison_rule(comparison: Comparison) -> str:

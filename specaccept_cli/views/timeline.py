@@ -39,7 +39,7 @@ def timeline_view(
 ) -> RenderableType:
     """The bars, their range, the marks, and the drift test's verdict at `significance` (--significance);
     `clusters` (--cluster-field) makes the test cluster-robust."""
-    rows = window_estimates(tally)
+    rows = window_estimates(tally, clusters)
     title = Text(f"Alpha over the log ({len(rows)} windows of {window_width_text(tally)})", style="bold")
     if not rows:
         return Group(title, Text("no runs", style="dim"))
