@@ -261,10 +261,7 @@ class ClusterTally:
         field = data["field"]
         if not isinstance(field, str) or not field:
             raise ValueError("clusters: 'field' must be a field path")
-        if "encoding" in data:
-            keys, runs, drafts, reached, kept = _decoded(data)
-        else:
-            keys, runs, (drafts, reached, kept) = _listed(data)
+        keys, runs, (drafts, reached, kept) = _decoded(data) if "encoding" in data else _listed(data)
         if np.unique(keys).shape[0] != keys.shape[0]:
             raise ValueError("clusters: a key appears twice")
         if (
@@ -329,7 +326,7 @@ def decode_column(data: object, name: str, rows: int, width: int | None) -> npt.
     return np.frombuffer(raw, dtype=np.dtype(kind).newbyteorder("<")).reshape(expected)
 
 
-def _decoded(data: dict[str, Any]) -> tuple[KeyArray, npt.NDArray[np.int64], CountArray, CountArray, CountArray]:
+def _decoded(data: dict[str, Any]) -> tuple[KeyArray, npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
     if data["encoding"] != COLUMN_ENCODING:
         raise ValueError(f"clusters: unknown encoding {data['encoding']!r}")
     rows, width = data["clusters"], data["positions"]
@@ -344,8 +341,7 @@ def _decoded(data: dict[str, Any]) -> tuple[KeyArray, npt.NDArray[np.int64], Cou
         if column.dtype == np.uint64 and column.size and int(column.max()) > MAX_COUNT:
             raise ValueError(f"clusters: {name} out of range")
         columns.append(column.astype(np.int64))
-    runs, drafts, reached, kept = columns
-    return keys.astype(np.uint64), runs, drafts, reached, kept
+    return keys.astype(np.uint64), columns[0], columns[1:]
 
 
 def _listed(data: dict[str, Any]) -> tuple[KeyArray, npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
