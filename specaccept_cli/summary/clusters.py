@@ -31,8 +31,8 @@ import numpy.typing as npt
 from specaccept_cli.rule.batch import IntArray
 
 KeyArray = npt.NDArray[np.uint64]
-CountArray = npt.NDArray[np.int64] | npt.NDArray[np.int32]
-_INT32_MAX = np.iinfo(np.int32).max
+CountArray = npt.NDArray[np.signedinteger[Any]]
+_SIGNED = (np.int8, np.int16, np.int32)
 
 
 # Request-like fields, in the order they are preferred: a run log's own names, then the ids engine payloads
@@ -76,11 +76,14 @@ def request_field_of_columns(names: Sequence[str]) -> str | None:
     return next((name for name in REQUEST_FIELDS if name in present), None)
 
 
-def _narrow(counts: npt.NDArray[np.int64]) -> CountArray:
-    """int32 while every count fits (half the memory), else int64 as it is."""
-    if counts.size == 0 or int(counts.max()) <= _INT32_MAX:
-        return counts.astype(np.int32)
-    return counts
+def _narrow(counts: npt.NDArray[np.signedinteger[Any]]) -> CountArray:
+    """The narrowest signed type every count fits (a request's counts are mostly below 128: a byte each).
+
+    Sums are always taken with an explicit int64 (or float64) accumulator, never in the narrow type.
+    """
+    top = int(counts.max()) if counts.size else 0
+    kind = next((kind for kind in _SIGNED if top <= np.iinfo(kind).max), np.int64)
+    return counts if counts.dtype == kind else counts.astype(kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +91,7 @@ class ClusterBlock:
     """Sums of clusters with distinct, sorted keys. Position j (1-based) is column j - 1."""
 
     keys: KeyArray
-    runs: IntArray
+    runs: CountArray
     drafts: CountArray  # [cluster, j-1] = runs that drafted token j (k >= j)
     reached: CountArray  # runs that tested token j (a >= j - 1 and k >= j)
     kept: CountArray  # runs that kept token j (a >= j)
@@ -142,7 +145,7 @@ class ClusterBlock:
         reached = a_at_least[:, :positions] - all_kept[:, :positions]
         return cls(
             keys=unique.astype(np.uint64),
-            runs=k_at_least[:, 0].copy(),
+            runs=_narrow(k_at_least[:, 0].copy()),
             drafts=_narrow(k_at_least[:, 1:]),
             reached=_narrow(reached),
             kept=_narrow(a_at_least[:, 1:]),
@@ -184,7 +187,7 @@ class ClusterBlock:
 
         return cls(
             keys=unique,
-            runs=reduce("runs"),
+            runs=_narrow(reduce("runs")),
             drafts=_narrow(reduce("drafts")),
             reached=_narrow(reduce("reached")),
             kept=_narrow(reduce("kept")),
@@ -217,8 +220,14 @@ class ClusterTally:
 
     @functools.cached_property
     def sums(self) -> ClusterBlock:
-        """Every cluster once: the blocks combined (computed once, when estimates need it)."""
-        return ClusterBlock.combined(self.blocks)
+        """Every cluster once: the blocks combined (computed once, when estimates need it).
+
+        The combined block then stands for the blocks (the same sums, one block), so a million
+        clusters are held once, not twice.
+        """
+        combined = ClusterBlock.combined(self.blocks)
+        object.__setattr__(self, "blocks", (combined,) if len(combined) else ())
+        return combined
 
     @property
     def clusters(self) -> int:
@@ -276,10 +285,14 @@ class ClusterTally:
             raise ValueError("clusters: inconsistent per-cluster sums (kept <= reached <= drafts <= runs)")
         order = np.argsort(keys, kind="stable")
         if bool((order == np.arange(order.shape[0])).all()):  # written sorted: no copies
-            block = ClusterBlock(keys, runs, _narrow(drafts), _narrow(reached), _narrow(kept))
+            block = ClusterBlock(keys, _narrow(runs), _narrow(drafts), _narrow(reached), _narrow(kept))
         else:
             block = ClusterBlock(
-                keys[order], runs[order], _narrow(drafts[order]), _narrow(reached[order]), _narrow(kept[order])
+                keys[order],
+                _narrow(runs[order]),
+                _narrow(drafts[order]),
+                _narrow(reached[order]),
+                _narrow(kept[order]),
             )
         return cls(field, (block,))
 
@@ -391,9 +404,10 @@ class Units:
     runs: npt.NDArray[np.float64]
     accepted: npt.NDArray[np.float64]
     examined: npt.NDArray[np.float64]
-    drafts: npt.NDArray[np.float64]  # [unit, j - 1]
-    reached: npt.NDArray[np.float64]
-    kept: npt.NDArray[np.float64]
+    # [unit, j - 1]: clusters' counts as they are held (int32 or int64, no float copy of a million rows).
+    drafts: npt.NDArray[Any]
+    reached: npt.NDArray[Any]
+    kept: npt.NDArray[Any]
 
     @property
     def count(self) -> int:
@@ -419,9 +433,7 @@ class Units:
     @classmethod
     def of_clusters(cls, sums: ClusterBlock, positions: int) -> Units:
         sums = sums.padded(max(positions, sums.positions))
-        drafts, reached, kept = (
-            getattr(sums, name)[:, :positions].astype(np.float64) for name in ("drafts", "reached", "kept")
-        )
+        drafts, reached, kept = (getattr(sums, name)[:, :positions] for name in ("drafts", "reached", "kept"))
         return cls(
             weight=np.ones(len(sums)),
             runs=sums.runs.astype(np.float64),
