@@ -27,7 +27,7 @@ from specaccept_cli.summary.state import CountMatrix, Groups, Summary, group_key
 from specaccept_cli.summary.windows import WindowTally, epoch_seconds
 
 if TYPE_CHECKING:  # the engine parsers load only when a source is engine output (they cost ~20 ms)
-    from specaccept_cli.read.engine_logs import EngineInterval, LineTally, ScrapeSeries
+    from specaccept_cli.read.engines import EngineInterval, LineTally, ScrapeSeries
     from specaccept_cli.read.sources import OpenSource
 
 
@@ -45,7 +45,7 @@ def evaluate_engine_source(
     Prometheus sources continue `series` (scrapes across files form one series); the caller
     ends it with `EngineReading.finish` after the last source. `labels` collects every label name met.
     """
-    from specaccept_cli.read.engine_logs import LineTally, parse_engine_log
+    from specaccept_cli.read.engines import LineTally, parse_engine_log
 
     name = opened.source.name
     lines = _lines(opened, name)
@@ -215,7 +215,7 @@ class EngineReading:
                 "so --cluster-field has nothing to cluster; audit per-run logs for cluster-robust intervals",
             )
         if self.series is None:
-            from specaccept_cli.read.engine_logs import ScrapeSeries
+            from specaccept_cli.read.engines import ScrapeSeries
 
             self.series = ScrapeSeries()
         self.last_source = opened.source.name

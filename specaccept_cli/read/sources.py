@@ -27,7 +27,7 @@ from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 
-# The engine formats are server output (metrics log lines, Prometheus scrapes), read by `read.engine_logs`.
+# The engine formats are server output (metrics log lines, Prometheus scrapes), read by `read.engines`.
 EngineFormat = Literal["vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
 SourceFormat = Literal["jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
 Format = Literal["auto", "jsonl", "parquet", "vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus"]
@@ -328,7 +328,7 @@ def _sniff_engine(sample: bytes) -> EngineFormat | None:
     stripped = sample.lstrip()
     if not stripped or (stripped[:1] == b"{" and b'"spec_verify_ct"' not in stripped[: stripped.find(b"\n")]):
         return None  # JSONL rows, not SGLang responses: the common case decides here, without the engine parsers
-    from specaccept_cli.read.engine_logs import sniff_engine_format
+    from specaccept_cli.read.engines import sniff_engine_format
 
     lines = sample.split(b"\n")
     if len(lines) > 1:

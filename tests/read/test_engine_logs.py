@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engine_logs import (
+from specaccept_cli.read.engines import (
     EngineInterval,
     LineTally,
     ScrapeSeries,

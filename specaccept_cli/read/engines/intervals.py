@@ -1,0 +1,184 @@
+"""What every engine reader yields: `EngineInterval` (the figures an engine printed for one interval
+and what they recover), `LineTally`, and the one-line description of an interval.
+
+The description is written here, next to the type, rather than in `views/`: it is stored in the
+summary's state (`EngineTally.examples`, saved in `-o json` and merged across summaries), and the
+core that builds the state never imports a view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from specaccept_cli.errors import InputError
+
+CountMatrix = npt.NDArray[np.int64]
+
+# A printed number, as the engines' format strings print it (nan and inf included).
+NUM = r"(-?(?:\d+(?:\.\d*)?|nan|inf))"
+
+
+@dataclass(frozen=True)
+class EngineInterval:
+    """One interval of engine counters: what the engine printed, and what it recovers.
+
+    `counts[k, a]` (shape [k+1, k+1], only row k non-zero) is the joint histogram the summary
+    state holds; it is None unless every run is known to have drafted k tokens and every
+    per-position count is pinned down. `accepted_hist[a]` is the accepted-length histogram when
+    the per-position counts are exact but draft lengths varied. Bounds are closed intervals.
+    """
+
+    engine: str  # "vllm", "sglang", "llama.cpp"
+    fmt: str  # the exact variant, e.g. "vllm-log-v1-full", "vllm-prometheus", "llamacpp-stats"
+    source: str
+    line: int | None
+    timestamp: str | None
+    labels: dict[str, str] = field(hash=False)
+    printed: dict[str, str] = field(hash=False)  # name -> figure exactly as printed
+    k: int | None = None  # draft length (number of positions) when known
+    drafts: int | None = None
+    draft_tokens: int | None = None
+    accepted: int | None = None
+    per_position: tuple[int, ...] | None = None  # acc_1..acc_k when exact
+    per_position_bounds: tuple[tuple[int, int], ...] | None = None
+    drafts_bounds: tuple[int, int] | None = None
+    examined: int | None = None
+    examined_bounds: tuple[int, int] | None = None
+    alpha: float | None = None  # exact accepted / examined
+    alpha_bounds: tuple[float, float] | None = None
+    tokens_per_pass: float | None = None  # exact 1 + accepted / drafts
+    tokens_per_pass_bounds: tuple[float, float] | None = None
+    accepted_hist: tuple[int, ...] | None = None
+    counts: CountMatrix | None = field(default=None, hash=False, compare=False)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def recovered(self) -> bool:
+        """True when the full (k, a) histogram is known exactly."""
+        return self.counts is not None
+
+    def describe(self) -> str:
+        """One line: what the engine printed and what it means."""
+        return describe_interval(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "format": self.fmt,
+            "source": self.source,
+            "line": self.line,
+            "timestamp": self.timestamp,
+            "labels": dict(self.labels),
+            "printed": dict(self.printed),
+            "k": self.k,
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted": self.accepted,
+            "per_position": None if self.per_position is None else list(self.per_position),
+            "per_position_bounds": None
+            if self.per_position_bounds is None
+            else [list(b) for b in self.per_position_bounds],
+            "drafts_bounds": None if self.drafts_bounds is None else list(self.drafts_bounds),
+            "examined": self.examined,
+            "examined_bounds": None if self.examined_bounds is None else list(self.examined_bounds),
+            "alpha": self.alpha,
+            "alpha_bounds": None if self.alpha_bounds is None else list(self.alpha_bounds),
+            "tokens_per_pass": self.tokens_per_pass,
+            "tokens_per_pass_bounds": None
+            if self.tokens_per_pass_bounds is None
+            else list(self.tokens_per_pass_bounds),
+            "accepted_hist": None if self.accepted_hist is None else list(self.accepted_hist),
+            "counts": None if self.counts is None else self.counts.tolist(),
+            "notes": list(self.notes),
+            "description": self.describe(),
+        }
+
+
+@dataclass
+class LineTally:
+    """What a reader saw: metrics lines turned into intervals, other lines ignored, bad lines."""
+
+    lines: int = 0
+    metrics: int = 0
+    ignored: int = 0
+    bad: int = 0
+    resets: int = 0  # Prometheus counter resets between scrapes
+
+
+def decode_line(raw: str | bytes) -> str:
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    return text.rstrip("\r\n")
+
+
+def line_error(source: str, number: int, text: str, message: str) -> InputError:
+    """A metrics line that does not parse or add up, with the line itself kept for the error policy."""
+    return InputError(source, number, message, raw=text.encode("utf-8", errors="replace"))
+
+
+def make_interval(
+    head: tuple[str, str, str, int, str | None, dict[str, str], dict[str, str]], **counts: Any
+) -> EngineInterval:
+    """An interval from (engine, fmt, source, line, timestamp, labels, printed) and what its line recovers."""
+    engine, fmt, source, line, timestamp, labels, printed = head
+    return EngineInterval(
+        engine=engine, fmt=fmt, source=source, line=line, timestamp=timestamp, labels=labels, printed=printed, **counts
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What the engine printed, and what it means
+
+
+def _fmt_bounds(bounds: tuple[float, float] | None, digits: int = 2) -> str:
+    if bounds is None:
+        return "unknown"
+    low, high = bounds
+    if round(low, digits) == round(high, digits):
+        return f"{low:.{digits}f}"
+    return f"{low:.{digits}f}..{high:.{digits}f}"
+
+
+def describe_interval(interval: EngineInterval) -> str:
+    """One line: the engine's own figure, what it measures, and the per-token alpha it implies."""
+    p = interval.printed
+    alpha = (
+        f"per-token alpha = {interval.alpha:.2f}"
+        if interval.alpha is not None
+        else f"per-token alpha in {_fmt_bounds(interval.alpha_bounds)}"
+    )
+    tpp = (
+        f"tokens per pass {interval.tokens_per_pass:.2f}"
+        if interval.tokens_per_pass is not None
+        else f"tokens per pass {_fmt_bounds(interval.tokens_per_pass_bounds)}"
+    )
+    if interval.engine == "vllm":
+        if interval.fmt == "vllm-prometheus":
+            head = f"vLLM counters: accepted/drafted = {interval.accepted}/{interval.draft_tokens}" + (
+                f" over {interval.drafts} drafts" if interval.drafts is not None else ""
+            )
+        else:
+            name = "Avg Draft acceptance rate" if "Avg Draft acceptance rate" in p else "Draft acceptance rate"
+            head = f"vLLM '{name}' {p[name]} = accepted/drafted"
+        return f"{head}; {alpha}; {tpp}"
+    if interval.fmt == "sglang-request":
+        passes = f"{interval.drafts} verify passes" if interval.drafts is not None else "verify passes unknown"
+        rate = f", spec_accept_rate {p['spec_accept_rate']} = accepted/drafted" if "spec_accept_rate" in p else ""
+        return f"SGLang request: {interval.accepted} accepted in {passes}{rate}; {alpha}; {tpp}"
+    if interval.engine == "sglang":
+        if "accept len" in p:
+            head = f"SGLang 'accept len' {p['accept len']} = tokens per pass (accepted drafts + bonus) / forward passes"
+        else:
+            head = (
+                f"SGLang gauge spec_accept_length {p.get('spec_accept_length')} = tokens per pass of the last interval"
+            )
+        return f"{head}; {alpha}"
+    if interval.fmt == "llamacpp-stats":
+        return (
+            f"llama.cpp {interval.labels.get('drafter', '')} statistics #acc tokens/#gen tokens = "
+            f"{interval.accepted}/{interval.draft_tokens} (running total); {alpha}; {tpp}"
+        )
+    return f"llama.cpp 'draft acceptance' {p.get('draft acceptance')} = accepted/generated draft tokens; {alpha}; {tpp}"

@@ -1,0 +1,152 @@
+"""Server output in, intervals out: which engine wrote a file (sniffing), and the line loop that
+hands each metrics line to its engine's reader (`vllm`, `sglang`, `llamacpp`) or Prometheus
+scrapes to `prometheus`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from specaccept_cli.errors import InputError
+from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, decode_line
+from specaccept_cli.read.engines.llamacpp import LLAMA_MARKERS, LlamaLines
+from specaccept_cli.read.engines.prometheus import parse_prometheus_scrapes
+from specaccept_cli.read.engines.sglang import (
+    SGLANG_MARKER,
+    SGLANG_REQUEST_MARKER,
+    sglang_line,
+    sglang_request_intervals,
+)
+from specaccept_cli.read.engines.vllm import VLLM_MARKER, vllm_line
+
+FORMATS = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus")
+
+_JSON_START = re.compile(r"\s*(?:\{|\[\s*[\[\]{\"])")
+
+
+def looks_like_json(text: str | bytes) -> bool:
+    """A JSON object or array, not a log line such as SGLang's `[2025-03-05 10:21:05 TP0] ...`."""
+    head = text[:64].decode("utf-8", errors="replace") if isinstance(text, bytes) else text[:64]
+    return _JSON_START.match(head) is not None
+
+
+def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> str | None:
+    """The engine format of the first metrics line among the first `limit` lines, or None."""
+    for n, raw in enumerate(lines):
+        if n >= limit:
+            break
+        text = decode_line(raw)
+        if looks_like_json(text):
+            if SGLANG_REQUEST_MARKER in text and '"p":' not in text:  # responses, not logged (p, q, r) runs
+                return "sglang-requests"
+            continue
+        if VLLM_MARKER in text:
+            return "vllm-log"
+        if SGLANG_MARKER in text and "Decode batch" in text:
+            return "sglang-log"
+        if any(marker in text for marker in LLAMA_MARKERS):
+            return "llamacpp-log"
+        stripped = text.lstrip()
+        if stripped.startswith(("vllm:spec_decode", "sglang:spec_")) or (
+            stripped.startswith("# TYPE ") and (" vllm:" in stripped or " sglang:" in stripped)
+        ):
+            return "prometheus"
+    return None
+
+
+class EngineLogParse:
+    """Iterate to get `EngineInterval | InputError` in input order; `tally` fills as you go."""
+
+    def __init__(
+        self,
+        lines: Iterable[str | bytes],
+        source: str,
+        fmt: str = "auto",
+        *,
+        k: int | None = None,
+        assume_full_drafts: bool = True,
+    ) -> None:
+        if fmt != "auto" and fmt not in FORMATS:
+            raise ValueError(f"unknown engine format {fmt!r}; expected auto or one of {', '.join(FORMATS)}")
+        self.lines = lines
+        self.source = source
+        self.fmt = fmt
+        self.k = k
+        self.assume_full_drafts = assume_full_drafts
+        self.tally = LineTally()
+        self.detected: str | None = None if fmt == "auto" else fmt
+
+    def __iter__(self) -> Iterator[EngineInterval | InputError]:
+        if self.fmt == "prometheus":
+            yield from parse_prometheus_scrapes(self.lines, self.source, tally=self.tally)
+            return
+        if self.fmt == "sglang-requests":
+            yield from self._requests()
+            return
+        llama = LlamaLines(self.source, self.k)
+        for number, raw in enumerate(self.lines, start=1):
+            self.tally.lines += 1
+            text = decode_line(raw)
+            kind = self._kind(text)
+            if kind == "llamacpp-log":
+                yield from map(self._count, llama.line(number, text))
+                continue
+            yield from map(self._count, llama.flush())
+            if kind is None:
+                self.tally.ignored += 1
+            elif kind == "vllm-log":
+                yield self._count(
+                    vllm_line(self.source, number, text, k=self.k, assume_full_drafts=self.assume_full_drafts)
+                )
+            elif kind == "sglang-log":
+                yield self._count(sglang_line(self.source, number, text, k=self.k))
+        yield from map(self._count, llama.flush())
+
+    def _requests(self) -> Iterator[EngineInterval | InputError]:
+        """SGLang responses, one JSON line each: every finished request is an interval."""
+        for number, raw in enumerate(self.lines, start=1):
+            self.tally.lines += 1
+            found = sglang_request_intervals(raw, self.source, number, k=self.k)
+            if not found:
+                self.tally.ignored += 1
+            for item in found:
+                yield self._count(item)
+
+    def _count(self, item: EngineInterval | InputError) -> EngineInterval | InputError:
+        if isinstance(item, InputError):
+            self.tally.bad += 1
+        else:
+            self.tally.metrics += 1
+        return item
+
+    def _kind(self, text: str) -> str | None:
+        if VLLM_MARKER in text:
+            kind = "vllm-log"
+        elif SGLANG_MARKER in text and "Decode batch" in text:
+            kind = "sglang-log"
+        elif any(marker in text for marker in LLAMA_MARKERS):
+            kind = "llamacpp-log"
+        else:
+            return None
+        if self.detected is None:
+            self.detected = kind
+        return kind if kind == self.detected else None
+
+
+def parse_engine_log(
+    lines: Iterable[str | bytes],
+    source: str,
+    fmt: str = "auto",
+    *,
+    k: int | None = None,
+    assume_full_drafts: bool = True,
+) -> EngineLogParse:
+    """Intervals (and bad metrics lines as `InputError`) from server output, in input order.
+
+    Iterate the result; its `tally` counts metrics lines, ignored ordinary lines and bad lines.
+    With fmt="auto" the first metrics line decides the engine; metrics lines of another engine
+    are then ignored (and counted). `k` is the draft length from the server's configuration when
+    the lines do not carry it (SGLang, old vLLM, llama.cpp); it tightens the bounds.
+    """
+    return EngineLogParse(lines, source, fmt, k=k, assume_full_drafts=assume_full_drafts)

@@ -1,0 +1,63 @@
+"""Prometheus scrapes as a series: consecutive vLLM scrapes give the intervals between them, SGLang
+gauges one bound-only interval per scrape. The format itself is read in `exposition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from specaccept_cli.errors import InputError
+from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes
+from specaccept_cli.read.engines.intervals import EngineInterval, LineTally
+from specaccept_cli.read.engines.sglang import sglang_gauges
+from specaccept_cli.read.engines.vllm import VLLM_COUNTERS, prometheus_intervals
+
+
+class ScrapeSeries:
+    """Scrapes from one or several files, in order, as one series: each consecutive pair of vLLM
+    scrapes gives the interval between them; a series of one scrape gives the counts since the
+    counters started (the server's start, or its last restart). SGLang gauges: one bound-only
+    interval per scrape. `audit before.prom after.prom` is a series of two."""
+
+    def __init__(self) -> None:
+        self.previous: PrometheusScrape | None = None
+        self.previous_source = ""
+        self.previous_tally = LineTally()
+        self.vllm_scrapes = 0
+
+    def add(self, lines: Iterable[str | bytes], source: str, tally: LineTally) -> Iterator[EngineInterval | InputError]:
+        """The intervals that the scrapes of `lines` close, in order."""
+        for item in read_prometheus_scrapes(lines, source, tally):
+            if isinstance(item, InputError):
+                yield item
+                continue
+            yield from sglang_gauges(item, source)
+            if not any(name in VLLM_COUNTERS for name, _ in item.samples):
+                continue
+            self.vllm_scrapes += 1
+            if self.previous is not None:
+                yield from _tallied(prometheus_intervals(self.previous, item, source), tally)
+            self.previous, self.previous_source, self.previous_tally = item, source, tally
+
+    def finish(self) -> Iterator[EngineInterval | InputError]:
+        """A lone vLLM scrape: the counts since the counters started."""
+        if self.vllm_scrapes == 1 and self.previous is not None:
+            yield from _tallied(prometheus_intervals(None, self.previous, self.previous_source), self.previous_tally)
+
+
+def parse_prometheus_scrapes(
+    lines: Iterable[str | bytes], source: str, *, tally: LineTally | None = None
+) -> Iterator[EngineInterval | InputError]:
+    """Intervals from a file of one or several scrapes (see `ScrapeSeries`)."""
+    series = ScrapeSeries()
+    yield from series.add(lines, source, tally if tally is not None else LineTally())
+    yield from series.finish()
+
+
+def _tallied(items: list[EngineInterval | InputError], tally: LineTally) -> Iterator[EngineInterval | InputError]:
+    for out in items:
+        if isinstance(out, InputError):
+            tally.bad += 1
+        elif any(note.startswith("counter reset") for note in out.notes):
+            tally.resets += 1
+        yield out

@@ -1,0 +1,298 @@
+"""vLLM: its "SpecDecoding metrics" log lines and its Prometheus spec-decode counters.
+
+Both come from vllm/v1/spec_decode/metrics.py (`SpecDecodingLogging` prints the lines,
+`SpecDecodingProm` exposes the counters); each layout is cited next to its regex.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from specaccept_cli.errors import InputError
+from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
+from specaccept_cli.read.engines.intervals import NUM, EngineInterval, line_error, make_interval
+from specaccept_cli.read.engines.recovery import Inconsistent, fits, from_exact_positions, recover_counts
+
+# ---------------------------------------------------------------------------------------------
+# Log lines
+
+# vLLM v1, vllm/v1/spec_decode/metrics.py, SpecDecodingLogging.log() (checked at vllm-project/vllm
+# commits 016a8587 and ee4ceaae): "SpecDecoding metrics: Mean acceptance length: %.2f, Accepted
+# throughput: %.2f tokens/s, Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d
+# tokens, Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%" with rates
+# ", ".join(f"{p:.3f}"), p = accepted_per_pos / num_drafts; mean length = 1 + accepted / num_drafts.
+VLLM_FULL = re.compile(
+    r"SpecDecoding metrics: Mean acceptance length: " + NUM + r", "
+    r"Accepted throughput: " + NUM + r" tokens/s, "
+    r"Drafted throughput: " + NUM + r" tokens/s, "
+    r"Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    r"Per-position acceptance rate: ((?:\d+\.\d+|nan)(?:, (?:\d+\.\d+|nan))*), "
+    r"Avg Draft acceptance rate: " + NUM + r"%"
+)
+# vLLM v1 intermediate (same file, mid-2025 versions, found by exact-string search): "SpecDecoding
+# metrics: Draft acceptance rate: %.1f%%, Mean acceptance length: %.2f, Accepted: %d tokens,
+# Drafted: %d tokens, Per-position acceptance rate: %s".
+VLLM_PERPOS = re.compile(
+    r"SpecDecoding metrics: Draft acceptance rate: " + NUM + r"%, "
+    r"Mean acceptance length: " + NUM + r", "
+    r"Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    r"Per-position acceptance rate: ((?:\d+\.\d+|nan)(?:, (?:\d+\.\d+|nan))*)\s*$"
+)
+# vLLM v1 first version (same file, early 2025; SpecDecodingStats had only num_draft_tokens and
+# num_accepted_tokens): "SpecDecoding metrics: Draft acceptance rate: %.1f%%, Accepted: %d tokens,
+# Drafted: %d tokens".
+VLLM_BASIC = re.compile(
+    r"SpecDecoding metrics: Draft acceptance rate: " + NUM + r"%, Accepted: (\d+) tokens, Drafted: (\d+) tokens\s*$"
+)
+VLLM_MARKER = "SpecDecoding metrics"
+# vLLM's logger prefix: "(APIServer pid=12) INFO 11-30 13:00:01 [metrics.py:120] " (the process
+# tag is added by the v1 multiprocess front end; older lines start at "INFO").
+VLLM_PREFIX = re.compile(
+    r"^(?:\((?P<proc>[^)\s]+) pid=(?P<pid>\d+)\)\s+)?"
+    r"(?:(?P<level>[A-Z]+)\s+(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\s+)?"
+)
+
+
+# The figures of one line: (fmt, printed, rate %, accepted, drafted, mean length, per-position rates).
+_Figures = tuple[str, dict[str, str], str, str, str, str | None, list[str] | None]
+
+
+def _vllm_figures(text: str) -> _Figures | None:
+    """The figures of a "SpecDecoding metrics" line as printed, in whichever layout it has; None for none."""
+    full = VLLM_FULL.search(text)
+    if full is not None:
+        mean, acc_tp, draft_tp, acc, drafted, rate_text, pct = full.groups()
+        printed = {
+            "Mean acceptance length": mean,
+            "Accepted throughput": acc_tp,
+            "Drafted throughput": draft_tp,
+            "Accepted": acc,
+            "Drafted": drafted,
+            "Per-position acceptance rate": rate_text,
+            "Avg Draft acceptance rate": pct + "%",
+        }
+        return "vllm-log-v1-full", printed, pct, acc, drafted, mean, rate_text.split(", ")
+    if (perpos := VLLM_PERPOS.search(text)) is not None:
+        pct, mean, acc, drafted, rate_text = perpos.groups()
+        printed = {
+            "Draft acceptance rate": pct + "%",
+            "Mean acceptance length": mean,
+            "Accepted": acc,
+            "Drafted": drafted,
+            "Per-position acceptance rate": rate_text,
+        }
+        return "vllm-log-v1-perpos", printed, pct, acc, drafted, mean, rate_text.split(", ")
+    if (basic := VLLM_BASIC.search(text)) is not None:
+        pct, acc, drafted = basic.groups()
+        printed = {"Draft acceptance rate": pct + "%", "Accepted": acc, "Drafted": drafted}
+        return "vllm-log-v1-basic", printed, pct, acc, drafted, None, None
+    return None
+
+
+def vllm_line(
+    source: str, number: int, text: str, *, k: int | None, assume_full_drafts: bool
+) -> EngineInterval | InputError:
+    """The interval of one "SpecDecoding metrics" line, or the error that says why it does not add up."""
+    prefix = VLLM_PREFIX.match(text)
+    labels: dict[str, str] = {}
+    timestamp = None
+    if prefix is not None:
+        if prefix.group("proc"):
+            labels["process"] = prefix.group("proc")
+            labels["pid"] = prefix.group("pid")
+        timestamp = prefix.group("ts")
+    figures = _vllm_figures(text)
+    if figures is None:
+        return line_error(
+            source,
+            number,
+            text,
+            "a vLLM 'SpecDecoding metrics' line in no known layout (vllm/v1/spec_decode/metrics.py)",
+        )
+    fmt, printed, pct, acc, drafted, mean, rates = figures
+    accepted, draft_tokens = int(acc), int(drafted)
+    problems = []
+    if draft_tokens > 0 and not fits(pct, Fraction(100 * accepted, draft_tokens)):
+        problems.append(f"acceptance rate {pct}% is not {accepted}/{draft_tokens}")
+    if rates is not None and draft_tokens > 0 and any(r == "nan" for r in rates):
+        problems.append("nan per-position rate with drafted tokens")
+    if problems:
+        return line_error(source, number, text, "inconsistent vLLM line: " + "; ".join(problems))
+    try:
+        if draft_tokens == 0 and rates is not None:
+            if any(r not in ("nan", "0.000") for r in rates):
+                raise Inconsistent("per-position rates without drafted tokens")
+            k_printed: int | None = len(rates)
+            rates = None  # printed as nan when there were no drafts
+        else:
+            k_printed = None
+        rec = recover_counts(
+            accepted,
+            draft_tokens,
+            rates=rates,
+            mean_length=mean if draft_tokens else None,
+            k=k_printed if k_printed is not None else (k if rates is None else len(rates)),
+            assume_full_drafts=assume_full_drafts,
+        )
+    except Inconsistent as exc:
+        return line_error(source, number, text, f"inconsistent vLLM line: {exc}")
+    return make_interval(
+        ("vllm", fmt, source, number, timestamp, labels, printed),
+        draft_tokens=draft_tokens,
+        accepted=accepted,
+        **rec.fields(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus counters
+
+# vLLM's counters (vllm/v1/spec_decode/metrics.py, SpecDecodingProm) are prometheus_client Counters
+# named "vllm:spec_decode_num_drafts", "..._num_draft_tokens", "..._num_accepted_tokens" and
+# "..._num_accepted_tokens_per_pos" (label "position" = str(pos) for pos in range(num_spec_tokens),
+# so 0-based) and are exposed with the "_total" suffix; the first v1 version had only the draft and
+# accepted token counters.
+VLLM_COUNTERS = {
+    "vllm:spec_decode_num_drafts_total": "drafts",
+    "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens_total": "accepted",
+    "vllm:spec_decode_num_accepted_tokens_per_pos_total": "per_pos",
+}
+
+
+@dataclass
+class _VllmCounters:
+    labels: dict[str, str]
+    values: dict[str, str] = field(default_factory=dict)  # counter -> printed value
+    per_pos: dict[int, str] = field(default_factory=dict)  # 0-based position -> printed value
+
+
+def _vllm_series(scrape: PrometheusScrape) -> dict[LabelKey, _VllmCounters]:
+    out: dict[LabelKey, _VllmCounters] = {}
+    for (name, labels), value in scrape.samples.items():
+        role = VLLM_COUNTERS.get(name)
+        if role is None:
+            continue
+        label_map = dict(labels)
+        position = label_map.pop("position", None)
+        key = tuple(sorted(label_map.items()))
+        series = out.setdefault(key, _VllmCounters(labels=label_map))
+        if role == "per_pos":
+            if position is None or not position.isdigit():
+                continue
+            series.per_pos[int(position)] = value
+        else:
+            series.values[role] = value
+    return out
+
+
+def prometheus_intervals(
+    before: PrometheusScrape | None, after: PrometheusScrape, source: str
+) -> list[EngineInterval | InputError]:
+    """vLLM intervals between two scrapes (or since the counters started, with `before` None).
+
+    A counter that went down between the scrapes is a reset (the server restarted): as Prometheus's
+    `increase()` does, the interval counts from the restart, and its notes say so (the counts between
+    the first scrape and the restart are lost).
+    """
+    out: list[EngineInterval | InputError] = []
+    old = _vllm_series(before) if before is not None else {}
+    for key, series in _vllm_series(after).items():
+        prev = old.get(key)
+        if before is not None and prev is None:
+            out.append(
+                InputError(source, after.line, f"vLLM series {label_text(series.labels)} is not in the earlier scrape")
+            )
+            continue
+        ints, positions, resets = _differences(series, prev)
+        if ints is None or positions is None:
+            problem = "are not positions 0..k-1" if ints is not None else "is not a whole number"
+            out.append(InputError(source, after.line, f"vLLM counter {label_text(series.labels)} {problem}"))
+            continue
+        notes = []
+        if resets:  # like Prometheus's increase(): after a restart the counters count from zero again
+            ints, positions, _ = _differences(series, None)
+            assert ints is not None and positions is not None
+            notes.append(
+                f"counter reset between the scrapes (lines {before.line if before else '?'} and {after.line}): "
+                + ", ".join(resets)
+                + "; counted since the restart, so what ran between the earlier scrape and the restart is lost"
+            )
+        if "accepted" not in ints or "draft_tokens" not in ints:
+            out.append(InputError(source, after.line, "vLLM scrape without accepted and draft token counters"))
+            continue
+        accepted, draft_tokens = ints["accepted"], ints["draft_tokens"]
+        drafts = ints.get("drafts")
+        printed = {name: series.values[role] for name, role in VLLM_COUNTERS.items() if role in series.values}
+        for pos in sorted(series.per_pos):
+            printed[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{pos}"}}'] = series.per_pos[pos]
+        problems = []
+        if positions and sum(positions) != accepted:
+            problems.append(f"per-position counts sum to {sum(positions)}, not accepted {accepted}")
+        if positions and any(a < b for a, b in itertools.pairwise(positions)):
+            problems.append("per-position counts increase with the position")
+        if positions and drafts is not None and positions[0] > drafts:
+            problems.append(f"{positions[0]} drafts accepted position 1 out of {drafts} drafts")
+        if problems:
+            out.append(InputError(source, after.line, "inconsistent vLLM counters: " + "; ".join(problems)))
+            continue
+        try:
+            if drafts is not None and positions:
+                rec = from_exact_positions(accepted, draft_tokens, drafts, positions)
+            else:
+                rec = recover_counts(accepted, draft_tokens, drafts=drafts, assume_full_drafts=False)
+        except Inconsistent as exc:
+            out.append(InputError(source, after.line, f"inconsistent vLLM counters: {exc}"))
+            continue
+        if before is None:
+            rec.notes.append("one scrape: counts since the counters started")
+        rec.notes.extend(notes)
+        out.append(
+            make_interval(
+                ("vllm", "vllm-prometheus", source, after.line, after.timestamp, dict(series.labels), printed),
+                draft_tokens=draft_tokens,
+                accepted=accepted,
+                **rec.fields(),
+            )
+        )
+    return out
+
+
+def _differences(
+    series: _VllmCounters, prev: _VllmCounters | None
+) -> tuple[dict[str, int] | None, list[int] | None, list[str]]:
+    """Counter differences (totals, per position) and the counters that went down; None where a
+    value is not a whole number (totals) or the positions are not 0..k-1 (per position)."""
+    ints: dict[str, int] = {}
+    resets: list[str] = []
+    for role in ("drafts", "draft_tokens", "accepted"):
+        if role not in series.values:
+            continue
+        change = _increase(series.values[role], "0" if prev is None else prev.values.get(role, "0"), role, resets)
+        if change is None:
+            return None, [], resets
+        ints[role] = change
+    if series.per_pos and sorted(series.per_pos) != list(range(len(series.per_pos))):
+        return ints, None, resets
+    positions: list[int] = []
+    for pos in range(len(series.per_pos)):
+        then = "0" if prev is None else prev.per_pos.get(pos, "0")
+        change = _increase(series.per_pos[pos], then, f'accepted_per_pos{{position="{pos}"}}', resets)
+        if change is None:
+            return None, [], resets
+        positions.append(change)
+    return ints, positions, resets
+
+
+def _increase(now_text: str, then_text: str, name: str, resets: list[str]) -> int | None:
+    """now - then of one counter, with `name` noted in `resets` when it went down; None when either value is
+    not a whole number."""
+    now, then = sample_int(now_text), sample_int(then_text)
+    if now is None or then is None:
+        return None
+    if now < then:
+        resets.append(f"{name} {then} -> {now}")
+    return now - then
