@@ -343,6 +343,17 @@ def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
                 )
             )
         )
+    if engine.assumed:
+        rows.append(
+            AuditRow(
+                (
+                    "assumes full drafts",
+                    Marked(f"{engine.assumed:,}", "bad"),
+                    "intervals exact only if every draft had k tokens (Drafted = k x drafts): the figures fit "
+                    "shorter drafts too, so alpha, all intervals, is bounded without that",
+                )
+            )
+        )
     if engine.resets:
         rows.append(AuditRow(("counter resets", Marked(f"{engine.resets:,}", "bad"), "the server restarted")))
     for name in engine.engines:
@@ -353,7 +364,8 @@ def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
                 (
                     "alpha, all intervals",
                     interval(bounds),
-                    "bounds with the intervals whose counts could not be recovered exactly",
+                    "bounds with the intervals whose counts could not be recovered exactly, and without "
+                    "assuming full drafts",
                 )
             )
         )
