@@ -295,7 +295,8 @@ DEEP = Profile(
     power_cases=(("iid", False), ("clustered", True)),
     default_logs=1000,
     default_runs=4000,
-    planned_reps=400,
+    planned_reps=300,
+    planned_baseline_runs=20_000,
 )
 
 
