@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint fuzz bench bench-dask study examples clean
+.PHONY: demo test lint docs fuzz bench bench-dask study examples clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,15 +37,21 @@ demo: $(STAMP)
 test: $(STAMP)
 	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest
 
+# After a change to an option or to what specaccept prints: regenerate docs/cli.md from the Click commands, and
+# write the real output of every checked console example into README.md and docs/*.md (review the diff).
+docs: $(STAMP)
+	$(BIN)/python scripts/cli_reference.py
+	UPDATE_EXAMPLES=1 $(BIN)/python -m tests.test_readme_examples
+
 lint: $(STAMP)
 	$(BIN)/ruff check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/ruff format --check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/mypy
 
 # The seeded study of every interval and test (tests/study, deep profile: a few minutes);
-# writes its table into README.md between the study markers. `make test` runs its fast profile.
+# writes its table into docs/statistics.md between the study markers. `make test` runs its fast profile.
 study: $(STAMP)
-	$(BIN)/python -m tests.study.run --profile deep --write-readme
+	$(BIN)/python -m tests.study.run --profile deep --write-docs
 
 # Fuzz the JSONL reader (tests/fuzz_reader.py): FUZZ_EXAMPLES inputs through hypothesis;
 # then every property test of the pure parts with the "deep" hypothesis profile.

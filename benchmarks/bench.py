@@ -466,18 +466,18 @@ def machine() -> str:
 
 
 DEFAULT_OUT = ROOT / "benchmarks" / "latest.md"
-README = ROOT / "README.md"
-README_START = "<!-- bench:start (make bench writes this part) -->"
-README_END = "<!-- bench:end -->"
+PAGE = ROOT / "docs" / "performance.md"
+PAGE_START = "<!-- bench:start (make bench writes this part) -->"
+PAGE_END = "<!-- bench:end -->"
 
 
-def update_readme(report: str, start_marker: str = README_START, end_marker: str = README_END) -> bool:
-    """Put the latest report between the README's markers, so the README always shows the latest run."""
-    text = README.read_text()
+def update_page(report: str, page: Path = PAGE, start_marker: str = PAGE_START, end_marker: str = PAGE_END) -> bool:
+    """Put the latest report between the page's markers, so the docs always show the latest run."""
+    text = page.read_text()
     start, end = text.find(start_marker), text.find(end_marker)
     if start < 0 or end < start:
         return False
-    README.write_text(text[: start + len(start_marker)] + "\n" + report + text[end:])
+    page.write_text(text[: start + len(start_marker)] + "\n" + report + text[end:])
     return True
 
 
@@ -745,8 +745,8 @@ def main() -> None:
     print(report)
     args.out.write_text(report)
     print(f"written to {args.out}")
-    if args.out == DEFAULT_OUT and update_readme(report):
-        print(f"and into {README.name}'s Performance section")
+    if args.out == DEFAULT_OUT and update_page(report):
+        print(f"and into {PAGE.relative_to(ROOT)}")
     if not agree:
         raise SystemExit("engines disagree on the total accepted tokens")
 

@@ -24,13 +24,14 @@ import threading
 import time
 from pathlib import Path
 
-from bench import MB, README, ROOT, SPECACCEPT, _memory, machine, run, update_readme
+from bench import MB, ROOT, SPECACCEPT, _memory, machine, run, update_page
 
 from specaccept_cli.pipeline.distributed import local_cluster
 
 DEFAULT_OUT = ROOT / "benchmarks" / "latest-dask.md"
-README_START = "<!-- bench-dask:start (make bench-dask writes this part) -->"
-README_END = "<!-- bench-dask:end -->"
+PAGE = ROOT / "docs" / "scale-out.md"
+PAGE_START = "<!-- bench-dask:start (make bench-dask writes this part) -->"
+PAGE_END = "<!-- bench-dask:end -->"
 
 
 def ensure_shards(cache: Path, runs: int, shards: int) -> dict[str, list[Path]]:
@@ -165,8 +166,8 @@ def main() -> None:
     print(report)
     args.out.write_text(report + "\n")
     print(f"written to {args.out}")
-    if args.out == DEFAULT_OUT and update_readme(report + "\n", README_START, README_END):
-        print(f"and into {README.name}'s Beyond one machine section")
+    if args.out == DEFAULT_OUT and update_page(report + "\n", PAGE, PAGE_START, PAGE_END):
+        print(f"and into {PAGE.relative_to(ROOT)}")
     if not identical:
         raise SystemExit("the commands disagree")
 

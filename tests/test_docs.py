@@ -1,9 +1,14 @@
-"""The README documents every command and option, and its quick start is exactly the two make targets."""
+"""The docs: a short README, a manual in docs/ that names every command and option, a CLI reference generated
+from Click that is never stale, links that lead somewhere, and the library and module-map text true to the code."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import click
 import pytest
@@ -12,7 +17,21 @@ from tests.helpers import (
     all_commands,
 )
 
-README = (Path(__file__).parent.parent / "README.md").read_text()
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CLI_PAGE = DOCS / "cli.md"
+# The pages written by hand (the CLI reference is generated, so it would document every option trivially).
+MANUAL = {path.name: path.read_text(encoding="utf-8") for path in sorted(DOCS.glob("*.md")) if path != CLI_PAGE}
+PAGES = {"README.md": README, **{f"docs/{name}": text for name, text in MANUAL.items()}}
+
+
+def _cli_reference() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts" / "cli_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_quick_start_is_exactly_make_demo_and_make_test() -> None:
@@ -22,9 +41,17 @@ def test_quick_start_is_exactly_make_demo_and_make_test() -> None:
     assert block.group(1).split("\n")[:-1] == ["make demo", "make test"]
 
 
+def test_the_readme_is_short_and_shows_the_three_uses() -> None:
+    assert len(README.splitlines()) <= 250
+    uses = README.split("## Three uses", 1)[1].split("\n## ", 1)[0]
+    assert len(re.findall(r"^### \d\. ", uses, re.M)) == 3
+    assert "$ specaccept check --p 0.9,0.2,0.8 --q 0.5,0.8,0.4 --r 0.1,0.5,0.2\n1\n" in uses
+    assert "| specaccept audit -" in uses and "--baseline" in uses
+
+
 @pytest.mark.parametrize("name", sorted(all_commands()))
-def test_every_command_is_documented(name: str) -> None:
-    assert f"### `specaccept {name}" in README
+def test_every_command_has_a_section_in_the_manual(name: str) -> None:
+    assert any(f"## `specaccept {name}" in text for text in MANUAL.values()), f"no docs page has a `{name}` section"
 
 
 @pytest.mark.parametrize(
@@ -38,15 +65,82 @@ def test_every_command_is_documented(name: str) -> None:
         if option.startswith("--")
     ],
 )
-def test_every_option_is_documented(command: str, option: str) -> None:
-    assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", README), f"{command} {option} missing from README"
+def test_every_option_is_explained_in_the_manual(command: str, option: str) -> None:
+    pattern = rf"(?<![\w-]){re.escape(option)}(?![\w-])"
+    assert any(re.search(pattern, text) for text in PAGES.values()), f"{command} {option} is on no docs page"
 
 
-def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's Python example, run as written on files made for it, without click or rich."""
+def test_the_cli_reference_is_current() -> None:
+    """docs/cli.md is what scripts/cli_reference.py writes today: run `make docs` after changing an option."""
+    assert CLI_PAGE.read_text(encoding="utf-8") == _cli_reference().reference(), "docs/cli.md is stale: make docs"
+
+
+def test_the_cli_reference_is_what_help_prints() -> None:
+    """The generated page holds every command's real `--help`, as a terminal of 100 columns shows it."""
+    page = CLI_PAGE.read_text(encoding="utf-8")
+    for name in ("audit", "expect"):
+        result = subprocess.run(
+            [sys.executable, "-m", "specaccept_cli", name, "--help"],
+            capture_output=True,
+            text=True,
+            env={"COLUMNS": "100", "PATH": "/usr/bin:/bin"},
+            check=True,
+        )
+        section = page.split(f"## `specaccept {name}`\n", 1)[1]
+        assert section.split("```text\n", 1)[1].split("\n```", 1)[0] == result.stdout.rstrip()
+
+
+def test_the_cli_reference_check_fails_on_a_stale_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = _cli_reference()
+    stale = tmp_path / "cli.md"
+    stale.write_text(module.reference().replace("--min-alpha", "--minimum-alpha"), encoding="utf-8")
+    monkeypatch.setattr(module, "PAGE", stale)
+    monkeypatch.setattr(module, "ROOT", tmp_path)
+    assert module.main(["--check"]) == 1
+    assert module.main([]) == 0
+    assert module.main(["--check"]) == 0
+    assert "--minimum-alpha" not in stale.read_text(encoding="utf-8")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    outside_code = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return {_slug(match) for match in re.findall(r"^#+ (.*)$", outside_code, re.M)}
+
+
+def _links(text: str) -> list[str]:
+    outside_code = re.sub(r"^\s*```.*?^\s*```", "", text, flags=re.M | re.S)
+    outside_code = re.sub(r"`[^`\n]*`", "", outside_code)
+    return re.findall(r"\]\(([^)\s]+)\)", outside_code)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_link_leads_to_a_file_and_heading_that_exist(page: str) -> None:
+    base = (ROOT / page).parent
+    for link in _links(PAGES[page]):
+        if link.startswith(("http://", "https://")):
+            continue
+        target, _, anchor = link.partition("#")
+        path = (base / target).resolve() if target else ROOT / page
+        assert path.exists(), f"{page}: link to {link}: no such file"
+        if anchor:
+            assert anchor in _anchors(path.read_text(encoding="utf-8")), f"{page}: link to {link}: no such heading"
+
+
+def test_the_index_lists_every_page() -> None:
+    index = MANUAL["index.md"]
+    for name in [*MANUAL, CLI_PAGE.name]:
+        if name != "index.md":
+            assert f"]({name})" in index, f"docs/index.md does not link {name}"
+
+
+def test_the_library_example_runs(tmp_path: Path) -> None:
+    """The library page's Python example, run as written on files made for it, without click or rich."""
     import gzip
-    import subprocess
-    import sys
 
     import orjson
     import pyarrow as pa
@@ -54,9 +148,9 @@ def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
     rows = [{"p": [0.9, 0.2], "q": [0.5, 0.8], "r": [0.1, 0.5], "model": "draft-1b", "request_id": "r1"}] * 3
     (tmp_path / "monday.jsonl.gz").write_bytes(gzip.compress(b"".join(orjson.dumps(row) + b"\n" for row in rows)))
-    table = {**{name: [[0.5], [0.5]] for name in "pqr"}, "request_id": ["r2", "r3"]}
+    table = {**{name: [[0.5], [0.5]] for name in "pqr"}, "request_id": ["r2", "r3"]}  # clustered, as monday is
     pq.write_table(pa.table(table), tmp_path / "tuesday.parquet")
-    code = re.search(r"## As a library.*?```python\n(.*?)```", README, re.S)
+    code = re.search(r"```python\n(.*?)```", MANUAL["library.md"], re.S)
     assert code is not None
     check = "\nimport sys\nassert 'click' not in sys.modules and 'rich' not in sys.modules\nprint(by_model.groups)\n"
     result = subprocess.run(
@@ -67,13 +161,49 @@ def test_the_library_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_module_table_matches_the_tree() -> None:
-    """Every module named in the README's module table exists, and every module of the package is named."""
-    table = README[README.index("| module | holds |") :].split("\n\n", 1)[0]
+    """Every module named in the module map exists, and every module of the package is named."""
+    text = MANUAL["architecture.md"]
+    table = text[text.index("| module | holds |") :].split("\n\n", 1)[0]
     named: set[str] = set()
     for cell in (line.split("|")[1] for line in table.splitlines()[2:]):
         named.update(re.findall(r"`([\w/]+\.py)`", cell))
-    package = Path(__file__).resolve().parent.parent / "specaccept_cli"
+    package = ROOT / "specaccept_cli"
     actual = {str(path.relative_to(package)) for path in package.rglob("*.py")}
-    assert named - actual == set(), "the README names modules that do not exist"
+    assert named - actual == set(), "docs/architecture.md names modules that do not exist"
     unnamed = {path for path in actual - named if not path.endswith(("/__init__.py", "__main__.py"))}
-    assert unnamed == set(), "modules missing from the README's module table"
+    assert unnamed == set(), "modules missing from the module map in docs/architecture.md"
+
+
+@pytest.mark.parametrize(
+    ("page", "start", "end"),
+    [
+        ("statistics.md", "<!-- study:start -->", "<!-- study:end -->"),  # tests/study/run.py --write-docs
+        ("performance.md", "<!-- bench:start (make bench writes this part) -->", "<!-- bench:end -->"),
+        ("scale-out.md", "<!-- bench-dask:start (make bench-dask writes this part) -->", "<!-- bench-dask:end -->"),
+    ],
+)
+def test_the_pages_that_measurements_write_into_have_their_markers(page: str, start: str, end: str) -> None:
+    text = MANUAL[page]
+    assert text.count(start) == 1 and text.count(end) == 1 and text.index(start) < text.index(end)
+    assert all(start not in other for name, other in PAGES.items() if name != f"docs/{page}")
+
+
+def test_the_writers_point_at_those_pages() -> None:
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        bench = importlib.import_module("bench")
+        bench_dask = importlib.import_module("bench_dask")
+    except ImportError as exc:  # duckdb or dask missing: the benchmarks do not run here
+        pytest.skip(str(exc))
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from tests.study import run
+
+    assert (run.PAGE, run.START) == (DOCS / "statistics.md", "<!-- study:start -->")
+    assert (bench.PAGE, bench.PAGE_START) == (
+        DOCS / "performance.md",
+        "<!-- bench:start (make bench writes this part) -->",
+    )
+    assert bench_dask.PAGE == DOCS / "scale-out.md" and bench_dask.PAGE_START in MANUAL["scale-out.md"]

@@ -174,6 +174,20 @@ def _parse_k_list(text: str) -> list[int]:
     return list(dict.fromkeys(ks))
 
 
+# Significant digits of the calculator's JSON: (1 - 0.8^2) / 0.2 is 1.7999999999999998 in floating point, and a
+# calculator that prints that reads as wrong. Twelve digits keep every figure a closed form can mean while the
+# last bits of rounding error (about 1e-16 relative) go.
+EXPECT_DIGITS = 12
+
+
+def _rounded(row: dict[str, float]) -> dict[str, float]:
+    """A calculator row with its computed figures at EXPECT_DIGITS significant digits (alpha and k as given)."""
+    return {
+        key: float(f"{value:.{EXPECT_DIGITS}g}") if key in ("tokens_per_pass", "speedup") else value
+        for key, value in row.items()
+    }
+
+
 @click.command(short_help="Tokens per pass (and speedup) the i.i.d. model expects.")
 @click.option("--alpha", type=FiniteFloat(0.0, 1.0), required=True, help="Per-token acceptance probability.")
 @click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
@@ -194,7 +208,8 @@ def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> 
     if output == "json":
         import orjson
 
-        write_stdout(orjson.dumps(rows[0] if len(rows) == 1 else rows, option=orjson.OPT_APPEND_NEWLINE))
+        rounded = [_rounded(row) for row in rows]
+        write_stdout(orjson.dumps(rounded[0] if len(rounded) == 1 else rounded, option=orjson.OPT_APPEND_NEWLINE))
         return
     from specaccept_cli.views.terminal import QuietPipeConsole, expect_table
 

@@ -81,12 +81,15 @@ def merge(
     min_acceptance_rate: float | None,
     github: bool,
 ) -> None:
-    """Merge summaries of shards into exactly the summary of all of them.
+    """Merge summaries of shards into the summary of all of them.
 
     Counters add, and every estimate is recomputed from the sum. Summaries with
-    `groups` merge group by group. The same file twice, two summaries of the same
-    input, or summaries made with different fields or options are refused (exit 2).
-    The gates apply to the merged total, as `audit`'s do to its logs (exit 1).
+    `groups` merge group by group. Windows of time (--time-field) merge exactly;
+    windows of runs are appended in the order given, which equals one audit of
+    all the inputs only when each shard but the last fills whole windows. The
+    same file twice, two summaries of the same input, or summaries made with
+    different fields or options are refused (exit 2). The gates apply to the
+    merged total, as `audit`'s do to its logs (exit 1).
 
     \b
     Example:

@@ -67,3 +67,16 @@ def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
     result = invoke("expect", *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_json_prints_rounded_figures_not_floating_point_noise() -> None:
+    """(1 - 0.8^2) / 0.2 is 1.7999999999999998 in binary floating point; the calculator prints 1.8."""
+    single = invoke("expect", "--alpha", "0.8", "--k", "1", "-o", "json")
+    assert single.exit_code == 0, single.stderr
+    assert single.stdout == '{"alpha":0.8,"k":1,"tokens_per_pass":1.8}\n'
+    several = invoke("expect", "--alpha", "0.8", "--k", "1,2,8", "--cost-ratio", "0.05", "-o", "json")
+    assert "99999" not in several.stdout and "00000" not in several.stdout
+    rows = orjson.loads(several.stdout)
+    assert [row["tokens_per_pass"] for row in rows] == [1.8, 2.44, 4.32891136]
+    # Twelve significant digits of 1.8 / 1.05, 2.44 / 1.1 and 4.32891136 / 1.4.
+    assert [row["speedup"] for row in rows] == [1.71428571429, 2.21818181818, 3.09207954286]

@@ -1,9 +1,9 @@
 """The seeded study: coverage of every interval, false alarms and power of the baseline test, the i.i.d. check.
 
 `make test` runs the fast profile (tests/study/test_study.py); `make study` runs the deep one
-and writes its table into README.md between the study markers:
+and writes its table into docs/statistics.md between the study markers:
 
-    python -m tests.study.run [--profile deep|fast] [--write-readme]
+    python -m tests.study.run [--profile deep|fast] [--write-docs]
 
 Every log is seeded: the same profile gives the same table on every machine.
 """
@@ -20,7 +20,7 @@ from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import Estimates, estimate
 from tests.study.scenarios import SCENARIOS, Scenario
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "statistics.md"
 START, END = "<!-- study:start -->", "<!-- study:end -->"
 
 
@@ -347,23 +347,24 @@ def table(profile: Profile) -> str:
     return text
 
 
-def write_readme(text: str, readme: Path = README) -> None:
-    content = readme.read_text()
+def write_page(text: str, page: Path = PAGE) -> None:
+    """Put the table between the page's study markers (the rest of the page stays as it is)."""
+    content = page.read_text()
     pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(content):
-        raise SystemExit(f"{readme}: no {START} ... {END} markers")
-    readme.write_text(pattern.sub(lambda _: f"{START}\n{text}\n{END}", content))
+        raise SystemExit(f"{page}: no {START} ... {END} markers")
+    page.write_text(pattern.sub(lambda _: f"{START}\n{text}\n{END}", content))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--profile", choices=("fast", "deep"), default="deep")
-    parser.add_argument("--write-readme", action="store_true")
+    parser.add_argument("--write-docs", action="store_true", help=f"write the table into {PAGE.name}")
     args = parser.parse_args(argv)
     text = table(DEEP if args.profile == "deep" else FAST)
     print(text)
-    if args.write_readme:
-        write_readme(text)
+    if args.write_docs:
+        write_page(text)
     sys.stdout.flush()
 
 

@@ -3,7 +3,7 @@
 Bands are wide enough for 200 logs (binomial sd of a 95% coverage is 1.5%) and narrow enough
 to catch the failures the study exists for: run-level intervals on clustered logs cover ~20%,
 the old i.i.d. check never fired, a zero-variance baseline alarmed at p = 1e-48. The deep
-profile (`make study`) runs 1,000 logs per case and writes its table to the README.
+profile (`make study`) runs 1,000 logs per case and writes its table to docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import estimate
-from tests.study.run import FAST, Case, Outcome, planned_power, run_case, run_defaults, write_readme
+from tests.study.run import FAST, Case, Outcome, planned_power, run_case, run_defaults, write_page
 from tests.study.scenarios import SCENARIOS
 
 LOGS = FAST.logs
@@ -86,11 +86,11 @@ def test_small_logs_near_one_have_no_zero_width_intervals(outcomes: dict[Case, O
     assert outcome.alarm_rate(0.02, 0.01) <= 0.03
 
 
-def test_the_study_table_goes_between_the_readme_markers(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text("before\n<!-- study:start -->\nold\n<!-- study:end -->\nafter\n")
-    write_readme("| new |", readme)
-    assert readme.read_text() == "before\n<!-- study:start -->\n| new |\n<!-- study:end -->\nafter\n"
+def test_the_study_table_goes_between_the_markers_of_its_page(tmp_path: Path) -> None:
+    page = tmp_path / "statistics.md"
+    page.write_text("before\n<!-- study:start -->\nold\n<!-- study:end -->\nafter\n")
+    write_page("| new |", page)
+    assert page.read_text() == "before\n<!-- study:start -->\n| new |\n<!-- study:end -->\nafter\n"
 
 
 def test_the_defaults_cluster_request_logs_and_stay_honest() -> None:

@@ -224,7 +224,7 @@ def test_drift_false_alarms_near_nominal_on_stationary_logs(runs: int) -> None:
 def test_drift_false_alarms_bounded_when_requests_are_shorter_than_windows() -> None:
     """Study: runs in requests of 5-60 consecutive runs with their own alpha, 40,000 runs (windows of 1,024 runs).
 
-    The window spread carries the test here: 6.7% at a nominal 5%, 1.0% at 1% in the README's 300 logs.
+    The window spread carries the test here: 6.7% at a nominal 5%, 1.0% at 1% in the 300 logs of docs/drift.md.
     """
     at_5, at_1 = false_alarms(in_requests, 40_000, 300, seed=11)
     assert at_5 <= 0.10 and at_1 <= 0.03, (at_5, at_1)
@@ -290,7 +290,7 @@ def requests_false_alarms(n: int, concurrent: int, logs: int, seed: int, step: f
 
 @pytest.mark.slow
 def test_drift_with_cluster_field_holds_its_level_when_64_requests_interleave() -> None:
-    """Study: 150 logs of 40,000 runs, 64 requests at a time. The windows alone cry drift (17% in the README's
+    """Study: 150 logs of 40,000 runs, 64 requests at a time. The windows alone cry drift (17% in docs/drift.md's
     300 logs); with the requests' totals the test keeps to about its 1%."""
     alone, robust = requests_false_alarms(40_000, 64, 150, seed=21)
     assert alone >= 0.05 and robust <= 0.03, (alone, robust)
