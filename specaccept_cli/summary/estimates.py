@@ -96,7 +96,7 @@ class Clustering:
     def describe(self) -> str:
         """The headline's words: 'clustered by request_id: 1,234 requests', or what holding over runs means."""
         if self.field is None:
-            return "over runs: the intervals hold only for a replayed prompt set (no request field to cluster by)"
+            return "over runs: they hold only for a replayed prompt set"
         return f"clustered by {self.field}: {self.requests or 0:,} request{'s' if self.requests != 1 else ''}"
 
     def to_dict(self) -> dict[str, Any]:
