@@ -382,18 +382,11 @@ def recover_counts(
             if options:
                 rec.notes.append(f"every draft taken to have k = {k} tokens (Drafted = k x drafts)")
                 _finish(rec, accepted, draft_tokens, options, k, acc_first)
-                # The same figures fit drafts of fewer tokens too (2,664 drafts of which 5 had k - 1): the
-                # bounds that hold without the assumption.
+                # The same figures may fit shorter drafts too (2,664 drafts, 5 of k - 1): bounds without the assumption.
                 loose = recover_counts(
-                    accepted,
-                    draft_tokens,
-                    rates=rates,
-                    mean_length=mean_length,
-                    k=k,
-                    acc_first=acc_first,
-                    assume_full_drafts=False,
-                    rates_span_draft=rates_span_draft,
-                )
+                    accepted, draft_tokens, rates=rates, mean_length=mean_length, k=k, acc_first=acc_first,
+                    assume_full_drafts=False, rates_span_draft=rates_span_draft,
+                )  # fmt: skip
                 return _assumed(rec, loose)
     if len(candidates) > MAX_DRAFT_CANDIDATES:
         rec.notes.append(f"{len(candidates)} possible drafts counts: the per-position rates were not used")
