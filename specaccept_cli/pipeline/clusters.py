@@ -90,11 +90,15 @@ def _parquet_columns(source: Source) -> list[str] | None:
 def detected_field(sources: Sequence[Source], reading: Reading, plan: Plan) -> tuple[Reading, Plan]:
     """The reading and plan of a driver that cannot stream its sources (a cluster's): decided up front.
 
-    Files and objects can be opened again, so the first source that holds a row is opened here to look.
+    Files and objects can be opened again, so the first source that holds a row is opened here to look;
+    a pipe given as a path cannot (looking would consume it, or wait on its writer): its runs are then
+    over runs unless a cluster field is named.
     """
     detection = ClusterDetection()
     for source in sources:
         if detection.decided or plan.cluster_field is not None or not plan.detect_clusters:
+            break
+        if not source.can_reopen:
             break
         try:
             with open_source(source, reading.input_format) as opened:
