@@ -24,6 +24,10 @@ Where specaccept's own time goes, step by step, in this process:
 And the state `--cluster-field` keeps, alone (in this process):
 
     python benchmarks/bench.py --clusters 1000000   # memory of the per-cluster sums of 1M requests
+
+And a whole audit of a log of 1M requests, clustered by default (peak RSS, summary size, exact merge):
+
+    python benchmarks/bench.py --cluster-audit 1000000
 """
 
 from __future__ import annotations
@@ -83,6 +87,61 @@ def cluster_memory(clusters: int, runs_per_cluster: int = 5, batch_runs: int = 6
         "rss_growth": float(rss_after - rss_before),
         "seconds": seconds,
     }
+
+
+def cluster_audit(requests: int, runs_per_request: int = 2, k: int = 4) -> dict[str, float]:
+    """`specaccept audit LOG -o json` on a log of `requests` requests, clustered by default (no flag).
+
+    The log (written to a temporary directory, removed after) holds `runs_per_request` runs of draft
+    length `k` per request, requests interleaved as a server interleaves them. Returns the audit's peak
+    RSS (all processes), the summary's bytes, seconds, and whether merging the summaries of the log's
+    two halves gives exactly the summary of the whole (1.0) or not (0.0).
+    """
+    import tempfile
+
+    import numpy as np
+    import orjson
+
+    rng = np.random.default_rng(7)
+    runs = requests * runs_per_request
+    order = rng.permutation(np.repeat(np.arange(requests), runs_per_request))
+    request_alpha = rng.beta(7.0, 3.0, size=requests)
+    with tempfile.TemporaryDirectory(prefix="specaccept-bench-") as directory:
+        folder = Path(directory)
+        halves = [folder / "first.jsonl", folder / "second.jsonl"]
+        whole = folder / "whole.jsonl"
+        q = [1.0] * k  # a token is kept when r <= p: p is the request's own acceptance
+        with whole.open("wb") as out, halves[0].open("wb") as first, halves[1].open("wb") as second:
+            for start in range(0, runs, 100_000):
+                chunk = order[start : start + 100_000]
+                r = rng.random((chunk.shape[0], k)).round(4)
+                p = np.repeat(request_alpha[chunk, None].round(4), k, axis=1)
+                lines = b"".join(
+                    orjson.dumps({"request_id": f"req-{request}", "p": row_p, "q": q, "r": row_r}) + b"\n"
+                    for request, row_p, row_r in zip(chunk.tolist(), p.tolist(), r.tolist())
+                )
+                out.write(lines)
+                (first if start < runs // 2 else second).write(lines)
+        summary = folder / "whole.json"
+        measured = run(
+            [SPECACCEPT, "audit", str(whole), "-o", "json", "-q", "--summary-out", str(summary)], sample_memory=True
+        )
+        parts = []
+        for half in halves:
+            parts.append(folder / f"{half.stem}.json")
+            run([SPECACCEPT, "audit", str(half), "-q", "-o", "json", "--summary-out", str(parts[-1])])
+        merged = output_of([SPECACCEPT, "merge", *map(str, parts)])
+        written = orjson.loads(summary.read_bytes())
+        combined = orjson.loads(merged)
+        exact = all(written[key] == combined[key] for key in ("alpha", "alpha_ci", "clusters", "per_position"))
+        exact = exact and written["state"]["clusters"] == combined["state"]["clusters"]
+        return {
+            "rss": measured["rss_sum"],
+            "summary_bytes": float(summary.stat().st_size),
+            "seconds": measured["seconds"],
+            "clusters": float(written["clusters"]),
+            "exact_merge": 1.0 if exact else 0.0,
+        }
 
 
 # --- the two engines we compare against ---------------------------------------------------------
@@ -430,6 +489,14 @@ def _sizes(text: str) -> list[int]:
     return sorted(int(size) for size in text.split(","))
 
 
+def cluster_audit_line(figures: dict[str, float]) -> str:
+    return (
+        f"| audit of {figures['clusters']:,.0f} requests, clustered by default, `-o json` | peak RSS "
+        f"{figures['rss'] / MB:.0f} MB, summary {figures['summary_bytes'] / MB:.1f} MB, merge of halves "
+        f"{'exact' if figures['exact_merge'] else 'NOT exact'} | {figures['seconds']:.1f} s | <= 400 MB, <= 80 MB |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1_000_000, help="the size the targets are measured at")
@@ -444,7 +511,11 @@ def main() -> None:
         parser.add_argument(flag, metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--profile", metavar="FILE", help="only take specaccept's JSONL path apart, step by step")
     parser.add_argument("--clusters", type=int, default=None, help="only measure the tally of N clusters")
+    parser.add_argument("--cluster-audit", type=int, default=None, help="only audit a log of N requests")
     args = parser.parse_args()
+    if args.cluster_audit:
+        print(cluster_audit_line(cluster_audit(args.cluster_audit)))
+        return
     if args.clusters:
         tally = cluster_memory(args.clusters)
         print(
@@ -558,6 +629,8 @@ def main() -> None:
     }
     print("cluster tally of 1,000,000 requests ...", flush=True)
     tally = cluster_memory(1_000_000)
+    print("audit of 1,000,000 requests, clustered by default ...", flush=True)
+    clustered = cluster_audit(1_000_000)
 
     def rss_growth(kind: str) -> float:
         return (growth_memory[sizes[-1]][kind]["rss_sum"] - growth_memory[sizes[0]][kind]["rss_sum"]) / MB
@@ -608,6 +681,7 @@ def main() -> None:
         f"| `--cluster-field` state, 1,000,000 requests of 5 runs (k 1..8) | {tally['bytes'] / MB:.0f} MB "
         f"({tally['per_cluster']:.0f} B per cluster; peak RSS growth {tally['rss_growth'] / MB:.0f} MB) | "
         f"{tally['seconds']:.1f} s | <= 300 MB |",
+        cluster_audit_line(clustered),
         "",
         f"How cost grows with the input (each size timed on its own, median of {args.repeat}, side by side):",
         "",

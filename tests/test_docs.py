@@ -148,7 +148,8 @@ def test_the_library_example_runs(tmp_path: Path) -> None:
 
     rows = [{"p": [0.9, 0.2], "q": [0.5, 0.8], "r": [0.1, 0.5], "model": "draft-1b", "request_id": "r1"}] * 3
     (tmp_path / "monday.jsonl.gz").write_bytes(gzip.compress(b"".join(orjson.dumps(row) + b"\n" for row in rows)))
-    pq.write_table(pa.table({name: [[0.5], [0.5]] for name in "pqr"}), tmp_path / "tuesday.parquet")
+    table = {**{name: [[0.5], [0.5]] for name in "pqr"}, "request_id": ["r2", "r3"]}  # clustered, as monday is
+    pq.write_table(pa.table(table), tmp_path / "tuesday.parquet")
     code = re.search(r"```python\n(.*?)```", MANUAL["library.md"], re.S)
     assert code is not None
     check = "\nimport sys\nassert 'click' not in sys.modules and 'rich' not in sys.modules\nprint(by_model.groups)\n"

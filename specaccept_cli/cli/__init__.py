@@ -90,6 +90,7 @@ LAZY_COMMANDS = {
     "check": "specaccept_cli.cli.check:check",
     "diff": "specaccept_cli.cli.summaries:diff",
     "merge": "specaccept_cli.cli.summaries:merge",
+    "plan": "specaccept_cli.cli.plan:plan",
     "simulate": "specaccept_cli.cli.models:simulate",
     "expect": "specaccept_cli.cli.models:expect",
     "report": "specaccept_cli.cli.report:report",

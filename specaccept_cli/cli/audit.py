@@ -124,8 +124,9 @@ if TYPE_CHECKING:
     "cluster_field",
     default=None,
     callback=check_field_path,
-    help="Runs sharing this field's value (dotted path, e.g. request_id) are one cluster: intervals and tests "
-    "become cluster-robust.",
+    help="Runs sharing this field's value (dotted path) are one request: intervals and tests are cluster-robust. "
+    "Default: the first row's request_id, request.id, req_id or rid (or an engine payload's request id); "
+    "none: intervals over runs, which hold only for a replayed prompt set.",
 )
 @click.option(
     "--max-groups",
@@ -443,13 +444,13 @@ def _audit(
 
     findings = conclude(summary, baseline_summary, gate_spec(options), max_groups=options.max_groups)
     warnings = () if findings.comparison is None else findings.comparison.warnings
-    if findings.comparison is not None and options.cluster_field is None and not options.follow:
-        warnings += _suggest_cluster_field(sources, options)
     # A summary file holds the sampler tally only when --check-sampler asked for it: shown, not saved.
     saved = summary if options.check_sampler else replace(summary, sampler=None)
     provenance = None
     if options.summary_out is not None or options.output == "json":
-        provenance = _provenance(options, sources, fields, plan)
+        # The field the runs were clustered by, named or found in the first row, is a setting of the summary.
+        found = None if summary.clusters is None else summary.clusters.field
+        provenance = _provenance(options, sources, fields, replace(plan, cluster_field=found, detect_clusters=False))
     _show(options, findings, saved, warnings, preview, stderr, provenance)
 
     markdown = None
@@ -538,6 +539,7 @@ def _check_follow_options(options: AuditOptions) -> None:
 def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     """Which fields to read from each row, and what to compute besides the rule."""
     from specaccept_cli.rule.batch import FieldSpec
+    from specaccept_cli.summary.clusters import NO_CLUSTERS
     from specaccept_cli.summary.evaluate import Plan
 
     reported_field = options.reported_field
@@ -545,7 +547,8 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     for name in options.id_fields:
         if name in own_columns:
             raise click.UsageError(f"--id-field {name!r} would collide with the per-run column of that name")
-    named = (options.group_by, reported_field, options.time_field, options.cluster_field)
+    cluster_field = None if options.cluster_field in (None, NO_CLUSTERS) else options.cluster_field
+    named = (options.group_by, reported_field, options.time_field, cluster_field)
     extras = (*options.id_fields, *(name for name in named if name is not None))
     fields = FieldSpec(
         p=options.p_field,
@@ -564,7 +567,9 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         # The sampler tests cost next to nothing: shown whenever r is logged, a failure gated only when asked.
         check_sampler=options.check_sampler or (options.draft_tokens_field is None and not per_run_only),
         sampler_significance=options.sampler_significance,
-        cluster_field=None if per_run_only else options.cluster_field,
+        cluster_field=None if per_run_only else cluster_field,
+        # No field named: the first row's request field clusters the runs (`pipeline.clusters`).
+        detect_clusters=not per_run_only and options.cluster_field != NO_CLUSTERS,
         windows=window_spec(options.time_field, options.window),
     )
     return fields, plan
@@ -708,16 +713,6 @@ def findings_object(findings: Findings, machine: dict[str, Any], warnings: Seque
     if findings.comparison is not None:
         data["comparison"] = replace(findings.comparison, warnings=tuple(warnings)).to_dict(warning_text)
     return data
-
-
-def _suggest_cluster_field(sources: list[Source], options: AuditOptions) -> tuple[Issue, ...]:
-    """The input's obvious request field, when it has one: a warning that names it."""
-    from specaccept_cli.checks import REQUEST_FIELDS, Issue
-    from specaccept_cli.read.sources import first_row_fields
-
-    names = first_row_fields(sources[0], options.input_format) if sources else []
-    found = next((name for name in REQUEST_FIELDS if name in names), None)
-    return () if found is None else (Issue("baseline", "suggest_cluster_field", at=found),)
 
 
 def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec, plan: Plan) -> Provenance:

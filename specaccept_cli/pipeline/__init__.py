@@ -43,6 +43,11 @@ def summarise(
     or named by `input_format`) is read as intervals, not runs: exact intervals add to the counts,
     the rest to `Summary.engine` as bounds, and no per-run result reaches `sink`. Prometheus
     files form one series of scrapes in the order given.
+
+    Intervals and tests are over the clusters of `plan.cluster_field`; with none named, the first
+    row's request-like field (`request_id`, `request.id`, `req_id`, `rid`, ...) clusters the runs
+    (`pipeline.clusters`), unless `plan.detect_clusters` is false: then they are over runs, which
+    holds only for a replayed prompt set.
     """
     request = as_request(request, fields, plan, options)
     if request.scheduler is not None:  # pipeline.distributed imports this module: it cannot be called from here

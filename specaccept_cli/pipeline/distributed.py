@@ -384,6 +384,11 @@ def _summarise(
         return add_up((), None, plan.group_by, plan.windows)
     cluster: Any = client if client is not None else _default_client()  # distributed is only partly typed
     quarantine = request.quarantine
+    # No task sees the input's first row: the request field that clusters the runs is found here, once.
+    from specaccept_cli.pipeline.clusters import detected_field
+
+    reading, plan = detected_field(sources, request.reading, plan)
+    request = replace(request, fields=reading.fields, plan=plan)
     # Windows of runs are placed by each run's position in the whole input, which no task knows:
     # their runs come back in order too, and are placed here (as `add_up` places them).
     run_windows = plan.windows is not None and plan.windows.time_field is None

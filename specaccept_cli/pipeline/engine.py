@@ -177,10 +177,24 @@ def interval_summary(interval: EngineInterval) -> Summary:
     if interval.fmt in RUNNING_TOTALS:
         return Summary(engine=replace(common, intervals=0, running_totals=1))
     if interval.counts is not None:
-        return Summary(counts=interval.counts, engine=replace(common, recovered=1))
+        recovered = replace(common, recovered=1)
+        bounds = interval.unassumed_examined_bounds
+        if interval.assumes_full_drafts and bounds is not None and interval.examined is not None:
+            recovered = replace(
+                recovered,
+                assumed=1,
+                assumed_examined=interval.examined,
+                assumed_examined_low=bounds[0],
+                assumed_examined_high=bounds[1],
+            )
+        return Summary(counts=interval.counts, engine=recovered)
     if interval.accepted is None or interval.draft_tokens is None:
         return Summary(engine=replace(common, unquantified=1))
-    low, high = interval.examined_bounds or _examined_range(interval.accepted, interval.draft_tokens)
+    low, high = (
+        interval.unassumed_examined_bounds
+        or interval.examined_bounds
+        or _examined_range(interval.accepted, interval.draft_tokens)
+    )
     bounded = replace(
         common,
         bounded=1,

@@ -49,6 +49,8 @@ def summarise_batches(
     `source_column` holds each row's file and `row_column` its 0-based row index in that file (as
     Spark's `_metadata.file_path` and `_metadata.row_index` do); without them, rows are `source`'s,
     numbered from 1 in batch order. Fail mode raises the first bad row as an `InputError`.
+    A partition does not see the input's first row, so no request field is found here: name it
+    (`Plan(cluster_field="request_id")`, with the field in `fields.extras`) for cluster-robust intervals.
     """
     policy = ErrorPolicy(on_error)
 

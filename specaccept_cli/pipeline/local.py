@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from specaccept_cli.errors import UsageError
+from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.pipeline.request import ReadRequest
@@ -35,6 +36,7 @@ def summarise_here(
     if request.jobs is None:
         request = replace(request, jobs=default_jobs())
     engine = EngineReading(request.draft_length)
+    clusters = ClusterDetection()  # with no plan.cluster_field: the first row's request field, if any
     absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
 
     def tracked(results: Iterator[Evaluated]) -> Iterator[Evaluated]:
@@ -45,7 +47,9 @@ def summarise_here(
 
     def evaluated() -> Iterator[Evaluated]:
         for source in sources:
-            results = evaluate_source(source, request, policy, progress, keep_runs=sink is not None, engine=engine)
+            results = evaluate_source(
+                source, request, policy, progress, keep_runs=sink is not None, engine=engine, clusters=clusters
+            )
             yield from tracked(policy.guard(results))
         yield from tracked(policy.guard(engine.finish(plan, policy)))
 

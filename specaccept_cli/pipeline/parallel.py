@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 import numpy as np
 
 from specaccept_cli.errors import InputError, OnError, WorkerDied
+from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.request import ReadRequest
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
@@ -305,11 +306,13 @@ def evaluate_source(
     block_bytes: int = BLOCK_BYTES,
     blocks_per_task: int = BLOCKS_PER_TASK,
     engine: EngineReading | None = None,
+    clusters: ClusterDetection | None = None,
 ) -> Iterator[Evaluated]:
     """Every valid run of one source, evaluated, in input order; JSONL on `request.jobs` processes.
 
     Gives exactly what the serial path gives (same runs, lines, errors and their order); Parquet and
     `jobs == 1` take the serial path. Without `keep_runs`, results may cover several blocks each.
+    `clusters` decides, at the input's first row, which field clusters the runs when the plan names none.
     """
     jobs = default_jobs() if request.jobs is None else request.jobs
     plan = request.plan
@@ -324,6 +327,9 @@ def evaluate_source(
         if opened.format in ENGINE_FORMATS:
             yield from (engine or EngineReading(request.draft_length)).evaluate(opened, plan, on_error)
             return
+        if clusters is not None:
+            opened, reading, plan = clusters.resolve(opened, request.reading, plan)
+            request = replace(request, fields=reading.fields, plan=plan)
         if jobs <= 1 or opened.format != "jsonl":
             batches = read_opened(opened, request.reading, on_error, progress)
             yield from _serial(batches, keep_runs, plan, on_error)

@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
@@ -207,6 +207,27 @@ class Replayed:
         if len(self.head) < size and self.error is None:
             self.head += self._more(size - len(self.head))
         return self.head[:size]
+
+    def peek_line(self, start: int, limit: int) -> bytes | None:
+        """The line that begins `start` bytes ahead (up to `limit` bytes), without consuming it; None past the end.
+
+        Reads only what the stream has given (`read1` where it can): a followed stream whose writer is
+        slow is not waited on for a whole block, only for the line.
+        """
+        more = getattr(self.stream, "read1", None) or self.stream.read
+        while self.head.find(b"\n", start) < 0 and len(self.head) < start + limit and self.error is None:
+            piece = b""
+            try:
+                piece = more(start + limit - len(self.head))
+            except Exception as exc:  # the decompressor's own error types: raised where the reader meets them
+                self.error = exc
+            if not piece:
+                break
+            self.head += piece
+        if len(self.head) <= start:
+            return None
+        end = self.head.find(b"\n", start)
+        return self.head[start : end if end >= 0 else start + limit]
 
     def read(self, size: int = -1) -> bytes:
         if not self.head:
@@ -499,6 +520,32 @@ def read_all(
     """Every valid run of every input, in order (the read stage alone; `summarise` runs the whole pipeline)."""
     for source in expand_inputs(inputs):
         yield from read_source(source, reading, on_error, progress)
+
+
+FIRST_ROW_BYTES = 1 << 20  # the first MiB holds the first row of any sane log
+
+
+def read_ahead_first_row(opened: OpenSource, limit: int = FIRST_ROW_BYTES) -> tuple[OpenSource, object]:
+    """The first row of a JSONL source (None when there is none, or it is not JSON), and the source to read on.
+
+    The bytes looked at are read ahead once (`Replayed`) and served again to the reader: a followed
+    or piped stdin, seen only once, loses nothing, and no source is opened twice. Blank lines before
+    the first row are skipped. Never an error: the reader reports what is wrong with the source.
+    """
+    stream = opened.text if isinstance(opened.text, Replayed) else Replayed(opened.jsonl_stream())
+    ahead = replace(opened, text=cast(BinaryIO, stream))
+    seen = 0
+    while seen < limit:
+        line = stream.peek_line(seen, limit)
+        if line is None:
+            return ahead, None
+        if line.strip():
+            try:
+                return ahead, orjson.loads(line.removeprefix(b"\xef\xbb\xbf") if seen == 0 else line)
+            except orjson.JSONDecodeError:
+                return ahead, None
+        seen += len(line) + 1
+    return ahead, None
 
 
 def first_row_fields(source: Source, requested: Format = "auto", limit: int = 1 << 20) -> list[str]:

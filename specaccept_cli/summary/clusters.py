@@ -18,7 +18,9 @@ small batches to a large tally costs O(log n) per cluster, not a copy of the who
 
 from __future__ import annotations
 
+import base64
 import functools
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,15 +31,59 @@ import numpy.typing as npt
 from specaccept_cli.rule.batch import IntArray
 
 KeyArray = npt.NDArray[np.uint64]
-CountArray = npt.NDArray[np.int64] | npt.NDArray[np.int32]
-_INT32_MAX = np.iinfo(np.int32).max
+CountArray = npt.NDArray[np.signedinteger[Any]]
+_SIGNED = (np.int8, np.int16, np.int32)
 
 
-def _narrow(counts: npt.NDArray[np.int64]) -> CountArray:
-    """int32 while every count fits (half the memory), else int64 as it is."""
-    if counts.size == 0 or int(counts.max()) <= _INT32_MAX:
-        return counts.astype(np.int32)
-    return counts
+# Request-like fields, in the order they are preferred: a run log's own names, then the ids engine payloads
+# carry (SGLang's `rid` and `meta_info.id`, AIPerf's `metadata.x_request_id`, an OpenAI-style `x_request_id`).
+REQUEST_FIELDS = (
+    "request_id",
+    "request.id",
+    "req_id",
+    "rid",
+    "requestId",
+    "x_request_id",
+    "meta_info.id",
+    "metadata.x_request_id",
+    "metadata.request_id",
+)
+NO_CLUSTERS = "none"  # `--cluster-field none`: intervals over runs, whatever the rows hold
+
+
+def field_value(row: object, path: str) -> object:
+    """The value at a dotted path of a JSON row (None where it is missing): `request.id` is row["request"]["id"]."""
+    value = row
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def request_field(row: object) -> str | None:
+    """The first of REQUEST_FIELDS that the row holds with a value (not null, not an empty string)."""
+    for name in REQUEST_FIELDS:
+        value = field_value(row, name)
+        if value is not None and value != "":
+            return name
+    return None
+
+
+def request_field_of_columns(names: Sequence[str]) -> str | None:
+    """The first of REQUEST_FIELDS among a table's (dotted) column paths, as a Parquet schema gives them."""
+    present = set(names)
+    return next((name for name in REQUEST_FIELDS if name in present), None)
+
+
+def _narrow(counts: npt.NDArray[np.signedinteger[Any]]) -> CountArray:
+    """The narrowest signed type every count fits (a request's counts are mostly below 128: a byte each).
+
+    Sums are always taken with an explicit int64 (or float64) accumulator, never in the narrow type.
+    """
+    top = int(counts.max()) if counts.size else 0
+    kind = next((kind for kind in _SIGNED if top <= np.iinfo(kind).max), np.int64)
+    return counts if counts.dtype == kind else counts.astype(kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +91,7 @@ class ClusterBlock:
     """Sums of clusters with distinct, sorted keys. Position j (1-based) is column j - 1."""
 
     keys: KeyArray
-    runs: IntArray
+    runs: CountArray
     drafts: CountArray  # [cluster, j-1] = runs that drafted token j (k >= j)
     reached: CountArray  # runs that tested token j (a >= j - 1 and k >= j)
     kept: CountArray  # runs that kept token j (a >= j)
@@ -99,7 +145,7 @@ class ClusterBlock:
         reached = a_at_least[:, :positions] - all_kept[:, :positions]
         return cls(
             keys=unique.astype(np.uint64),
-            runs=k_at_least[:, 0].copy(),
+            runs=_narrow(k_at_least[:, 0].copy()),
             drafts=_narrow(k_at_least[:, 1:]),
             reached=_narrow(reached),
             kept=_narrow(a_at_least[:, 1:]),
@@ -141,7 +187,7 @@ class ClusterBlock:
 
         return cls(
             keys=unique,
-            runs=reduce("runs"),
+            runs=_narrow(reduce("runs")),
             drafts=_narrow(reduce("drafts")),
             reached=_narrow(reduce("reached")),
             kept=_narrow(reduce("kept")),
@@ -174,8 +220,14 @@ class ClusterTally:
 
     @functools.cached_property
     def sums(self) -> ClusterBlock:
-        """Every cluster once: the blocks combined (computed once, when estimates need it)."""
-        return ClusterBlock.combined(self.blocks)
+        """Every cluster once: the blocks combined (computed once, when estimates need it).
+
+        The combined block then stands for the blocks (the same sums, one block), so a million
+        clusters are held once, not twice.
+        """
+        combined = ClusterBlock.combined(self.blocks)
+        object.__setattr__(self, "blocks", (combined,) if len(combined) else ())
+        return combined
 
     @property
     def clusters(self) -> int:
@@ -196,35 +248,31 @@ class ClusterTally:
     __hash__ = None  # type: ignore[assignment]
 
     def to_dict(self) -> dict[str, Any]:
-        """Columnar: `keys` (64-bit hashes) and one list per sum, per-position sums as one list per cluster."""
+        """Columnar and compact: each column as little-endian numpy bytes, deflated, in base64 (`encode_column`).
+
+        A million clusters with a draft length of 4 take about 15 MB (as JSON lists they took 400 MB):
+        keys are 8 random bytes each, counts the narrowest unsigned type they fit, and deflate squeezes
+        the many small counts further. `from_dict` reads this and the lists of earlier files.
+        """
         sums = self.sums
         return {
             "field": self.field,
-            "keys": sums.keys.tolist(),
-            "runs": sums.runs.tolist(),
-            "drafts": sums.drafts.tolist(),
-            "reached": sums.reached.tolist(),
-            "kept": sums.kept.tolist(),
+            "encoding": COLUMN_ENCODING,
+            "clusters": len(sums),
+            "positions": sums.positions,
+            **{name: encode_column(getattr(sums, name)) for name in ("keys", "runs", "drafts", "reached", "kept")},
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterTally:
-        """Rebuild a tally from `to_dict`; ValueError when it is not one a log could have produced."""
+        """Rebuild a tally from `to_dict` (or the lists of earlier files); ValueError when it is not one a log
+        could have produced."""
         field = data["field"]
         if not isinstance(field, str) or not field:
             raise ValueError("clusters: 'field' must be a field path")
-        raw_keys = data["keys"]
-        if not isinstance(raw_keys, list) or any(type(key) is not int or not 0 <= key < 2**64 for key in raw_keys):
-            raise ValueError("clusters: keys must be 64-bit unsigned integers")
-        keys = np.array(raw_keys, dtype=np.uint64)
+        keys, runs, (drafts, reached, kept) = _decoded(data) if "encoding" in data else _listed(data)
         if np.unique(keys).shape[0] != keys.shape[0]:
             raise ValueError("clusters: a key appears twice")
-        runs = _integers(data["runs"], "runs")
-        count = keys.shape[0]
-        matrices = [_matrix(data[name], name, count) for name in ("drafts", "reached", "kept")]
-        if len({matrix.shape[1] for matrix in matrices}) > 1 or runs.shape[0] != count:
-            raise ValueError("clusters: the columns have different lengths")
-        drafts, reached, kept = matrices
         if (
             (runs < 0).any()
             or (kept < 0).any()
@@ -236,10 +284,91 @@ class ClusterTally:
         ):
             raise ValueError("clusters: inconsistent per-cluster sums (kept <= reached <= drafts <= runs)")
         order = np.argsort(keys, kind="stable")
-        block = ClusterBlock(
-            keys[order], runs[order], _narrow(drafts[order]), _narrow(reached[order]), _narrow(kept[order])
-        )
+        if bool((order == np.arange(order.shape[0])).all()):  # written sorted: no copies
+            block = ClusterBlock(keys, _narrow(runs), _narrow(drafts), _narrow(reached), _narrow(kept))
+        else:
+            block = ClusterBlock(
+                keys[order],
+                _narrow(runs[order]),
+                _narrow(drafts[order]),
+                _narrow(reached[order]),
+                _narrow(kept[order]),
+            )
         return cls(field, (block,))
+
+
+COLUMN_ENCODING = "numpy-le-deflate-base64"
+_UNSIGNED = (np.uint8, np.uint16, np.uint32, np.uint64)
+MAX_COUNT = 2**53  # sums stay exact in float64 (the key-by-key adding) below this
+
+
+def encode_column(values: npt.NDArray[Any]) -> dict[str, Any]:
+    """A column (1-D, or 2-D: one row per cluster) as {dtype, shape, data}: data is base64 of deflated bytes.
+
+    Counts are stored in the narrowest unsigned type that holds their largest value; keys as uint64.
+    """
+    column = np.ascontiguousarray(values)
+    if column.dtype != np.uint64:
+        top = int(column.max()) if column.size else 0
+        column = column.astype(next(kind for kind in _UNSIGNED if top <= np.iinfo(kind).max))
+    raw = column.astype(column.dtype.newbyteorder("<"), copy=False).tobytes()
+    return {
+        "dtype": column.dtype.str.lstrip("<>|="),
+        "shape": list(column.shape),
+        "data": base64.b64encode(zlib.compress(raw, 6)).decode("ascii"),
+    }
+
+
+def decode_column(data: object, name: str, rows: int, width: int | None) -> npt.NDArray[Any]:
+    """The column `encode_column` wrote, checked to be `rows` long (and `width` wide for a matrix)."""
+    if not isinstance(data, dict) or not isinstance(data.get("data"), str) or not isinstance(data.get("shape"), list):
+        raise ValueError(f"clusters: {name} is not an encoded column")
+    kinds = {np.dtype(kind).str.lstrip("<>|="): kind for kind in _UNSIGNED}
+    kind = kinds.get(data.get("dtype"))  # type: ignore[arg-type]
+    shape = data["shape"]
+    expected = [rows] if width is None else [rows, width]
+    if kind is None or shape != expected:
+        raise ValueError(f"clusters: {name} has an unknown type or the wrong shape (expected {expected})")
+    size = int(np.prod(expected)) * np.dtype(kind).itemsize
+    try:
+        raw = zlib.decompressobj().decompress(base64.b64decode(data["data"], validate=True), size + 1)
+    except (ValueError, zlib.error) as exc:
+        raise ValueError(f"clusters: {name} is not base64 of deflated bytes ({exc})") from None
+    if len(raw) != size:
+        raise ValueError(f"clusters: {name} holds {len(raw)} bytes, not {size}")
+    return np.frombuffer(raw, dtype=np.dtype(kind).newbyteorder("<")).reshape(expected)
+
+
+def _decoded(data: dict[str, Any]) -> tuple[KeyArray, npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
+    if data["encoding"] != COLUMN_ENCODING:
+        raise ValueError(f"clusters: unknown encoding {data['encoding']!r}")
+    rows, width = data["clusters"], data["positions"]
+    if type(rows) is not int or type(width) is not int or rows < 0 or not 0 <= width <= 1024:
+        raise ValueError("clusters: 'clusters' and 'positions' must be whole numbers")
+    keys = decode_column(data["keys"], "keys", rows, None)
+    if keys.dtype != np.uint64:
+        raise ValueError("clusters: keys must be 64-bit unsigned integers")
+    columns = []
+    for name, wide in (("runs", None), ("drafts", width), ("reached", width), ("kept", width)):
+        column = decode_column(data[name], name, rows, wide)
+        if column.dtype == np.uint64 and column.size and int(column.max()) > MAX_COUNT:
+            raise ValueError(f"clusters: {name} out of range")
+        columns.append(column.astype(np.int64))
+    return keys.astype(np.uint64), columns[0], columns[1:]
+
+
+def _listed(data: dict[str, Any]) -> tuple[KeyArray, npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
+    """The columns of a file written as JSON lists (before the compact encoding)."""
+    raw_keys = data["keys"]
+    if not isinstance(raw_keys, list) or any(type(key) is not int or not 0 <= key < 2**64 for key in raw_keys):
+        raise ValueError("clusters: keys must be 64-bit unsigned integers")
+    keys = np.array(raw_keys, dtype=np.uint64)
+    runs = _integers(data["runs"], "runs")
+    count = keys.shape[0]
+    matrices = [_matrix(data[name], name, count) for name in ("drafts", "reached", "kept")]
+    if len({matrix.shape[1] for matrix in matrices}) > 1 or runs.shape[0] != count:
+        raise ValueError("clusters: the columns have different lengths")
+    return keys, runs, matrices
 
 
 def _integers(values: object, name: str) -> npt.NDArray[np.int64]:
@@ -275,9 +404,10 @@ class Units:
     runs: npt.NDArray[np.float64]
     accepted: npt.NDArray[np.float64]
     examined: npt.NDArray[np.float64]
-    drafts: npt.NDArray[np.float64]  # [unit, j - 1]
-    reached: npt.NDArray[np.float64]
-    kept: npt.NDArray[np.float64]
+    # [unit, j - 1]: clusters' counts as they are held (int32 or int64, no float copy of a million rows).
+    drafts: npt.NDArray[Any]
+    reached: npt.NDArray[Any]
+    kept: npt.NDArray[Any]
 
     @property
     def count(self) -> int:
@@ -303,9 +433,7 @@ class Units:
     @classmethod
     def of_clusters(cls, sums: ClusterBlock, positions: int) -> Units:
         sums = sums.padded(max(positions, sums.positions))
-        drafts, reached, kept = (
-            getattr(sums, name)[:, :positions].astype(np.float64) for name in ("drafts", "reached", "kept")
-        )
+        drafts, reached, kept = (getattr(sums, name)[:, :positions] for name in ("drafts", "reached", "kept"))
         return cls(
             weight=np.ones(len(sums)),
             runs=sums.runs.astype(np.float64),

@@ -43,6 +43,12 @@ class EngineTally:
     requests_assuming_full_drafts: int = 0
     null_payloads: int = 0
     drift: tuple[str, ...] = ()
+    # Recovered intervals that are exact only if every draft had k tokens (Drafted = k x drafts taken to say so):
+    # the examined tokens they put in the counts, and the bounds on those without the assumption.
+    assumed: int = 0
+    assumed_examined: int = 0
+    assumed_examined_low: int = 0
+    assumed_examined_high: int = 0
     # describe() of the first intervals, in input order: what the engine printed and what it means.
     examples: tuple[str, ...] = ()
 
@@ -64,6 +70,10 @@ class EngineTally:
             bounded_examined_high=self.bounded_examined_high + other.bounded_examined_high,
             unquantified=self.unquantified + other.unquantified,
             running_totals=self.running_totals + other.running_totals,
+            assumed=self.assumed + other.assumed,
+            assumed_examined=self.assumed_examined + other.assumed_examined,
+            assumed_examined_low=self.assumed_examined_low + other.assumed_examined_low,
+            assumed_examined_high=self.assumed_examined_high + other.assumed_examined_high,
             examples=(self.examples + other.examples)[:MAX_KEPT_INTERVALS],
             requests=self.requests + other.requests,
             requests_assuming_full_drafts=self.requests_assuming_full_drafts + other.requests_assuming_full_drafts,
@@ -73,12 +83,17 @@ class EngineTally:
 
     def alpha_bounds_with(self, accepted: int, examined: int) -> tuple[float, float] | None:
         """Bounds on alpha over every interval with token counts: the exact ones (`accepted`,
-        `examined` from the counts) plus the bounded ones; None when nothing was bounded."""
-        if not self.bounded:
+        `examined` from the counts) plus the bounded ones; None when nothing was bounded.
+
+        Intervals exact only under the full-drafts assumption count with their bounds without it, so
+        the bounds contain the truth whatever the draft lengths were.
+        """
+        if not self.bounded and not self.assumed:
             return None
         total = accepted + self.bounded_accepted
-        low_examined = examined + self.bounded_examined_low
-        high_examined = examined + self.bounded_examined_high
+        surely = examined - self.assumed_examined  # the counts' examined tokens that assume nothing
+        low_examined = surely + self.assumed_examined_low + self.bounded_examined_low
+        high_examined = surely + self.assumed_examined_high + self.bounded_examined_high
         if high_examined <= 0:
             return None
         return (total / high_examined, total / low_examined if low_examined > 0 else 1.0)
@@ -100,6 +115,10 @@ class EngineTally:
             "bounded_examined_tokens": [self.bounded_examined_low, self.bounded_examined_high],
             "unquantified_intervals": self.unquantified,
             "running_totals": self.running_totals,
+            # Exact only if every draft had k tokens: the view says so, and the bounds do not assume it.
+            "assumes_full_drafts": self.assumed > 0,
+            "assumed_full_draft_intervals": self.assumed,
+            "assumed_examined_tokens": [self.assumed_examined, self.assumed_examined_low, self.assumed_examined_high],
             "examples": list(self.examples),
             "requests": self.requests,
             "requests_assuming_full_drafts": self.requests_assuming_full_drafts,
@@ -110,6 +129,7 @@ class EngineTally:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EngineTally:
         low, high = data["bounded_examined_tokens"]
+        assumed = data.get("assumed_examined_tokens", [0, 0, 0])  # absent from files written before it
         return cls(
             engines=tuple(data["engines"]),
             formats=tuple(data["formats"]),
@@ -127,6 +147,10 @@ class EngineTally:
             bounded_examined_high=high,
             unquantified=data["unquantified_intervals"],
             running_totals=data.get("running_totals", 0),
+            assumed=data.get("assumed_full_draft_intervals", 0),
+            assumed_examined=assumed[0],
+            assumed_examined_low=assumed[1],
+            assumed_examined_high=assumed[2],
             examples=tuple(data["examples"]),
             requests=data.get("requests", 0),
             requests_assuming_full_drafts=data.get("requests_assuming_full_drafts", 0),

@@ -81,6 +81,30 @@ class IidCheck:
 
 
 @dataclass(frozen=True)
+class Clustering:
+    """What the intervals and tests treat as independent: the requests (clusters of `field`), or the runs.
+
+    Over runs, an interval holds only for a replayed prompt set: runs of one request share its prompt.
+    """
+
+    field: str | None  # the request field the runs are clustered by (named, or found in the first row)
+    requests: int | None  # how many distinct values it took: the independent units
+
+    @property
+    def over_runs(self) -> bool:
+        return self.field is None
+
+    def describe(self) -> str:
+        """The headline's words: 'clustered by request_id: 1,234 requests', or what holding over runs means."""
+        if self.field is None:
+            return "over runs: they hold only for a replayed prompt set"
+        return f"clustered by {self.field}: {self.requests or 0:,} request{'s' if self.requests != 1 else ''}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"over": "runs" if self.field is None else "requests", "field": self.field, "requests": self.requests}
+
+
+@dataclass(frozen=True)
 class Estimates:
     """The numbers of one summary (None where there is nothing to estimate from)."""
 
@@ -112,6 +136,11 @@ class Estimates:
     runs_by_k: tuple[int, ...] = ()  # runs by draft length, 0 .. max_k
     # Evidence that acceptance was not the exact rule at work (summary.fingerprints): plain data for any view.
     fingerprints: tuple[Fingerprint, ...] = ()
+
+    @property
+    def clustering(self) -> Clustering:
+        """The units every interval and test here is over (plain data, for views and verdicts)."""
+        return Clustering(self.cluster_field, self.clusters)
 
     def testing_standard_error(self, metric: str) -> float | None:
         """The standard error a comparison uses: the estimate's, but never below what its interval implies.

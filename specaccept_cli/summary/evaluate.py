@@ -39,6 +39,8 @@ class Plan:
     check_sampler: bool = False  # calibration and r-uniformity tests
     sampler_significance: float = 0.001
     cluster_field: str | None = None  # runs sharing this field's value form one cluster (a request)
+    # With no cluster_field: cluster by the first row's request-like field, when it has one (`pipeline.clusters`).
+    detect_clusters: bool = True
     windows: WindowSpec | None = None  # acceptance over the log, by a time field or in input order
 
 

@@ -26,7 +26,7 @@ from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary, shown_groups
-from specaccept_cli.summary.windows import Drift, WindowTally, drift_test, window_estimates
+from specaccept_cli.summary.windows import Drift, WindowTally, design_effect, drift_test, window_estimates
 from specaccept_cli.text import json_controls_escaped
 
 SCHEMA = "specaccept.summary/1"
@@ -77,6 +77,7 @@ def summary_object(
         "skipped_sources": summary.skipped_sources,
         "errors": [error.to_dict() for error in summary.errors],
         "alpha_ci_method": numbers.interval_method,
+        "clustering": numbers.clustering.to_dict(),
         "cluster_field": numbers.cluster_field,
         "clusters": numbers.clusters,
         "degrees_of_freedom": numbers.degrees_of_freedom,
@@ -143,6 +144,7 @@ def windows_keys(
     """The keys windows add to the summary object: how they were cut, each window's numbers, the drift test."""
     if isinstance(drift, str):
         drift = drift_test(tally, clusters)
+    effect = design_effect(tally, clusters)
     return {
         "windows_by": {
             "unit": tally.unit,
@@ -151,8 +153,11 @@ def windows_keys(
             "requested_width": tally.requested,
             # Runs windows describe one order of runs: merged summaries are appended, not interleaved.
             "order": "time" if tally.unit == "seconds" else "input",
+            # Each window's interval is over its runs, times sqrt(design_effect): an approximation (see windows.py).
+            "design_effect": effect,
+            "interval": "over runs" if clusters is None else "over runs, widened by the design effect of the clusters",
         },
-        "windows": [window.to_dict() for window in window_estimates(tally)],
+        "windows": [window.to_dict() for window in window_estimates(tally, clusters)],
         "drift": None if drift is None else drift.to_dict(),
     }
 

@@ -375,8 +375,34 @@ def _residual_squares(sums: IntArray, alpha: float) -> npt.NDArray[np.float64]:
     return residual
 
 
-def window_estimates(tally: WindowTally) -> list[WindowEstimate]:
-    """Each window's alpha with its 95% interval (delta method over the window's runs), in log order."""
+def design_effect(tally: WindowTally, clusters: ClusterTally | None) -> float:
+    """How much request clustering inflates the variance of alpha, over the whole log (at least 1).
+
+    The ratio of the cluster-robust variance of the residuals a - alpha e (request totals) to the
+    variance over runs. A window holds parts of many requests, whose own per-window totals no
+    additive state keeps for every window: so a window's interval over runs is widened by the
+    whole log's design effect. An approximation: right when every window mixes requests as the
+    whole log does; a window that is one long request is still under-covered.
+    """
+    sums = tally.sums
+    runs, examined = tally.runs, int(sums[:, EXAMINED].sum()) if len(tally) else 0
+    if clusters is None or clusters.clusters < 2 or runs < 2 or examined == 0:
+        return 1.0
+    alpha = int(sums[:, ACCEPTED].sum()) / examined
+    run_variance = float(_residual_squares(sums, alpha).sum()) / runs
+    if run_variance <= 0.0:
+        return 1.0
+    return max(1.0, _cluster_variance(clusters, alpha, runs) / run_variance)
+
+
+def window_estimates(tally: WindowTally, clusters: ClusterTally | None = None) -> list[WindowEstimate]:
+    """Each window's alpha with its 95% interval, in log order.
+
+    The interval is the delta method over the window's runs, widened by the whole log's design
+    effect when the runs are clustered (`design_effect`): over runs alone, windows of a request-
+    clustered log exclude the whole-log alpha far more often than 5%.
+    """
+    inflation = math.sqrt(design_effect(tally, clusters))
     rows = []
     for start, end, window in zip(tally.starts.tolist(), tally.ends.tolist(), tally.sums):
         runs, examined, accepted = int(window[RUNS]), int(window[EXAMINED]), int(window[ACCEPTED])
@@ -384,6 +410,7 @@ def window_estimates(tally: WindowTally) -> list[WindowEstimate]:
         interval = None
         if alpha is not None and runs >= 2:
             spread = math.sqrt(runs / (runs - 1) * float(_residual_squares(window[None, :], alpha)[0])) / examined
+            spread *= inflation
             interval = (max(0.0, alpha - Z_95 * spread), min(1.0, alpha + Z_95 * spread))
         rows.append(
             WindowEstimate(

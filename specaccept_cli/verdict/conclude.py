@@ -42,7 +42,7 @@ def conclude(
         spec=spec,
         groups=tuple((key, estimate(group)) for key, group in shown),
         other_groups=None if other is None else (other[0], estimate(other[1])),
-        windows=() if tally is None else tuple(window_estimates(tally)),
+        windows=() if tally is None else tuple(window_estimates(tally, summary.clusters)),
         drift=None if tally is None else drift_test(tally, summary.clusters),
         gates=tuple(check_gates(numbers, spec.thresholds)),
         comparison=None if baseline is None else compare(estimate(baseline), numbers, spec.max_drop, spec.significance),

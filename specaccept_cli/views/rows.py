@@ -17,7 +17,7 @@ from specaccept_cli.summary.server import RULES
 from specaccept_cli.views.format import interval, number
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.checks import Comparison, GateResult, MetricComparison
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
@@ -57,6 +57,7 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
         alpha += f", 95% interval {interval(numbers.alpha_ci)}"
     rows: list[HeadlineRow] = [
         ("runs", [f"{numbers.runs:,}"]),
+        ("intervals", [numbers.clustering.describe()]),
         ("alpha", [alpha]),
         (
             "tokens per pass",
@@ -133,7 +134,7 @@ def interval_meaning(numbers: Estimates) -> str:
     """What the intervals are over: clusters (cluster-robust) or runs (conditional on these prompts)."""
     if numbers.cluster_field is not None:
         return f"cluster-robust over {numbers.clusters or 0:,} clusters of {numbers.cluster_field} (t, sandwich)"
-    return "over runs, conditional on these prompts (--cluster-field for fresh traffic)"
+    return "over runs: holds only for a replayed prompt set (--cluster-field names the request field)"
 
 
 IID_CAPTION = (
@@ -181,11 +182,15 @@ def gate_rows(results: Sequence[GateResult], names: Mapping[str, str] | None = N
     ]
 
 
-COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "Holm p", "verdict")
+COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "Holm p", "detectable", "verdict")
 
 
 def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
-    """(metric, baseline, current, change, z, p, Holm-adjusted p, verdict) for every compared metric."""
+    """(metric, baseline, current, change, z, p, Holm-adjusted p, detectable drop, verdict) for every metric.
+
+    The detectable drop is what the comparison flags with 80% power beyond --max-drop; when that is more
+    than --max-drop, the units (requests, or runs) that would bring it down to --max-drop follow it.
+    """
     return [
         (
             row.label,
@@ -195,10 +200,18 @@ def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
             number(row.z, "+.2f"),
             number(row.p, ".3g"),
             number(row.p_adjusted, ".3g"),
+            _detectable(row),
             row.verdict,
         )
         for row in comparison.metrics
     ]
+
+
+def _detectable(row: MetricComparison) -> str:
+    shown = number(row.minimum_detectable_drop, ".2%")
+    if row.underpowered:
+        shown += " (underpowered" + ("" if row.requests_needed is None else f": {row.requests_needed:,} needed") + ")"
+    return shown
 
 
 def comparison_rule(comparison: Comparison) -> str:
@@ -303,6 +316,17 @@ def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
                 )
             )
         )
+    if engine.assumed:
+        rows.append(
+            AuditRow(
+                (
+                    "assumes full drafts",
+                    Marked(f"{engine.assumed:,}", "bad"),
+                    "intervals exact only if every draft had k tokens (Drafted = k x drafts): the figures fit "
+                    "shorter drafts too, so alpha, all intervals, is bounded without that",
+                )
+            )
+        )
     if engine.resets:
         rows.append(AuditRow(("counter resets", Marked(f"{engine.resets:,}", "bad"), "the server restarted")))
     for name in engine.engines:
@@ -313,7 +337,8 @@ def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
                 (
                     "alpha, all intervals",
                     interval(bounds),
-                    "bounds with the intervals whose counts could not be recovered exactly",
+                    "bounds with the intervals whose counts could not be recovered exactly, and without "
+                    "assuming full drafts",
                 )
             )
         )

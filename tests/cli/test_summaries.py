@@ -125,7 +125,7 @@ def test_diff_outputs(tmp_path: Path) -> None:
     assert table.exit_code == 0
     assert "Baseline comparison" in table.stdout and "tokens per pass" in table.stdout
     markdown = invoke("diff", str(a), str(b), "-o", "markdown").stdout
-    header = "| metric | baseline | current | change | z | p | Holm p | verdict |"
+    header = "| metric | baseline | current | change | z | p | Holm p | detectable | verdict |"
     assert markdown.startswith("### Baseline comparison\n\n" + header)
     data = orjson.loads(invoke("diff", str(a), str(b), "-o", "json", "--max-drop", "0").stdout)
     assert data["schema"] == "specaccept.comparison/1"

@@ -60,8 +60,10 @@ def test_interleaved_requests_make_the_drift_test_use_request_totals_with_cluste
             {"request_id": f"req-{name}", "p": p, "q": [0.5] * drafted, "r": [0.1] * kept + [0.9] * (drafted - kept)}
         )
     log = write_jsonl(tmp_path / "interleaved.jsonl", rows)
-    plain = invoke("audit", str(log), "-o", "json", "--check-drift")
+    plain = invoke("audit", str(log), "-o", "json", "--check-drift", "--cluster-field", "none")
     robust = invoke("audit", str(log), "-o", "json", "--check-drift", "--cluster-field", "request_id")
+    found = invoke("audit", str(log), "-o", "json", "--check-drift")  # the first row's request_id, by default
+    assert orjson.loads(found.stdout)["drift"] == orjson.loads(robust.stdout)["drift"]
     runs_only, by_request = orjson.loads(plain.stdout)["drift"], orjson.loads(robust.stdout)["drift"]
     assert orjson.loads(robust.stdout)["accepted_tokens"] == int(accepted.sum())
     assert runs_only["variance"] in ("runs", "windows") and by_request["variance"] == "clusters"
@@ -89,6 +91,8 @@ def test_a_step_passes_the_iid_check_but_not_the_drift_check(step_log: Path) -> 
         "width": 128,
         "requested_width": None,
         "order": "input",
+        "design_effect": 1.0,
+        "interval": "over runs",
     }
     assert len(windows) == 32 and sum(window["runs"] for window in windows) == 4000
     assert set(windows[0]) == {

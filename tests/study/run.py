@@ -40,6 +40,11 @@ class Profile:
     power_reps: int
     power_runs: tuple[int, ...]
     power_cases: tuple[tuple[str, bool], ...]  # (scenario, cluster)
+    default_logs: int = 0  # logs of the "serving" scenario read with the defaults
+    default_runs: int = 4000
+    planned_reps: int = 0  # pairs at plan's request count
+    planned_baseline_runs: int = 50_000
+    planned_drop: float = 0.05
 
 
 @dataclass
@@ -118,6 +123,146 @@ def power(scenario: Scenario, runs: int, cluster: bool, drop: float, reps: int, 
     return alarms / reps
 
 
+# --- the defaults: request-clustered logs read with no flag -------------------------------------------
+
+
+@dataclass
+class DefaultOutcome:
+    """Counts over logs read by the defaults: coverage, baseline and drift false alarms, windows' marks."""
+
+    logs: int = 0
+    clustered: int = 0  # logs the defaults clustered by request_id
+    units: float = 0.0
+    covered: dict[str, int] = field(default_factory=lambda: {"alpha": 0, "tokens_per_pass": 0})
+    intervals: dict[str, int] = field(default_factory=lambda: {"alpha": 0, "tokens_per_pass": 0})
+    pairs: int = 0
+    alarms: dict[tuple[float, float], int] = field(default_factory=dict)
+    drift_tests: int = 0
+    drift_alarms: dict[float, int] = field(default_factory=dict)
+    windows: int = 0
+    windows_excluding: int = 0  # windows whose interval leaves out the true alpha (nominal 5%)
+
+    def rate(self, name: str) -> float:
+        return self.covered[name] / max(1, self.intervals[name])
+
+    def alarm_rate(self, max_drop: float, significance: float) -> float:
+        return self.alarms.get((max_drop, significance), 0) / max(1, self.pairs)
+
+    def drift_rate(self, significance: float) -> float:
+        return self.drift_alarms.get(significance, 0) / max(1, self.drift_tests)
+
+
+def run_defaults(scenario_name: str, runs: int, logs: int, seed: int = 0) -> DefaultOutcome:
+    """`logs` seeded logs of a request-clustered scenario, each written as JSONL and read with no flag."""
+    import tempfile
+
+    from specaccept_cli.summary.windows import drift_test, window_estimates
+
+    scenario = SCENARIOS[scenario_name]
+    truth = scenario.truth()
+    outcome = DefaultOutcome()
+    previous: Estimates | None = None
+    with tempfile.TemporaryDirectory(prefix="specaccept-study-") as directory:
+        for index in range(logs):
+            summary = scenario.summary_by_default(runs, seed * 1_000_003 + index, Path(directory))
+            numbers = estimate(summary)
+            outcome.logs += 1
+            outcome.clustered += numbers.cluster_field == "request_id"
+            outcome.units += numbers.clusters or numbers.runs
+            for name, value in (("alpha", truth.alpha), ("tokens_per_pass", truth.tokens_per_pass)):
+                bounds = getattr(numbers, f"{name}_ci")
+                if bounds is not None:
+                    outcome.intervals[name] += 1
+                    outcome.covered[name] += bounds[0] <= value <= bounds[1]
+            if summary.windows is not None:
+                drift = drift_test(summary.windows, summary.clusters)
+                if drift is not None:
+                    outcome.drift_tests += 1
+                    for significance in (0.01, 0.05):
+                        alarms = outcome.drift_alarms.get(significance, 0) + (drift.p_value < significance)
+                        outcome.drift_alarms[significance] = alarms
+                for window in window_estimates(summary.windows, summary.clusters):
+                    if window.alpha_ci is not None:
+                        outcome.windows += 1
+                        outcome.windows_excluding += not window.alpha_ci[0] <= truth.alpha <= window.alpha_ci[1]
+            if index % 2 == 1 and previous is not None:
+                outcome.pairs += 1
+                for max_drop, significance in TESTS:
+                    comparison = compare(previous, numbers, max_drop, significance)
+                    regressed = any(row.verdict == "regressed" for row in comparison.metrics)
+                    outcome.alarms[max_drop, significance] = outcome.alarms.get((max_drop, significance), 0) + regressed
+            previous = numbers
+    return outcome
+
+
+@dataclass(frozen=True)
+class PlannedPower:
+    """`specaccept plan`'s request count for a drop, and the power a seeded study achieves at it."""
+
+    drop: float
+    baseline_runs: int
+    requests_needed: int
+    current_runs: int
+    power: float  # share of pairs whose alpha comparison regressed (--max-drop 0, --significance 0.01)
+    reps: int
+
+
+def planned_power(scenario_name: str, baseline_runs: int, drop: float, reps: int, seed: int = 11) -> PlannedPower:
+    """Plan from one baseline, then `reps` fresh (baseline, current of the planned size, dropped) pairs.
+
+    Every log is read by the defaults. The current log's runs are the planned requests times the
+    scenario's mean runs per request; the achieved power is the alpha comparison's rate of regressing.
+    """
+    import tempfile
+
+    from specaccept_cli.checks import plan_requests
+
+    scenario = SCENARIOS[scenario_name]
+    assert scenario.requests is not None, "power is planned in requests"
+    low, high = scenario.requests.runs
+    per_request = (low + high) / 2
+    with tempfile.TemporaryDirectory(prefix="specaccept-study-") as directory:
+        folder = Path(directory)
+        planning = estimate(scenario.summary_by_default(baseline_runs, seed * 7919, folder))
+        needed = plan_requests(planning, drop, 0.0, 0.01)[0].requests_needed
+        assert needed is not None, "the planning baseline is too small for this drop"
+        current_runs = round(needed * per_request)
+        regressed = 0
+        for rep in range(reps):
+            base = seed * 7919 + 2 * rep + 1
+            baseline = estimate(scenario.summary_by_default(baseline_runs, base, folder))
+            current = estimate(scenario.summary_by_default(current_runs, base + 1, folder, drop=drop))
+            regressed += compare(baseline, current, 0.0, 0.01).metrics[0].verdict == "regressed"
+    return PlannedPower(drop, baseline_runs, needed, current_runs, regressed / reps, reps)
+
+
+def defaults_table(scenario_name: str, runs: int, logs: int, power: PlannedPower | None) -> str:
+    """The defaults' study as markdown (a row of coverage and false alarms, then the planned power)."""
+    outcome = run_defaults(scenario_name, runs, logs)
+    scenario = SCENARIOS[scenario_name]
+    lines = [
+        "| scenario | runs | clustered by default | requests | alpha | tokens/pass | baseline false alarms "
+        "0.01 / 0.05 | (--max-drop 0) | drift false alarms 0.01 / 0.05 | windows excluding the truth |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        f"| {scenario.name} | {runs:,} | {_percent(outcome.clustered / outcome.logs)} | "
+        f"{outcome.units / outcome.logs:,.0f} | {_percent(outcome.rate('alpha'))} | "
+        f"{_percent(outcome.rate('tokens_per_pass'))} | "
+        f"{_percent(outcome.alarm_rate(0.02, 0.01))} / {_percent(outcome.alarm_rate(0.02, 0.05))} | "
+        f"{_percent(outcome.alarm_rate(0.0, 0.01))} / {_percent(outcome.alarm_rate(0.0, 0.05))} | "
+        f"{_percent(outcome.drift_rate(0.01))} / {_percent(outcome.drift_rate(0.05))} | "
+        f"{_percent(outcome.windows_excluding / max(1, outcome.windows))} (nominal 5%) |",
+    ]
+    text = f"Read with the defaults (no flag), {logs:,} logs:\n\n" + "\n".join(lines)
+    if power is not None:
+        text += (
+            f"\n\nPower at `specaccept plan`'s request count ({power.reps} pairs, every log read by the defaults): "
+            f"a {power.drop:.0%} drop, baselines of {power.baseline_runs:,} runs, plan says "
+            f"{power.requests_needed:,} requests ({power.current_runs:,} runs): the alpha comparison "
+            f"(--max-drop 0, --significance 0.01) flagged {_percent(power.power)} (target 80%)."
+        )
+    return text
+
+
 FAST = Profile(  # what `make test` runs (tests/study/test_study.py)
     logs=200,
     cases=(
@@ -130,7 +275,7 @@ FAST = Profile(  # what `make test` runs (tests/study/test_study.py)
     power_reps=0,
     power_runs=(),
     power_cases=(),
-)
+)  # the defaults' fast checks: tests/study/test_study.py runs `run_defaults` and `planned_power` on few logs
 
 DEEP = Profile(
     logs=1000,
@@ -148,6 +293,10 @@ DEEP = Profile(
     power_reps=100,
     power_runs=(20_000, 200_000),
     power_cases=(("iid", False), ("clustered", True)),
+    default_logs=1000,
+    default_runs=4000,
+    planned_reps=300,
+    planned_baseline_runs=20_000,
 )
 
 
@@ -188,6 +337,13 @@ def table(profile: Profile) -> str:
             f"\n\nPower (--max-drop 0, --significance 0.01, {profile.power_reps} pairs each; a drop scales "
             "every token's acceptance):\n\n" + "\n".join(power_lines)
         )
+    if profile.default_logs:
+        planned = None
+        if profile.planned_reps:
+            planned = planned_power(
+                "serving", profile.planned_baseline_runs, profile.planned_drop, profile.planned_reps
+            )
+        text += "\n\n" + defaults_table("serving", profile.default_runs, profile.default_logs, planned)
     return text
 
 

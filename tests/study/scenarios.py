@@ -3,20 +3,24 @@
 Each scenario is a way serving logs come about: independent runs, acceptance falling along the
 draft, requests whose prompts are easy or hard as a whole (alpha drawn per request from a Beta),
 a drafter whose k follows the request's alpha, and small logs near alpha = 1. A log is summarised
-through the real per-batch stage (`evaluate_batch`, with `--cluster-field request_id` when asked),
+through the real per-batch stage (`evaluate_batch`, with `--cluster-field request_id` when asked), or
+written as JSONL and read by the front door with the defaults (`summary_by_default`: no cluster field named),
 and every truth is an expectation computed exactly from the generating process, not estimated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from specaccept_cli.pipeline import summarise
 from specaccept_cli.rule.batch import RunBatch
-from specaccept_cli.simulate import Requests, simulate
+from specaccept_cli.simulate import Requests, simulate, write_jsonl
 from specaccept_cli.summary.evaluate import Plan, evaluate_batch
 from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.windows import WindowSpec
 
 CLUSTER_FIELD = "request_id"
 _GRID = 4001  # Beta quadrature points for the truths of request-clustered scenarios
@@ -46,8 +50,8 @@ class Scenario:
     def clustered(self) -> bool:
         return self.requests is not None
 
-    def summary(self, runs: int, seed: int, cluster: bool, drop: float = 0.0) -> Summary:
-        """A simulated log of `runs` runs, token acceptance scaled by (1 - drop), summarised in-process."""
+    def _generating(self, drop: float) -> tuple[float, list[float] | None]:
+        """(alpha, profile) of the process with every token's acceptance scaled by (1 - drop)."""
         profile = self.profile
         if drop:
             if self.requests is not None and self.requests.alpha_beta is not None:
@@ -57,10 +61,14 @@ class Scenario:
             elif profile is not None:
                 profile = tuple(value * (1.0 - drop) for value in profile)
         alpha = self.alpha * (1.0 - drop) if profile is None else self.alpha
+        return alpha, list(profile) if profile else None
+
+    def summary(self, runs: int, seed: int, cluster: bool, drop: float = 0.0) -> Summary:
+        """A simulated log of `runs` runs, token acceptance scaled by (1 - drop), summarised in-process."""
+        alpha, profile = self._generating(drop)
         plan = Plan(cluster_field=CLUSTER_FIELD if cluster else None)
         total = Summary()
-        chunks = simulate(runs, alpha, self.k[0], self.k[1], seed, list(profile) if profile else None, self.requests)
-        for chunk in chunks:
+        for chunk in simulate(runs, alpha, self.k[0], self.k[1], seed, profile, self.requests):
             count = chunk.offsets.shape[0] - 1
             extras: dict[str, list[object]] = {}
             if cluster:
@@ -71,6 +79,18 @@ class Scenario:
             assert not errors
             total = total + evaluated.summary
         return total
+
+    def summary_by_default(self, runs: int, seed: int, directory: Path, drop: float = 0.0) -> Summary:
+        """The log written as `specaccept simulate` writes it (rows carry `request_id`) and read by the front
+        door with no settings but windows of runs: whatever clusters it is found by the defaults."""
+        alpha, profile = self._generating(drop)
+        path = directory / f"study-{seed}.jsonl"
+        with path.open("wb") as out:
+            write_jsonl(simulate(runs, alpha, self.k[0], self.k[1], seed, profile, self.requests), out)
+        try:
+            return summarise([str(path)], plan=Plan(windows=WindowSpec()))
+        finally:
+            path.unlink()
 
     def truth(self) -> Truth:
         """Expected sums per run over the scenario's (alpha, k) distribution, then their ratios."""
@@ -125,6 +145,10 @@ SCENARIOS = {
         0.7,
         (1, 8),
         requests=Requests((50, 500), (7.0, 3.0), k_follows_alpha=True),
+    ),
+    # Serving traffic: short requests (5-20 runs), many of them, each easy or hard as a whole.
+    "serving": Scenario(
+        "requests of 5-20 runs, alpha ~ Beta(7, 3), k 1-8", 0.7, (1, 8), requests=Requests((5, 20), (7.0, 3.0))
     ),
     "small_90": Scenario("small logs, alpha 0.9, k 2", 0.9, (2, 2)),
     "small_99": Scenario("small logs, alpha 0.99, k 2", 0.99, (2, 2)),

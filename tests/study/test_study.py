@@ -14,7 +14,7 @@ import pytest
 
 from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import estimate
-from tests.study.run import FAST, Case, Outcome, run_case, write_page
+from tests.study.run import FAST, Case, Outcome, planned_power, run_case, run_defaults, write_page
 from tests.study.scenarios import SCENARIOS
 
 LOGS = FAST.logs
@@ -91,3 +91,22 @@ def test_the_study_table_goes_between_the_markers_of_its_page(tmp_path: Path) ->
     page.write_text("before\n<!-- study:start -->\nold\n<!-- study:end -->\nafter\n")
     write_page("| new |", page)
     assert page.read_text() == "before\n<!-- study:start -->\n| new |\n<!-- study:end -->\nafter\n"
+
+
+def test_the_defaults_cluster_request_logs_and_stay_honest() -> None:
+    """Logs written as `specaccept simulate` writes them, read with no flag: clustered by request_id, so the
+    intervals cover and neither the baseline gate nor the drift test cries wolf (the deep profile measures
+    1,000 logs; these bands hold for 20)."""
+    outcome = run_defaults("serving", 2000, 20, seed=2)
+    assert outcome.clustered == outcome.logs == 20
+    assert outcome.rate("alpha") >= 0.85 and outcome.rate("tokens_per_pass") >= 0.85
+    assert outcome.alarm_rate(0.02, 0.01) <= 0.1 and outcome.alarm_rate(0.0, 0.05) <= 0.25
+    assert outcome.drift_rate(0.01) <= 0.1 and outcome.drift_rate(0.05) <= 0.2
+    assert outcome.windows and outcome.windows_excluding / outcome.windows <= 0.12
+
+
+def test_plan_predicts_requests_that_detect_the_drop() -> None:
+    """At plan's request count the alpha comparison flags the drop about 80% of the time (deep profile: 75-85%)."""
+    result = planned_power("serving", 5000, 0.15, reps=16, seed=3)
+    assert result.requests_needed > 10 and result.current_runs > 100
+    assert 0.5 <= result.power <= 1.0, result

@@ -6,7 +6,12 @@ import gzip
 import lzma
 import math
 import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -15,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specaccept_cli.rule.batch import RunBatch
-from specaccept_cli.summary.clusters import ClusterBlock, ClusterTally
+from specaccept_cli.summary.clusters import ClusterBlock, ClusterTally, decode_column, encode_column
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.evaluate import Plan, cluster_hash, cluster_hashes, evaluate_batch
 from specaccept_cli.summary.files import json_bytes, merge_summaries, summary_from_object, summary_object
@@ -125,14 +130,46 @@ def test_clusters_round_trip_and_merge(tmp_path: Path) -> None:
 
 
 def test_a_tally_that_does_not_add_up_to_the_counts_is_refused() -> None:
-    data = orjson.loads(json_bytes(summary_object(clustered_summary(RUNS, KEYS))))
-    data["state"]["clusters"]["runs"][0] += 1
-    with pytest.raises(ValueError, match="clusters"):
-        summary_from_object(data)
-    data = orjson.loads(json_bytes(summary_object(clustered_summary(RUNS, KEYS))))
-    data["state"]["clusters"]["kept"][0][0] = 99
-    with pytest.raises(ValueError, match="clusters"):
-        summary_from_object(data)
+    def altered(name: str, change: Callable[[np.ndarray], None]) -> dict[str, Any]:
+        data = orjson.loads(json_bytes(summary_object(clustered_summary(RUNS, KEYS))))
+        clusters = data["state"]["clusters"]
+        column = decode_column(clusters[name], name, clusters["clusters"], None if name == "runs" else 4).copy()
+        change(column)
+        clusters[name] = encode_column(column)
+        return data
+
+    def more_runs(column: np.ndarray) -> None:
+        column[0] += 1
+
+    def more_kept(column: np.ndarray) -> None:
+        column[0, 0] = 99
+
+    for data in (altered("runs", more_runs), altered("kept", more_kept)):
+        with pytest.raises(ValueError, match="clusters"):
+            summary_from_object(data)
+
+
+def test_clusters_are_written_compactly_and_files_of_lists_still_read() -> None:
+    whole = clustered_summary(RUNS, KEYS)
+    written = summary_object(whole)["state"]["clusters"]
+    assert written["encoding"] == "numpy-le-deflate-base64" and written["clusters"] == 3
+    assert written["runs"]["dtype"] == "u1" and written["keys"]["dtype"] == "u8"
+    sums = whole.clusters.sums if whole.clusters is not None else None
+    assert sums is not None
+    listed = {
+        "field": "request_id",
+        **{name: getattr(sums, name).tolist() for name in ("keys", "runs", "drafts", "reached", "kept")},
+    }
+    assert ClusterTally.from_dict(listed) == ClusterTally.from_dict(written) == whole.clusters
+    for broken in (
+        {**written, "encoding": "pickle"},
+        {**written, "runs": {**written["runs"], "shape": [4]}},
+        {**written, "runs": {**written["runs"], "dtype": "f8"}},
+        {**written, "kept": {**written["kept"], "data": "not base64!"}},
+        {**written, "keys": written["runs"]},
+    ):
+        with pytest.raises(ValueError, match="clusters"):
+            ClusterTally.from_dict(broken)
 
 
 def test_groups_carry_their_own_clusters() -> None:
@@ -164,24 +201,65 @@ def test_cli_cluster_field_serial_parallel_and_parquet(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1] == {**outputs[2], "errors": outputs[0]["errors"]}
     data = outputs[0]
     assert 40 <= data["clusters"] <= 150 and data["alpha_ci_method"].startswith("cluster-robust")
-    plain = orjson.loads(invoke("audit", str(log), "-o", "json").stdout)
+    plain = orjson.loads(invoke("audit", str(log), "--cluster-field", "none", "-o", "json").stdout)
+    assert plain["clustering"] == {"over": "runs", "field": None, "requests": None}
     width = data["alpha_ci"][1] - data["alpha_ci"][0]
     assert width > 2 * (plain["alpha_ci"][1] - plain["alpha_ci"][0])  # prompts differ: the runs are not independent
+    for path in (log, parquet):  # no flag: the first row's request_id clusters the runs, as if it had been named
+        found = orjson.loads(invoke("audit", str(path), "-o", "json").stdout)
+        assert found.pop("provenance")["settings"]["cluster_field"] == "request_id"
+        assert found["alpha_ci"] == data["alpha_ci"] and found["clusters"] == data["clusters"]
+        assert found["clustering"] == {"over": "requests", "field": "request_id", "requests": data["clusters"]}
 
 
-def test_cli_suggests_the_request_field_in_a_comparison(tmp_path: Path) -> None:
-    log = write_jsonl(
-        tmp_path / "log.jsonl",
-        [{"request_id": f"r{i // 3}", "p": [0.5, 0.9], "q": [0.6, 0.5], "r": [0.3, 0.8 - i / 100]} for i in range(30)],
-    )
+def test_cli_clusters_by_the_first_rows_request_field_and_says_so(tmp_path: Path) -> None:
+    rows = [
+        {"request_id": f"r{i // 3}", "p": [0.5, 0.9], "q": [0.6, 0.5], "r": [0.3, 0.8 - i / 100]} for i in range(30)
+    ]
+    log = write_jsonl(tmp_path / "log.jsonl", rows)
     baseline = tmp_path / "base.json"
     assert invoke("audit", str(log), "-o", "json", "--summary-out", str(baseline)).exit_code == 0
     result = invoke("audit", str(log), "--baseline", str(baseline), "--max-rows", "0")
-    assert "specaccept: warning: the input has a 'request_id' field: --cluster-field request_id" in result.stderr
-    clustered = invoke("audit", str(log), "--cluster-field", "request_id", "-o", "json", "--summary-out", str(baseline))
-    assert clustered.exit_code == 0
-    again = invoke("audit", str(log), "--cluster-field", "request_id", "--baseline", str(baseline), "--max-rows", "0")
-    assert "warning" not in again.stderr and again.exit_code == 0
+    assert "clustered by request_id: 10 requests" in result.stdout
+    assert "warning" not in result.stderr and result.exit_code == 0
+    off = invoke("audit", str(log), "--cluster-field", "none", "--baseline", str(baseline), "--max-rows", "0")
+    assert "over runs: they hold only for a replayed prompt set" in off.stdout
+    assert "standard errors are over runs (one side only" in off.stderr
+    nested = write_jsonl(
+        tmp_path / "nested.jsonl",
+        [{"request": {"id": row["request_id"]}, "p": row["p"], "q": row["q"], "r": row["r"]} for row in rows],
+    )
+    assert "clustered by request.id: 10 requests" in invoke("audit", str(nested)).stdout
+    plain = write_jsonl(tmp_path / "plain.jsonl", [{"p": [0.5], "q": [0.6], "r": [0.3]}] * 5)
+    assert "over runs: they hold only for a replayed prompt set" in invoke("audit", str(plain)).stdout
+
+
+def test_cli_clusters_a_piped_stdin_read_once(tmp_path: Path) -> None:
+    """A pipe is seen once: the first row is read ahead on the stream the reader reads, and no run is lost."""
+    log = tmp_path / "requests.jsonl"
+    args = ["--runs", "2000", "--alpha", "0.7", "--k", "4", "--seed", "9", "--requests", "10-30"]
+    invoke("simulate", *args, "--request-alpha-beta", "7,3", "-o", str(log))
+    named = orjson.loads(invoke("audit", str(log), "--cluster-field", "request_id", "-o", "json").stdout)
+    for compress in (False, True):
+        data = gzip.compress(log.read_bytes()) if compress else log.read_bytes()
+        writer = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        audit = subprocess.Popen(
+            [sys.executable, "-m", "specaccept_cli", "audit", "-", "-o", "json"],
+            stdin=writer.stdout,
+            stdout=subprocess.PIPE,
+        )
+        assert writer.stdin is not None and writer.stdout is not None
+        writer.stdout.close()
+        writer.stdin.write(data[:37])  # the first row arrives in pieces, as from a followed log
+        writer.stdin.flush()
+        time.sleep(0.2)
+        writer.stdin.write(data[37:])
+        writer.stdin.close()
+        out, _ = audit.communicate(timeout=60)
+        writer.wait(timeout=10)
+        piped = orjson.loads(out)
+        assert audit.returncode == 0 and piped["runs"] == named["runs"] == 2000
+        assert piped["clustering"] == named["clustering"] and piped["alpha_ci"] == named["alpha_ci"]
 
 
 def test_block_combination_sums_equal_keys() -> None:

@@ -84,6 +84,10 @@ class EngineInterval:
     accepted_hist: tuple[int, ...] | None = None
     counts: CountMatrix | None = field(default=None, hash=False, compare=False)
     notes: tuple[str, ...] = ()
+    # The counts (or the drafts count) are exact only if every draft had k tokens; these bounds hold without.
+    assumes_full_drafts: bool = False
+    unassumed_examined_bounds: tuple[int, int] | None = None
+    unassumed_alpha_bounds: tuple[float, float] | None = None
 
     @property
     def recovered(self) -> bool:
@@ -123,6 +127,10 @@ class EngineInterval:
             "accepted_hist": None if self.accepted_hist is None else list(self.accepted_hist),
             "counts": None if self.counts is None else self.counts.tolist(),
             "notes": list(self.notes),
+            "assumes_full_drafts": self.assumes_full_drafts,
+            "unassumed_alpha_bounds": None
+            if self.unassumed_alpha_bounds is None
+            else list(self.unassumed_alpha_bounds),
             "description": self.describe(),
         }
 

@@ -172,9 +172,17 @@ class Recovery:
     counts: CountMatrix | None = None
     k: int | None = None
     notes: list[str] = field(default_factory=list)
+    # Exact only if every draft had k tokens (Drafted = k x drafts was taken to say so); the examined
+    # tokens and alpha bounds that hold without that assumption.
+    assumes_full_drafts: bool = False
+    unassumed_examined_bounds: tuple[int, int] | None = None
+    unassumed_alpha_bounds: tuple[float, float] | None = None
 
     def fields(self) -> dict[str, Any]:
         return {
+            "assumes_full_drafts": self.assumes_full_drafts,
+            "unassumed_examined_bounds": self.unassumed_examined_bounds,
+            "unassumed_alpha_bounds": self.unassumed_alpha_bounds,
             "k": self.k,
             "drafts": self.drafts,
             "drafts_bounds": self.drafts_bounds,
@@ -373,7 +381,13 @@ def recover_counts(
             options = _options_for(accepted, [full], rates, positions_k, acc_first)
             if options:
                 rec.notes.append(f"every draft taken to have k = {k} tokens (Drafted = k x drafts)")
-                return _finish(rec, accepted, draft_tokens, options, k, acc_first)
+                _finish(rec, accepted, draft_tokens, options, k, acc_first)
+                # The same figures may fit shorter drafts too (2,664 drafts, 5 of k - 1): bounds without the assumption.
+                loose = recover_counts(
+                    accepted, draft_tokens, rates=rates, mean_length=mean_length, k=k, acc_first=acc_first,
+                    assume_full_drafts=False, rates_span_draft=rates_span_draft,
+                )  # fmt: skip
+                return _assumed(rec, loose)
     if len(candidates) > MAX_DRAFT_CANDIDATES:
         rec.notes.append(f"{len(candidates)} possible drafts counts: the per-position rates were not used")
         return _totals_only(
@@ -383,6 +397,25 @@ def recover_counts(
     if not options:
         raise Inconsistent("no drafts count and per-position counts fit every printed figure")
     return _finish(rec, accepted, draft_tokens, options, k, acc_first)
+
+
+def _assumed(rec: Recovery, loose: Recovery) -> Recovery:
+    """`rec`, exact under the full-drafts assumption, with the bounds of `loose`, which does not assume it.
+
+    When the figures pin the same counts down without the assumption, nothing was assumed.
+    """
+    if rec.examined is not None and loose.examined_bounds == (rec.examined, rec.examined):
+        rec.notes[:] = [note for note in rec.notes if not note.startswith("every draft taken")]
+        return rec
+    rec.assumes_full_drafts = True
+    examined = loose.examined_bounds or rec.examined_bounds
+    alpha = loose.alpha_bounds or rec.alpha_bounds
+    if examined is not None and rec.examined_bounds is not None:  # the assumed value lies within: keep both in
+        examined = (min(examined[0], rec.examined_bounds[0]), max(examined[1], rec.examined_bounds[1]))
+    if alpha is not None and rec.alpha_bounds is not None:
+        alpha = (min(alpha[0], rec.alpha_bounds[0]), max(alpha[1], rec.alpha_bounds[1]))
+    rec.unassumed_examined_bounds, rec.unassumed_alpha_bounds = examined, alpha
+    return rec
 
 
 def _draft_length(rates: list[str] | None, k: int | None, rates_span_draft: bool) -> tuple[int | None, int | None]:
@@ -488,6 +521,13 @@ def _totals_only(
             + ("the number of drafts is bounded and " if mean_length is not None else "")
             + "which drafts ended at a rejection is unknown, so alpha is only bounded"
         )
+    if rec.drafts is not None and assume_full_drafts and "every draft taken" in rec.notes[-1]:
+        # The bounds must hold without the assumption: a rejected run leaves 1 to k tokens unaccepted.
+        r_low, _ = _rejected_bounds(accepted, draft_tokens, None, k, None, None, False)
+        loose = (min(rejected[0], r_low), max(rejected[1], min(draft_tokens - accepted, high)))
+        rec.assumes_full_drafts = True
+        rec.unassumed_examined_bounds = (accepted + loose[0], accepted + loose[1])
+        rec.unassumed_alpha_bounds = alpha_range(accepted, loose)
     rec.examined_bounds = (accepted + rejected[0], accepted + rejected[1])
     rec.alpha_bounds = alpha_range(accepted, rejected)
     return rec

@@ -1,0 +1,94 @@
+"""Power with every comparison: the minimum detectable drop, the requests that would detect --max-drop, and
+`specaccept plan`, from the same cluster-robust standard errors the comparison tests with."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import orjson
+import pytest
+
+from specaccept_cli.checks import compare, detectable_drop, plan_requests, units_needed
+from specaccept_cli.summary.estimates import estimate
+from tests.helpers import invoke
+from tests.study.scenarios import SCENARIOS
+
+Z_995, Z_80 = 2.5758293035489004, 0.8416212335729143
+
+
+def test_detectable_drop_and_units_needed_by_hand() -> None:
+    # One-sided at 0.005 with 80% power: 3.4175 standard errors of the difference, relative to the baseline.
+    drop = detectable_drop(0.8, 0.004, 0.003, 0.005)
+    assert drop == pytest.approx((Z_995 + Z_80) * math.hypot(0.004, 0.003) / 0.8)
+    at_tolerance = detectable_drop(0.8, 0.004, 0.003, 0.005, max_drop=0.02)
+    assert at_tolerance == pytest.approx((Z_995 + Z_80) * math.hypot(0.98 * 0.004, 0.003) / 0.8)
+    # units_needed inverts it: at that many units the current's error makes the detectable drop the target.
+    variance = 0.003**2 * 500  # per-unit variance of a current side of 500 units
+    needed = units_needed(0.8, 0.004, variance, 0.03, 0.005)
+    assert needed is not None
+    assert detectable_drop(0.8, 0.004, math.sqrt(variance / needed), 0.005) <= 0.03
+    assert detectable_drop(0.8, 0.004, math.sqrt(variance / (needed - 1)), 0.005) > 0.03
+    assert units_needed(0.8, 0.01, variance, 0.03, 0.005) is None  # the baseline alone is too noisy
+
+
+def test_every_comparison_reports_its_power() -> None:
+    scenario = SCENARIOS["serving"]
+    baseline = estimate(scenario.summary(20_000, 1, True))
+    small, large = estimate(scenario.summary(300, 2, True)), estimate(scenario.summary(20_000, 3, True))
+    weak, strong = compare(baseline, small), compare(baseline, large, max_drop=0.05)
+    for comparison in (weak, strong):
+        data = comparison.to_dict()
+        alpha = data["alpha"]
+        assert alpha == data["metrics"][0] and set(alpha) >= {"minimum_detectable_drop", "requests_needed"}
+        row = comparison.metrics[0]
+        assert row.minimum_detectable_drop is not None and row.requests_needed is not None
+        level = comparison.significance  # planned at the full level: both metrics drop together
+        assert row.baseline is not None and row.baseline_standard_error is not None
+        assert row.current_standard_error is not None
+        assert row.minimum_detectable_drop == pytest.approx(
+            detectable_drop(
+                row.baseline, row.baseline_standard_error, row.current_standard_error, level, comparison.max_drop
+            )
+        )
+    assert weak.metrics[0].underpowered and weak.underpowered and weak.to_dict()["underpowered"] is True
+    assert not strong.metrics[0].underpowered
+    assert weak.metrics[0].minimum_detectable_drop > strong.metrics[0].minimum_detectable_drop  # type: ignore[operator]
+    # More requests than the weak side had would see --max-drop; the strong side already has them.
+    assert small.clusters is not None and weak.metrics[0].requests_needed > small.clusters  # type: ignore[operator]
+    assert "underpowered" in weak.metrics[0].message(0.02, 0.01)
+
+
+def test_plan_requests_follow_the_baselines_spread() -> None:
+    scenario = SCENARIOS["serving"]
+    baseline = estimate(scenario.summary(40_000, 5, True))
+    plans = plan_requests(baseline, 0.05)
+    assert [item.metric for item in plans] == ["alpha", "tokens_per_pass"]
+    alpha = plans[0]
+    assert alpha.units == "requests" and alpha.baseline_units == baseline.clusters
+    assert alpha.requests_needed is not None and alpha.requests_needed_each_side is not None
+    assert plan_requests(baseline, 0.10)[0].requests_needed < alpha.requests_needed  # type: ignore[operator]
+    with pytest.raises(ValueError, match="must exceed max_drop"):
+        plan_requests(baseline, 0.02, max_drop=0.02)
+
+
+def test_plan_command(tmp_path: Path) -> None:
+    log, baseline = tmp_path / "main.jsonl", tmp_path / "main.json"
+    args = ["--runs", "20000", "--alpha", "0.7", "--k", "4", "--seed", "1", "--requests", "5-20"]
+    assert invoke("simulate", *args, "--request-alpha-beta", "7,3", "-o", str(log)).exit_code == 0
+    assert invoke("audit", str(log), "-q", "--summary-out", str(baseline), "-o", "json").exit_code == 0
+    text = invoke("plan", "--baseline", str(baseline), "--drop", "0.05")
+    assert text.exit_code == 0 and "requests to flag a 5.00% drop with 80% power" in text.stdout
+    data = orjson.loads(invoke("plan", "--baseline", str(baseline), "--drop", "0.05", "-o", "json").stdout)
+    assert data["schema"] == "specaccept.plan/1" and data["clustering"]["field"] == "request_id"
+    assert data["alpha"]["requests_needed"] == data["metrics"][0]["requests_needed"] > 0
+    noisy = invoke("plan", "--baseline", str(baseline), "--drop", "0.004")
+    assert noisy.exit_code == 0 and "no number suffices: the baseline alone is too noisy" in noisy.stdout
+    refused = invoke("plan", "--baseline", str(baseline), "--drop", "0.02", "--max-drop", "0.02")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "must exceed --max-drop" in refused.stderr
+    missing = invoke("plan", "--baseline", str(tmp_path / "none.json"), "--drop", "0.05")
+    assert missing.exit_code == 2 and "none.json" in missing.stderr
+    # audit --baseline and diff show the detectable drop in their tables, the Action's markdown too
+    shown = invoke("audit", str(log), "--baseline", str(baseline), "-o", "markdown")
+    assert "| detectable |" in shown.stdout
