@@ -30,6 +30,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("skipped", "no_valid_run"): "--allow-empty",
     ("baseline", "unclustered"): "--cluster-field",
     ("baseline", "k_mix"): None,
+    ("baseline", "underpowered"): None,
     ("baseline", "cluster_fields_differ"): None,
 }
 

@@ -138,7 +138,25 @@ def baseline_entries(findings: Findings) -> list[VerdictEntry]:
         elif warning.kind == "unclustered" and warning.at == "one side":
             text = "one side of the comparison is not clustered by request: its standard errors are over runs"
             entries.append(_entry("baseline", "warn", text, warning))
+    for row in comparison.metrics:
+        if row.underpowered and row.minimum_detectable_drop is not None:
+            needed = "" if row.requests_needed is None else f"; about {row.requests_needed:,} requests would see it"
+            text = (
+                f"{row.label} comparison is underpowered: with 80% power it flags only a drop beyond "
+                f"{comparison.max_drop + row.minimum_detectable_drop:.2%}, not the tolerated "
+                f"{comparison.max_drop:g}{needed}"
+            )
+            issue = Issue("baseline", "underpowered", row.metric, row.minimum_detectable_drop, comparison.max_drop)
+            entries.append(_entry("baseline", "warn", text, issue))
     return entries
+
+
+def fingerprint_entries(findings: Findings) -> list[VerdictEntry]:
+    """Evidence that the exact rule was not what accepted the tokens (a synthetic mode, a one-hot draft, ...)."""
+    return [
+        _entry("fingerprint", "warn", f"{item.code}: {item.evidence}", Issue("fingerprint", item.code))
+        for item in findings.numbers.fingerprints
+    ]
 
 
 def _change(row: MetricComparison) -> str:
@@ -250,9 +268,11 @@ def skipped_entries(findings: Findings) -> list[VerdictEntry]:
 
 def interval_entries(findings: Findings) -> list[VerdictEntry]:
     numbers = findings.numbers
-    if numbers.cluster_field is not None or numbers.runs < 2:
+    if numbers.runs < 2:
         return []
-    text = "intervals are over runs, not requests: conditional on these prompts"
+    if numbers.cluster_field is not None:  # the headline says over which requests
+        return []
+    text = "intervals are over runs, not requests: they hold only for a replayed prompt set"
     return [_entry("intervals", "warn", text, Issue("intervals", "unclustered"))]
 
 
@@ -264,5 +284,6 @@ CHECKS: tuple[Callable[[Findings], list[VerdictEntry]], ...] = (
     skipped_entries,
     drift_entries,
     iid_entries,
+    fingerprint_entries,
     interval_entries,
 )

@@ -55,9 +55,10 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     alpha = number(numbers.alpha)
     if numbers.alpha_ci is not None:
         alpha += f", 95% interval {interval(numbers.alpha_ci)}"
-    rows: list[HeadlineRow] = [
-        ("runs", [f"{numbers.runs:,}"]),
-        ("intervals", [numbers.clustering.describe()]),
+    rows: list[HeadlineRow] = [("runs", [f"{numbers.runs:,}"])]
+    if not numbers.clustering.over_runs:  # over runs, the verdict warns (in the same words everywhere)
+        rows.append(("intervals", [numbers.clustering.describe()]))
+    rows += [
         ("alpha", [alpha]),
         (
             "tokens per pass",
@@ -68,9 +69,7 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
         ),
         ("vLLM's rate", [f'{number(numbers.acceptance_rate)} accepted / drafted ("Avg Draft acceptance rate")']),
     ]
-    if numbers.fingerprints:  # evidence the exact rule was not at work: named before any detail
-        rows.append(("fingerprints", [Marked(item.code, "bad") for item in numbers.fingerprints]))
-    return rows + verdict_rows(findings, words)
+    return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
 
 
 def verdict_rows(findings: Findings, words: Words = entry_text) -> list[HeadlineRow]:
