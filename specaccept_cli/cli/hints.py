@@ -31,6 +31,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("baseline", "unclustered"): "--cluster-field",
     ("baseline", "k_mix"): None,
     ("baseline", "underpowered"): None,
+    ("intervals", "engine_intervals"): None,  # no option clusters an engine's aggregate lines
     ("baseline", "cluster_fields_differ"): None,
 }
 

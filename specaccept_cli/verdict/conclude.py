@@ -272,6 +272,12 @@ def interval_entries(findings: Findings) -> list[VerdictEntry]:
         return []
     if numbers.cluster_field is not None:  # the headline says over which requests
         return []
+    if findings.summary.engine is not None and findings.summary.clusters is None:
+        text = (
+            "intervals are over runs: engine metrics lines count intervals of many requests, which cannot be "
+            "told apart, so they hold only for a replayed prompt set"
+        )
+        return [_entry("intervals", "warn", text, Issue("intervals", "engine_intervals"))]
     text = "intervals are over runs, not requests: they hold only for a replayed prompt set"
     return [_entry("intervals", "warn", text, Issue("intervals", "unclustered"))]
 
