@@ -36,10 +36,19 @@ orjson would read the same three lists:
   field names outside [A-Za-z0-9_-]: declined.
 
 pysimdjson is imported on first use; without it every block declines and the exact path reads everything.
+
+First of all, when it is built, the compiled reader (`specaccept_cli._jsonl_c`, C) is offered the block:
+it checks every line against the JSON grammar itself (strings, escapes and UTF-8 included), so it also
+takes lines the byte counts above would refuse (escapes, nested objects and lists in other fields), and
+writes the three lists straight into float64 buffers. It declines whatever it is not sure orjson reads the
+same way (see its header), and a block it declines goes to the exact path: the simdjson path accepts no
+block it declines but those with integers of 19 or 20 digits, which are not worth a second parse.
+`SPECACCEPT_NO_EXTENSIONS=1` in the environment turns it off (as it turns off its build).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from functools import cache
@@ -63,6 +72,63 @@ _MISSING = object()  # what a row's lookup of a field it does not have gives
 
 _parser: Any = None  # the simdjson module once imported; False without it
 _parsers = threading.local()  # a simdjson.Parser per thread: it keeps its buffers, and it is not thread-safe
+
+
+_compiled: Any = None  # the compiled reader's module once looked for; False without it
+
+
+def compiled_reader() -> Any:
+    """The compiled block reader, or False when it is not built or SPECACCEPT_NO_EXTENSIONS is set."""
+    global _compiled
+    if _compiled is None:
+        _compiled = False
+        if not os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
+            try:
+                from specaccept_cli import _jsonl_c  # type: ignore[attr-defined]
+            except ImportError:
+                pass
+            else:
+                _compiled = _jsonl_c
+    return _compiled
+
+
+def reader_name() -> str:
+    """Which JSONL reader is in use, for `--version`."""
+    if compiled_reader():
+        return "compiled (C)"
+    why = "SPECACCEPT_NO_EXTENSIONS is set" if os.environ.get("SPECACCEPT_NO_EXTENSIONS") else "not built"
+    return f"pure Python (the compiled reader is {why})"
+
+
+def _compiled_batch(
+    reader: Any, text: bytes, first_line: int, source: str, fields: FieldSpec, keys: _Keys, max_line_bytes: int
+) -> RunBatch | None:
+    parsed = reader.parse_block(
+        text,
+        tuple(key.encode() for key in keys.lists),
+        tuple(key.encode() for key in keys.extras),
+        max_line_bytes,
+        _MISSING,
+    )
+    if parsed is None:
+        return None
+    p_bytes, q_bytes, r_bytes, sizes, columns = parsed
+    lengths = np.frombuffer(sizes, dtype=np.int64)
+    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    p, q, r = (np.frombuffer(found, dtype=np.float64) for found in (p_bytes, q_bytes, r_bytes))
+    extras: dict[str, list[object]] = dict(zip(fields.extras, columns))
+    if find_bad_runs(offsets, p, q, r) or not _extras_are_plain(fields, extras):
+        return None
+    return RunBatch(
+        source=source,
+        lines=np.arange(first_line, first_line + lengths.shape[0], dtype=np.int64),
+        offsets=offsets,
+        p=p,
+        q=q,
+        r=r,
+        extras=extras,
+    )
 
 
 def _get_parser() -> Any:
@@ -167,7 +233,12 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
     `first_line` of `source`.
     """
     keys = _plain_keys(fields)
-    if keys is None or not text or text[-1] != _CLOSE_OBJECT or text.find(b"\\") >= 0:
+    if keys is None or not text or text[-1] != _CLOSE_OBJECT:
+        return None
+    compiled = compiled_reader()
+    if compiled:
+        return _compiled_batch(compiled, text, first_line, source, fields, keys, max_line_bytes)
+    if text.find(b"\\") >= 0:
         return None
     p_key, q_key, r_key = keys.lists
     parser = _get_parser()
