@@ -48,6 +48,8 @@ block it declines but those with integers of 19 or 20 digits, which are not wort
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import re
 import threading
@@ -83,12 +85,8 @@ def compiled_reader() -> Any:
     if _compiled is None:
         _compiled = False
         if not os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
-            try:
-                from specaccept_cli import _jsonl_c  # type: ignore[attr-defined]
-            except ImportError:
-                pass
-            else:
-                _compiled = _jsonl_c
+            with contextlib.suppress(ImportError):  # not built: the pure-Python path
+                _compiled = importlib.import_module("specaccept_cli._jsonl_c")
     return _compiled
 
 
@@ -96,8 +94,9 @@ def reader_name() -> str:
     """Which JSONL reader is in use, for `--version`."""
     if compiled_reader():
         return "compiled (C)"
-    why = "SPECACCEPT_NO_EXTENSIONS is set" if os.environ.get("SPECACCEPT_NO_EXTENSIONS") else "not built"
-    return f"pure Python (the compiled reader is {why})"
+    if os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
+        return "pure Python (SPECACCEPT_NO_EXTENSIONS is set)"
+    return "pure Python (the compiled reader is not built: no C compiler at install time?)"
 
 
 def _compiled_batch(

@@ -38,6 +38,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     monkeypatch.setattr(jsonl_fast, "_compiled", COMPILED if request.param == "compiled" else False)
     return str(request.param)
 
+
 # Spellings of valid numbers in [0, 1] (and of q's (0, 1]); integers, exponents, -0, many digits.
 NUMBERS = st.one_of(
     st.floats(0, 1).map(repr),
