@@ -260,6 +260,12 @@ def profile_steps(path: str, repeat: int = 3) -> list[tuple[str, float]]:
     def evaluated() -> object:
         return add_up(evaluate_batch(fast(first_line, text), plan, False)[0] for first_line, text in blocks())
 
+    compiled = jsonl_fast.compiled_reader()
+
+    def compiled_parse() -> object:
+        lists, extras = (b"p", b"q", b"r"), ()
+        return [compiled.parse_block(text, lists, extras, DEFAULT_MAX_LINE_BYTES, None) for _, text in blocks()]
+
     passes: list[tuple[str, Callable[[], object]]] = [
         ("reading the file, cutting newline-aligned blocks, counting lines", read_only),
         ("byte guards (numpy: newlines, braces, brackets, quotes, key strings)", guarded),
@@ -267,6 +273,16 @@ def profile_steps(path: str, repeat: int = 3) -> list[tuple[str, float]]:
         ("per row: three lookups and three buffers (pysimdjson), lengths, joins, value checks", taken_out),
         ("the rule, the sampler tally and the summary", evaluated),
     ]
+    if compiled:  # the compiled reader replaces the guards and simdjson (`jsonl_fast.compiled_reader`)
+        passes = [
+            passes[0],
+            (
+                "the compiled reader's parse of each block (C: grammar, UTF-8, numbers into float64 buffers)",
+                compiled_parse,
+            ),
+            ("around it: the arrays, offsets, line numbers and value checks (numpy)", taken_out),
+            passes[-1],
+        ]
     totals = []
     for _, work in passes:
         best = float("inf")

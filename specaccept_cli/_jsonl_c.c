@@ -23,6 +23,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -189,29 +190,38 @@ static const uint64_t POWERS_OF_TEN[20] = {
 #if defined(__SIZEOF_INT128__)
 static int bit_length(uint64_t value) { return value ? 64 - __builtin_clzll(value) : 0; }
 
+/* floor(numerator / divisor) and the remainder, for a quotient below 2^64: one x86-64 DIV where there is
+ * one, the compiler's 128-bit division elsewhere. */
+static inline uint64_t divide_128(unsigned __int128 numerator, uint64_t divisor, uint64_t *rest) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t high = (uint64_t)(numerator >> 64), low = (uint64_t)numerator, quotient, remainder;
+    __asm__("divq %4" : "=a"(quotient), "=d"(remainder) : "a"(low), "d"(high), "r"(divisor));
+    *rest = remainder;
+    return quotient;
+#else
+    unsigned __int128 quotient = numerator / divisor;
+    *rest = (uint64_t)(numerator - quotient * divisor);
+    return (uint64_t)quotient;
+#endif
+}
+
 /* w / 10^n correctly rounded (ties to even), for w < 2^64 and n <= 19, with exact integer arithmetic:
  * w 2^s / 10^n = N + rest / 10^n with N in [2^52, 2^53), so N rounded by `rest` is the 53-bit mantissa,
- * and N 2^-s is exact (the value is at least 10^-19, far from subnormal). Returns 0 when w / 10^n is
- * 2^53 or more (s would be negative): dtoa's. */
+ * and N 2^-s is exact (the value is at least 10^-19, far from subnormal). s is chosen before dividing:
+ * w 2^s has as many bits as 10^n 2^53, and one fewer when w 2^s >= 10^n 2^53 (N would reach 2^53).
+ * Returns 0 when w / 10^n is 2^53 or more (s would be negative): dtoa's. */
 static int divide_by_power_of_ten(uint64_t w, int n, double *out) {
     uint64_t divisor = POWERS_OF_TEN[n];
     int s = 53 + bit_length(divisor) - bit_length(w);
-    unsigned __int128 scaled, quotient;
-    for (int tries = 0;; tries++) {
-        if (s < 0 || s > 120 || tries > 4) return 0;
-        scaled = (unsigned __int128)w << s;
-        quotient = scaled / divisor;
-        if (quotient >= ((unsigned __int128)1 << 53)) {
-            s--;
-        } else if (quotient < ((unsigned __int128)1 << 52)) {
-            s++;
-        } else {
-            break;
-        }
-    }
-    unsigned __int128 rest = scaled - quotient * divisor;
-    uint64_t mantissa = (uint64_t)quotient;
-    if (2 * rest > divisor || (2 * rest == divisor && (mantissa & 1))) mantissa++;
+    if (s > 120) return 0;
+    unsigned __int128 limit = (unsigned __int128)divisor << 53;
+    if (s >= 0 && ((unsigned __int128)w << s) >= limit) s--;
+    if (s < 0) return 0;
+    unsigned __int128 scaled = (unsigned __int128)w << s;
+    /* the quotient is now in [2^52, 2^53): w 2^s has at most one bit more than 10^n 2^52 */
+    if (scaled >= limit || scaled < (limit >> 1)) return 0; /* cannot happen; dtoa's if it did */
+    uint64_t rest, mantissa = divide_128(scaled, divisor, &rest);
+    if (2 * (unsigned __int128)rest > divisor || (2 * (unsigned __int128)rest == divisor && (mantissa & 1))) mantissa++;
     *out = ldexp((double)mantissa, -s);
     return 1;
 }
@@ -273,6 +283,10 @@ static int number_value(const unsigned char *start, Py_ssize_t length, int integ
         } else if (scale == 0) {
             if (w >= ((uint64_t)1 << 63)) goto slow;
             value = (double)(int64_t)w; /* an exact integer, rounded once */
+        } else if (scale < 0 && scale >= -19 && w < ((uint64_t)1 << 53) && FLT_EVAL_METHOD == 0) {
+            /* Clinger's fast path: w and 10^n are exact doubles, and one IEEE division rounds correctly
+             * (with no wider intermediate precision, hence FLT_EVAL_METHOD) */
+            value = (double)w / (double)POWERS_OF_TEN[-scale];
         } else if (scale < 0 && scale >= -19) {
             if (!divide_by_power_of_ten(w, -scale, &value)) goto slow;
         } else if (scale > 0 && scale <= 19 && w <= UINT64_MAX / POWERS_OF_TEN[scale]) {
