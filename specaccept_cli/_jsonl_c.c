@@ -11,7 +11,8 @@
  * It returns None ("decline") whenever it is not sure that orjson, line by line, would read exactly the
  * same values: a grammar error anywhere, invalid UTF-8, a lone surrogate escape, a key of ours repeated
  * or written with escapes, a list element that is not a number, a number that does not fit, an integer
- * of more than 18 digits, nesting deeper than MAX_DEPTH, an over-long, blank or whitespace-padded line, a
+ * of more than 18 digits, a list value out of its range (p and r in [0, 1], q in (0, 1]: the exact path
+ * reports it), nesting deeper than MAX_DEPTH, an over-long, blank or whitespace-padded line, a
  * byte order mark, or an extra value that is a list, an object or an escaped string. A declined block
  * goes unchanged to the exact path, which words every error; this reader never has to.
  *
@@ -406,7 +407,9 @@ static int skip_value(Cursor *c, int depth) {
 }
 
 /* A list of numbers, appended to `buffer`; its length in *count. */
-static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *failed) {
+/* A list of numbers into `buffer`; 0 to decline, also for a value out of its range (q: (0, 1]; p and r:
+ * [0, 1]), which the exact path reports: the caller then needs no value checks of its own. */
+static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *failed, int is_q) {
     *count = 0;
     if (c->s >= c->end || *c->s != '[') return 0;
     c->s++;
@@ -422,6 +425,7 @@ static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *
         int integer;
         double value;
         if (!scan_number(c, &start, &length, &integer) || !number_value(start, length, integer, &value)) return 0;
+        if (is_q ? !(value > 0.0 && value <= 1.0) : !(value >= 0.0 && value <= 1.0)) return 0;
         if (doubles_push(buffer, value) < 0) {
             *failed = 1;
             return 0;
@@ -584,7 +588,7 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
                 }
                 int which = key_index(start, length, keys, key_count);
                 if (which >= 0 && which < 3) {
-                    if (counts[which] >= 0 || !read_number_list(&c, &lists[which], &counts[which], &failed)) {
+                    if (counts[which] >= 0 || !read_number_list(&c, &lists[which], &counts[which], &failed, which == 1)) {
                         declined = 1;
                         break;
                     }

@@ -62,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
-from specaccept_cli.rule.validate import count_problem
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NEWLINE, _QUOTE, _COMMA, _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = b'\n",[]{}'
@@ -117,7 +117,8 @@ def _compiled_batch(
     np.cumsum(lengths, out=offsets[1:])
     p, q, r = (np.frombuffer(found, dtype=np.float64) for found in (p_bytes, q_bytes, r_bytes))
     extras: dict[str, list[object]] = dict(zip(fields.extras, columns))
-    if find_bad_runs(offsets, p, q, r) or not _extras_are_plain(fields, extras):
+    # The reader declined every value out of range: only the lengths are left to check.
+    if (lengths.shape[0] and int(lengths.max()) > MAX_DRAFT_LENGTH) or not _extras_are_plain(fields, extras):
         return None
     return RunBatch(
         source=source,
