@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint docs fuzz fuzz-c bench bench-dask study examples clean
 
-$(STAMP): pyproject.toml
+# setup.py and the C source too: `pip install -e` builds the compiled reader in place, once per change.
+$(STAMP): pyproject.toml setup.py specaccept_cli/_jsonl_c.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
