@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs fuzz bench bench-dask bench-live bench-capture study examples clean
+.PHONY: demo test lint docs fuzz fuzz-c bench bench-dask bench-live bench-capture study examples clean
 
-$(STAMP): pyproject.toml
+# setup.py and the C source too: `pip install -e` builds the compiled reader in place, once per change.
+$(STAMP): pyproject.toml setup.py specaccept_cli/_jsonl_c.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -20,6 +21,7 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
 	$(BIN)/python benchmarks/bench_capture.py
+	$(BIN)/python benchmarks/bench_live.py --seconds $(LIVE_SECONDS)
 
 # The recorder's cost per verify step and its disk bytes per 1B steps (benchmarks/latest-capture.md).
 bench-capture: $(STAMP)
@@ -74,10 +76,25 @@ study: $(STAMP)
 
 # Fuzz the JSONL reader (tests/fuzz_reader.py): FUZZ_EXAMPLES inputs through hypothesis;
 # then every property test of the pure parts with the "deep" hypothesis profile.
+# First the compiled reader alone (fuzz-c): libFuzzer with AddressSanitizer and UBSan for FUZZ_SECONDS
+# (clang needed: `apt-get install clang`); its findings, if any, land in build/fuzz/ as crash-* files.
 FUZZ_EXAMPLES ?= 20000
-fuzz: $(STAMP)
+FUZZ_SECONDS ?= 120
+CLANG ?= clang
+PY_INCLUDE = $(shell $(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+PY_LIBDIR = $(shell $(BIN)/python -c "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))")
+PY_LIB = $(shell $(BIN)/python -c "import sysconfig; print(sysconfig.get_config_var('LDVERSION'))")
+fuzz: fuzz-c
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m tests.fuzz_reader
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q tests/rule tests/read tests/summary tests/pipeline tests/test_checks.py tests/test_text.py
+
+fuzz-c: $(STAMP)
+	mkdir -p build/fuzz/corpus
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$(PY_INCLUDE) \
+		tests/fuzz/jsonl_c_fuzz.c -L$(PY_LIBDIR) -Wl,-rpath,$(PY_LIBDIR) -lpython$(PY_LIB) -lm -o build/fuzz/jsonl_c_fuzz
+	cd build/fuzz && ASAN_OPTIONS=detect_leaks=0 PYTHONHOME=$$($(abspath $(BIN))/python -c "import sys; print(sys.base_prefix)") \
+		./jsonl_c_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -dict=../../tests/fuzz/json.dict \
+		corpus ../../tests/fuzz/seeds
 
 examples: $(STAMP)
 	$(BIN)/specaccept simulate --runs 2000 --alpha 0.78 --k 1-8 --seed 7 -o examples/serving-logs.jsonl.gz

@@ -162,8 +162,24 @@ class SpecacceptGroup(click.Group):
         ctx.exit(128 + received)
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """The version, and which JSONL reader is in use (jsonl_fast, with numpy, is imported only here)."""
+    if value and not ctx.resilient_parsing:
+        from specaccept_cli.read.jsonl_fast import reader_name
+
+        click.echo(f"specaccept, version {__version__}\nJSONL reader: {reader_name()}")
+        ctx.exit()
+
+
 @click.group(cls=SpecacceptGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="specaccept")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
+)
 def cli() -> None:
     """Audit speculative-decoding acceptance logs with the exact accept-prefix rule.
 

@@ -36,10 +36,21 @@ orjson would read the same three lists:
   field names outside [A-Za-z0-9_-]: declined.
 
 pysimdjson is imported on first use; without it every block declines and the exact path reads everything.
+
+First of all, when it is built, the compiled reader (`specaccept_cli._jsonl_c`, C) is offered the block:
+it checks every line against the JSON grammar itself (strings, escapes and UTF-8 included), so it also
+takes lines the byte counts above would refuse (escapes, nested objects and lists in other fields), and
+writes the three lists straight into float64 buffers. It declines whatever it is not sure orjson reads the
+same way (see its header), and a block it declines goes to the exact path: the simdjson path accepts no
+block it declines but those with integers of 19 or 20 digits, which are not worth a second parse.
+`SPECACCEPT_NO_EXTENSIONS=1` in the environment turns it off (as it turns off its build).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
 import re
 import threading
 from functools import cache
@@ -51,7 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
-from specaccept_cli.rule.validate import count_problem
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NEWLINE, _QUOTE, _COMMA, _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT = b'\n",[]{}'
@@ -63,6 +74,61 @@ _MISSING = object()  # what a row's lookup of a field it does not have gives
 
 _parser: Any = None  # the simdjson module once imported; False without it
 _parsers = threading.local()  # a simdjson.Parser per thread: it keeps its buffers, and it is not thread-safe
+
+
+_compiled: Any = None  # the compiled reader's module once looked for; False without it
+
+
+def compiled_reader() -> Any:
+    """The compiled block reader, or False when it is not built or SPECACCEPT_NO_EXTENSIONS is set."""
+    global _compiled
+    if _compiled is None:
+        _compiled = False
+        if not os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
+            with contextlib.suppress(ImportError):  # not built: the pure-Python path
+                _compiled = importlib.import_module("specaccept_cli._jsonl_c")
+    return _compiled
+
+
+def reader_name() -> str:
+    """Which JSONL reader is in use, for `--version`."""
+    if compiled_reader():
+        return "compiled (C)"
+    if os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
+        return "pure Python (SPECACCEPT_NO_EXTENSIONS is set)"
+    return "pure Python (the compiled reader is not built: no C compiler at install time?)"
+
+
+def _compiled_batch(
+    reader: Any, text: bytes, first_line: int, source: str, fields: FieldSpec, keys: _Keys, max_line_bytes: int
+) -> RunBatch | None:
+    parsed = reader.parse_block(
+        text,
+        tuple(key.encode() for key in keys.lists),
+        tuple(key.encode() for key in keys.extras),
+        max_line_bytes,
+        _MISSING,
+    )
+    if parsed is None:
+        return None
+    p_bytes, q_bytes, r_bytes, sizes, columns = parsed
+    lengths = np.frombuffer(sizes, dtype=np.int64)
+    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    p, q, r = (np.frombuffer(found, dtype=np.float64) for found in (p_bytes, q_bytes, r_bytes))
+    extras: dict[str, list[object]] = dict(zip(fields.extras, columns))
+    # The reader declined every value out of range: only the lengths are left to check.
+    if (lengths.shape[0] and int(lengths.max()) > MAX_DRAFT_LENGTH) or not _extras_are_plain(fields, extras):
+        return None
+    return RunBatch(
+        source=source,
+        lines=np.arange(first_line, first_line + lengths.shape[0], dtype=np.int64),
+        offsets=offsets,
+        p=p,
+        q=q,
+        r=r,
+        extras=extras,
+    )
 
 
 def _get_parser() -> Any:
@@ -167,7 +233,12 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
     `first_line` of `source`.
     """
     keys = _plain_keys(fields)
-    if keys is None or not text or text[-1] != _CLOSE_OBJECT or text.find(b"\\") >= 0:
+    if keys is None or not text or text[-1] != _CLOSE_OBJECT:
+        return None
+    compiled = compiled_reader()
+    if compiled:
+        return _compiled_batch(compiled, text, first_line, source, fields, keys, max_line_bytes)
+    if text.find(b"\\") >= 0:
         return None
     p_key, q_key, r_key = keys.lists
     parser = _get_parser()

@@ -8,6 +8,7 @@ given, `parse_block` on the block's text must give exactly what the line-by-line
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,6 +25,19 @@ from specaccept_cli.rule.batch import FieldSpec, RunBatch
 
 MAX_LINE = 1 << 20
 FIELDS = FieldSpec()
+COMPILED = jsonl_fast.compiled_reader()
+
+
+@pytest.fixture(autouse=True, params=["compiled", "simdjson"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with each fast reader: the compiled one (when built) and the simdjson one."""
+    if request.param == "compiled" and not COMPILED:
+        if os.environ.get("CI") and not os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
+            pytest.fail("the compiled reader is not built (CI builds it)")
+        pytest.skip("the compiled reader is not built")
+    monkeypatch.setattr(jsonl_fast, "_compiled", COMPILED if request.param == "compiled" else False)
+    return str(request.param)
+
 
 # Spellings of valid numbers in [0, 1] (and of q's (0, 1]); integers, exponents, -0, many digits.
 NUMBERS = st.one_of(
@@ -120,30 +134,50 @@ def test_valid_rows_without_escapes_take_the_fast_path(lines: list[bytes], field
 GOOD = b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]}'
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"p":[0.2,0.3]}',  # duplicate key: orjson takes the last
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"\\u0070":[0.2,0.3]}',  # the same key, escaped
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"note":"a\\"b"}',  # any backslash
-        b'{"p":[[0.5],1],"q":[1,0.25],"r":[0.1,0.9]}',  # a nested list would be flattened
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1]}',  # different lengths
-        b'{"p":[0.5,1],"q":[1,0],"r":[0.1,0.9]}',  # q = 0
-        b'{"p":[0.5,true],"q":[1,0.25],"r":[0.1,0.9]}',
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]} {}',
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"n":123456789012345678901234567890}',  # beyond 64 bits
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]}\r',
-        b'{"p":[0.5,1],"q":[1,0.25]}',
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"m":{"a":1}}',
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"x":"\xff"}',  # not UTF-8
-        b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"x":"\x01"}',  # a control character in a string
-    ],
-)
-def test_a_block_with_any_doubtful_line_goes_whole_to_the_exact_path(line: bytes) -> None:
+# Lines the exact path refuses, or whose values only it can make: every fast reader declines them.
+DECLINED_BY_ALL = [
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"p":[0.2,0.3]}',  # duplicate key: orjson takes the last
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"\\u0070":[0.2,0.3]}',  # the same key, escaped
+    b'{"p":[[0.5],1],"q":[1,0.25],"r":[0.1,0.9]}',  # a nested list would be flattened
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1]}',  # different lengths
+    b'{"p":[0.5,1],"q":[1,0],"r":[0.1,0.9]}',  # q = 0
+    b'{"p":[0.5,true],"q":[1,0.25],"r":[0.1,0.9]}',
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]} {}',
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9]}\r',
+    b'{"p":[0.5,1],"q":[1,0.25]}',
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"x":"\xff"}',  # not UTF-8
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"x":"\x01"}',  # a control character in a string
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"big":1e400}',  # orjson refuses an infinite number anywhere
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"s":"\\ud800"}',  # a lone surrogate
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"s":"\\x"}',  # not an escape
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"a":' + b"[" * 70 + b"]" * 70 + b"}",  # deeper than we look
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"t":tru}',
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],}',  # a trailing comma
+    b'{"p":[0.5,1,],"q":[1,0.25],"r":[0.1,0.9]}',
+    b'{"p":[0.5,01],"q":[1,0.25],"r":[0.1,0.9]}',
+]
+# Valid lines the simdjson reader's byte counts refuse; the compiled reader checks the grammar and takes them.
+VALID_BUT_UNUSUAL = [
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"note":"a\\"b"}',  # an escape
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"m":{"a":[1,{"b":null}]}}',  # nested objects and lists elsewhere
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"n":123456789012345678901234567890}',  # beyond 64 bits, elsewhere
+    b'{"p":[0.5,1],"q":[1,0.25],"r":[0.1,0.9],"u":"\\u00e9\\ud83d\\ude00 \xc3\xa9"}',  # escapes and UTF-8
+    b'{ "p" : [ 0.5 , 1 ] , "q" : [1,0.25] , "r" : [0.1,0.9] }',  # spaces inside the object
+]
+
+
+@pytest.mark.parametrize("line", DECLINED_BY_ALL + VALID_BUT_UNUSUAL)
+def test_a_block_with_any_doubtful_line_goes_whole_to_the_exact_path(line: bytes, reader: str) -> None:
     text = b"\n".join([GOOD, line, GOOD])
-    assert fast_batch(text, 40, "x", FIELDS, MAX_LINE) is None
-    batch, errors = parse_block(text, 40, "x", FIELDS, MAX_LINE)
+    fast = fast_batch(text, 40, "x", FIELDS, MAX_LINE)
     expected, expected_errors = exact(text, 40)
+    if line in VALID_BUT_UNUSUAL and reader == "compiled":
+        assert fast is not None and expected_errors == []
+    if line in DECLINED_BY_ALL:
+        assert fast is None
+    elif fast is not None:
+        assert_same_batch(fast, expected)
+    batch, errors = parse_block(text, 40, "x", FIELDS, MAX_LINE)
     assert_same_batch(batch, expected)
     assert [(e.line, e.message) for e in errors] == [(e.line, e.message) for e in expected_errors]
 
@@ -225,6 +259,7 @@ def test_other_field_names_are_looked_up_as_given() -> None:
 
 def test_without_simdjson_every_block_goes_to_the_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonl_fast, "_parser", False)
+    monkeypatch.setattr(jsonl_fast, "_compiled", False)
     assert fast_batch(GOOD, 1, "x", FIELDS, MAX_LINE) is None
     batch, errors = parse_block(GOOD, 1, "x", FIELDS, MAX_LINE)
     assert errors == [] and np.array_equal(batch.p, [0.5, 1.0])

@@ -1,0 +1,689 @@
+/*
+ * specaccept_cli._jsonl_c: a strict reader for whole JSONL blocks of runs, or a refusal.
+ *
+ * parse_block(text, keys, extra_keys, max_line_bytes) reads a block (lines joined by "\n", no newline
+ * at the end) in which every line is one JSON object, and returns
+ *     (p, q, r, lengths, extras)
+ * p, q and r: bytearrays of float64 holding every row's list of that key, one row after another;
+ * lengths: a bytearray of int64, the length of each row's p list (q and r lengths are checked equal);
+ * extras: one list per extra key, a row's value (str, int, float, bool, None) or a missing marker (the
+ * `missing` object given).
+ * It returns None ("decline") whenever it is not sure that orjson, line by line, would read exactly the
+ * same values: a grammar error anywhere, invalid UTF-8, a lone surrogate escape, a key of ours repeated
+ * or written with escapes, a list element that is not a number, a number that does not fit, an integer
+ * of more than 18 digits, a list value out of its range (p and r in [0, 1], q in (0, 1]: the exact path
+ * reports it), nesting deeper than MAX_DEPTH, an over-long, blank or whitespace-padded line, a
+ * byte order mark, or an extra value that is a list, an object or an escaped string. A declined block
+ * goes unchanged to the exact path, which words every error; this reader never has to.
+ *
+ * Numbers: the JSON grammar is checked here, then a token with a fraction or an exponent is converted by
+ * Python's own correctly rounded PyOS_string_to_double, an integer token exactly as float(int) converts
+ * (an int64 cast to double: round to nearest, ties to even), as orjson's ints become floats on the
+ * exact path. Both give the one correctly rounded double, so the values are the same bit for bit.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+#define MAX_NUMBER_CHARS 64
+#define MAX_INT_DIGITS 18
+#define MAX_FINITE_INT_DIGITS 300
+
+typedef struct {
+    double *data;
+    Py_ssize_t size, capacity;
+} Doubles;
+
+typedef struct {
+    const unsigned char *s, *end;
+} Cursor;
+
+static int doubles_push(Doubles *buffer, double value) {
+    if (buffer->size == buffer->capacity) {
+        Py_ssize_t capacity = buffer->capacity ? buffer->capacity * 2 : 4096;
+        double *grown = (double *)PyMem_Realloc(buffer->data, (size_t)capacity * sizeof(double));
+        if (grown == NULL) return -1;
+        buffer->data = grown;
+        buffer->capacity = capacity;
+    }
+    buffer->data[buffer->size++] = value;
+    return 0;
+}
+
+static void skip_space(Cursor *c) {
+    while (c->s < c->end && (*c->s == ' ' || *c->s == '\t' || *c->s == '\r')) c->s++;
+}
+
+static int hex_value(unsigned char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+static int read_hex4(const unsigned char *s, const unsigned char *end, unsigned *out) {
+    unsigned value = 0;
+    if (end - s < 4) return 0;
+    for (int i = 0; i < 4; i++) {
+        int digit = hex_value(s[i]);
+        if (digit < 0) return 0;
+        value = value * 16 + (unsigned)digit;
+    }
+    *out = value;
+    return 1;
+}
+
+/* One UTF-8 sequence starting at s (its first byte >= 0x80): its length, or 0 if invalid. */
+static int utf8_length(const unsigned char *s, const unsigned char *end) {
+    unsigned char b0 = s[0];
+    Py_ssize_t left = end - s;
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        return (left >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    }
+    if (b0 >= 0xE0 && b0 <= 0xEF) {
+        if (left < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (b0 == 0xE0 && s[1] < 0xA0) return 0;  /* overlong */
+        if (b0 == 0xED && s[1] >= 0xA0) return 0; /* a surrogate */
+        return 3;
+    }
+    if (b0 >= 0xF0 && b0 <= 0xF4) {
+        if (left < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
+        if (b0 == 0xF0 && s[1] < 0x90) return 0;  /* overlong */
+        if (b0 == 0xF4 && s[1] >= 0x90) return 0; /* beyond U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* A string, the cursor on its opening quote. Sets the span of its contents and whether it holds an escape.
+ * Returns 1, or 0 for anything orjson might not read as we would. */
+static int read_string(Cursor *c, const unsigned char **start, Py_ssize_t *length, int *escaped) {
+    const unsigned char *s = c->s + 1, *end = c->end;
+    *escaped = 0;
+    *start = s;
+    while (s < end) {
+        unsigned char ch = *s;
+        if (ch == '"') {
+            *length = s - *start;
+            c->s = s + 1;
+            return 1;
+        }
+        if (ch < 0x20) return 0;
+        if (ch == '\\') {
+            *escaped = 1;
+            if (s + 1 >= end) return 0;
+            unsigned char kind = s[1];
+            if (kind == 'u') {
+                unsigned unit;
+                if (!read_hex4(s + 2, end, &unit)) return 0;
+                if (unit >= 0xDC00 && unit <= 0xDFFF) return 0; /* a lone low surrogate */
+                if (unit >= 0xD800 && unit <= 0xDBFF) {
+                    unsigned low;
+                    if (end - (s + 6) < 6 || s[6] != '\\' || s[7] != 'u' || !read_hex4(s + 8, end, &low)) return 0;
+                    if (low < 0xDC00 || low > 0xDFFF) return 0;
+                    s += 12;
+                } else {
+                    s += 6;
+                }
+                continue;
+            }
+            if (kind == '"' || kind == '\\' || kind == '/' || kind == 'b' || kind == 'f' || kind == 'n' ||
+                kind == 'r' || kind == 't') {
+                s += 2;
+                continue;
+            }
+            return 0;
+        }
+        if (ch >= 0x80) {
+            int n = utf8_length(s, end);
+            if (n == 0) return 0;
+            s += n;
+            continue;
+        }
+        s++;
+    }
+    return 0;
+}
+
+/* A number token by the JSON grammar; sets whether it is an integer (no fraction, no exponent). */
+static int scan_number(Cursor *c, const unsigned char **start, Py_ssize_t *length, int *integer) {
+    const unsigned char *s = c->s, *end = c->end;
+    *start = s;
+    *integer = 1;
+    if (s < end && *s == '-') s++;
+    if (s >= end) return 0;
+    if (*s == '0') {
+        s++;
+    } else if (*s >= '1' && *s <= '9') {
+        while (s < end && *s >= '0' && *s <= '9') s++;
+    } else {
+        return 0;
+    }
+    if (s < end && *s == '.') {
+        *integer = 0;
+        s++;
+        if (s >= end || *s < '0' || *s > '9') return 0;
+        while (s < end && *s >= '0' && *s <= '9') s++;
+    }
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        *integer = 0;
+        s++;
+        if (s < end && (*s == '+' || *s == '-')) s++;
+        if (s >= end || *s < '0' || *s > '9') return 0;
+        while (s < end && *s >= '0' && *s <= '9') s++;
+    }
+    *length = s - *start;
+    c->s = s;
+    return 1;
+}
+
+static const uint64_t POWERS_OF_TEN[20] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL, 1000000000ULL,
+    10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+    1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL, 1000000000000000000ULL,
+    10000000000000000000ULL,
+};
+
+#if defined(__SIZEOF_INT128__)
+static int bit_length(uint64_t value) { return value ? 64 - __builtin_clzll(value) : 0; }
+
+/* floor(numerator / divisor) and the remainder, for a quotient below 2^64: one x86-64 DIV where there is
+ * one, the compiler's 128-bit division elsewhere. */
+static inline uint64_t divide_128(unsigned __int128 numerator, uint64_t divisor, uint64_t *rest) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t high = (uint64_t)(numerator >> 64), low = (uint64_t)numerator, quotient, remainder;
+    __asm__("divq %4" : "=a"(quotient), "=d"(remainder) : "a"(low), "d"(high), "r"(divisor));
+    *rest = remainder;
+    return quotient;
+#else
+    unsigned __int128 quotient = numerator / divisor;
+    *rest = (uint64_t)(numerator - quotient * divisor);
+    return (uint64_t)quotient;
+#endif
+}
+
+/* w / 10^n correctly rounded (ties to even), for w < 2^64 and n <= 19, with exact integer arithmetic:
+ * w 2^s / 10^n = N + rest / 10^n with N in [2^52, 2^53), so N rounded by `rest` is the 53-bit mantissa,
+ * and N 2^-s is exact (the value is at least 10^-19, far from subnormal). s is chosen before dividing:
+ * w 2^s has as many bits as 10^n 2^53, and one fewer when w 2^s >= 10^n 2^53 (N would reach 2^53).
+ * Returns 0 when w / 10^n is 2^53 or more (s would be negative): dtoa's. */
+static int divide_by_power_of_ten(uint64_t w, int n, double *out) {
+    uint64_t divisor = POWERS_OF_TEN[n];
+    int s = 53 + bit_length(divisor) - bit_length(w);
+    if (s > 120) return 0;
+    unsigned __int128 limit = (unsigned __int128)divisor << 53;
+    if (s >= 0 && ((unsigned __int128)w << s) >= limit) s--;
+    if (s < 0) return 0;
+    unsigned __int128 scaled = (unsigned __int128)w << s;
+    /* the quotient is now in [2^52, 2^53): w 2^s has at most one bit more than 10^n 2^52 */
+    if (scaled >= limit || scaled < (limit >> 1)) return 0; /* cannot happen; dtoa's if it did */
+    uint64_t rest, mantissa = divide_128(scaled, divisor, &rest);
+    if (2 * (unsigned __int128)rest > divisor || (2 * (unsigned __int128)rest == divisor && (mantissa & 1))) mantissa++;
+    *out = ldexp((double)mantissa, -s);
+    return 1;
+}
+#else
+/* no 128-bit integers (MSVC): every fraction goes to dtoa */
+static int divide_by_power_of_ten(uint64_t w, int n, double *out) {
+    (void)w;
+    (void)n;
+    (void)out;
+    return 0;
+}
+#endif
+
+/* The double of a number token, as the exact path would make it; 0 to decline. */
+static int number_value(const unsigned char *start, Py_ssize_t length, int integer, double *out) {
+    const unsigned char *s = start, *end = start + length;
+    int negative = (*s == '-');
+    if (negative) s++;
+    if (integer) {
+        Py_ssize_t digits = end - s;
+        if (digits > MAX_INT_DIGITS) return 0;
+        int64_t value = 0;
+        for (; s < end; s++) value = value * 10 + (*s - '0');
+        *out = (double)(negative ? -value : value); /* "-0" is the int 0: +0.0, as float(0) */
+        return 1;
+    }
+    /* Decimal significand w and exponent: value = w 10^(exponent - fraction digits). */
+    uint64_t w = 0;
+    int digits = 0, fraction = 0;
+    for (; s < end && *s >= '0' && *s <= '9'; s++) {
+        if (digits || *s != '0') digits++;
+        if (digits > 19) goto slow;
+        w = w * 10 + (uint64_t)(*s - '0');
+    }
+    if (s < end && *s == '.') {
+        for (s++; s < end && *s >= '0' && *s <= '9'; s++) {
+            if (digits || *s != '0') digits++;
+            if (digits > 19) goto slow;
+            w = w * 10 + (uint64_t)(*s - '0');
+            fraction++;
+        }
+    }
+    int exponent = 0;
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        int minus = 0;
+        s++;
+        if (*s == '+' || *s == '-') minus = (*s++ == '-');
+        for (; s < end; s++) {
+            if (exponent > 10000) goto slow;
+            exponent = exponent * 10 + (*s - '0');
+        }
+        if (minus) exponent = -exponent;
+    }
+    {
+        int scale = exponent - fraction;
+        double value;
+        if (w == 0) {
+            value = 0.0;
+        } else if (scale == 0) {
+            if (w >= ((uint64_t)1 << 63)) goto slow;
+            value = (double)(int64_t)w; /* an exact integer, rounded once */
+        } else if (scale < 0 && scale >= -19 && w < ((uint64_t)1 << 53) && FLT_EVAL_METHOD == 0) {
+            /* Clinger's fast path: w and 10^n are exact doubles, and one IEEE division rounds correctly
+             * (with no wider intermediate precision, hence FLT_EVAL_METHOD) */
+            value = (double)w / (double)POWERS_OF_TEN[-scale];
+        } else if (scale < 0 && scale >= -19) {
+            if (!divide_by_power_of_ten(w, -scale, &value)) goto slow;
+        } else if (scale > 0 && scale <= 19 && w <= UINT64_MAX / POWERS_OF_TEN[scale]) {
+            uint64_t product = w * POWERS_OF_TEN[scale];
+            if (product >= ((uint64_t)1 << 63)) goto slow;
+            value = (double)(int64_t)product; /* an exact integer, rounded once */
+        } else {
+            goto slow;
+        }
+        *out = negative ? -value : value;
+        return 1;
+    }
+slow : {
+    /* Python's own correctly rounded conversion (dtoa.c), for what the exact arithmetic above does not cover. */
+    char text[MAX_NUMBER_CHARS + 1];
+    if (length > MAX_NUMBER_CHARS) return 0;
+    memcpy(text, start, (size_t)length);
+    text[length] = '\0';
+    char *stop = NULL;
+    double value = PyOS_string_to_double(text, &stop, NULL); /* overflow gives +-inf, no exception */
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (stop != text + length || !isfinite(value)) return 0;
+    *out = value;
+    return 1;
+}
+}
+
+static int skip_literal(Cursor *c, const char *word, size_t size) {
+    if ((size_t)(c->end - c->s) < size || memcmp(c->s, word, size) != 0) return 0;
+    c->s += size;
+    return 1;
+}
+
+/* Any JSON value, validated and skipped. */
+static int skip_value(Cursor *c, int depth) {
+    if (c->s >= c->end) return 0;
+    unsigned char ch = *c->s;
+    if (ch == '"') {
+        const unsigned char *start;
+        Py_ssize_t length;
+        int escaped;
+        return read_string(c, &start, &length, &escaped);
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        /* Converted too: orjson refuses a number that overflows a double anywhere in the line. */
+        const unsigned char *start;
+        Py_ssize_t length;
+        int integer;
+        double value;
+        if (!scan_number(c, &start, &length, &integer)) return 0;
+        if (integer) return length - (*start == '-') <= MAX_FINITE_INT_DIGITS; /* any such int is a finite double */
+        return number_value(start, length, 0, &value);
+    }
+    if (ch == 't') return skip_literal(c, "true", 4);
+    if (ch == 'f') return skip_literal(c, "false", 5);
+    if (ch == 'n') return skip_literal(c, "null", 4);
+    if (depth >= MAX_DEPTH) return 0;
+    if (ch == '[') {
+        c->s++;
+        skip_space(c);
+        if (c->s < c->end && *c->s == ']') {
+            c->s++;
+            return 1;
+        }
+        for (;;) {
+            skip_space(c);
+            if (!skip_value(c, depth + 1)) return 0;
+            skip_space(c);
+            if (c->s >= c->end) return 0;
+            if (*c->s == ',') {
+                c->s++;
+                continue;
+            }
+            if (*c->s == ']') {
+                c->s++;
+                return 1;
+            }
+            return 0;
+        }
+    }
+    if (ch == '{') {
+        c->s++;
+        skip_space(c);
+        if (c->s < c->end && *c->s == '}') {
+            c->s++;
+            return 1;
+        }
+        for (;;) {
+            skip_space(c);
+            if (c->s >= c->end || *c->s != '"') return 0;
+            const unsigned char *start;
+            Py_ssize_t length;
+            int escaped;
+            if (!read_string(c, &start, &length, &escaped)) return 0;
+            skip_space(c);
+            if (c->s >= c->end || *c->s != ':') return 0;
+            c->s++;
+            skip_space(c);
+            if (!skip_value(c, depth + 1)) return 0;
+            skip_space(c);
+            if (c->s >= c->end) return 0;
+            if (*c->s == ',') {
+                c->s++;
+                continue;
+            }
+            if (*c->s == '}') {
+                c->s++;
+                return 1;
+            }
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* A list of numbers, appended to `buffer`; its length in *count. */
+/* A list of numbers into `buffer`; 0 to decline, also for a value out of its range (q: (0, 1]; p and r:
+ * [0, 1]), which the exact path reports: the caller then needs no value checks of its own. */
+static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *failed, int is_q) {
+    *count = 0;
+    if (c->s >= c->end || *c->s != '[') return 0;
+    c->s++;
+    skip_space(c);
+    if (c->s < c->end && *c->s == ']') {
+        c->s++;
+        return 1;
+    }
+    for (;;) {
+        skip_space(c);
+        const unsigned char *start;
+        Py_ssize_t length;
+        int integer;
+        double value;
+        if (!scan_number(c, &start, &length, &integer) || !number_value(start, length, integer, &value)) return 0;
+        if (is_q ? !(value > 0.0 && value <= 1.0) : !(value >= 0.0 && value <= 1.0)) return 0;
+        if (doubles_push(buffer, value) < 0) {
+            *failed = 1;
+            return 0;
+        }
+        (*count)++;
+        skip_space(c);
+        if (c->s >= c->end) return 0;
+        if (*c->s == ',') {
+            c->s++;
+            continue;
+        }
+        if (*c->s == ']') {
+            c->s++;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* An extra field's value as orjson gives it (str, int, float, bool, None); NULL to decline (or on error). */
+static PyObject *read_scalar(Cursor *c) {
+    if (c->s >= c->end) return NULL;
+    unsigned char ch = *c->s;
+    if (ch == '"') {
+        const unsigned char *start;
+        Py_ssize_t length;
+        int escaped;
+        if (!read_string(c, &start, &length, &escaped) || escaped) return NULL;
+        return PyUnicode_DecodeUTF8((const char *)start, length, "strict");
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        const unsigned char *start;
+        Py_ssize_t length;
+        int integer;
+        if (!scan_number(c, &start, &length, &integer)) return NULL;
+        if (integer) {
+            const unsigned char *s = start;
+            int negative = (*s == '-');
+            if (negative) s++;
+            if (length - negative > MAX_INT_DIGITS) return NULL;
+            long long value = 0;
+            for (Py_ssize_t i = 0; i < length - negative; i++) value = value * 10 + (s[i] - '0');
+            return PyLong_FromLongLong(negative ? -value : value);
+        }
+        double value;
+        if (!number_value(start, length, 0, &value)) return NULL;
+        return PyFloat_FromDouble(value);
+    }
+    if (skip_literal(c, "true", 4)) Py_RETURN_TRUE;
+    if (skip_literal(c, "false", 5)) Py_RETURN_FALSE;
+    if (skip_literal(c, "null", 4)) Py_RETURN_NONE;
+    return NULL; /* a list or an object: the exact path keeps it as it is */
+}
+
+typedef struct {
+    const char *name;
+    Py_ssize_t size;
+} Key;
+
+static int key_index(const unsigned char *start, Py_ssize_t length, Key *keys, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (keys[i].size == length && memcmp(keys[i].name, start, (size_t)length) == 0) return (int)i;
+    }
+    return -1;
+}
+
+static PyObject *parse_block(PyObject *module, PyObject *args) {
+    (void)module;
+    Py_buffer text;
+    PyObject *keys_tuple, *extra_tuple, *missing;
+    Py_ssize_t max_line_bytes;
+    if (!PyArg_ParseTuple(args, "y*O!O!nO", &text, &PyTuple_Type, &keys_tuple, &PyTuple_Type, &extra_tuple,
+                          &max_line_bytes, &missing))
+        return NULL;
+    PyObject *result = NULL, *extras = NULL;
+    Doubles lists[3] = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}};
+    int64_t *lengths = NULL;
+    Py_ssize_t extra_count = PyTuple_GET_SIZE(extra_tuple), key_count = 3 + extra_count;
+    Key *keys = NULL;
+    PyObject **row_values = NULL;
+    int failed = 0, declined = 0;
+
+    if (PyTuple_GET_SIZE(keys_tuple) != 3) {
+        PyErr_SetString(PyExc_ValueError, "keys: the keys of p, q and r");
+        goto done;
+    }
+    keys = (Key *)PyMem_Calloc((size_t)key_count, sizeof(Key));
+    row_values = (PyObject **)PyMem_Calloc((size_t)(extra_count ? extra_count : 1), sizeof(PyObject *));
+    extras = PyList_New(extra_count);
+    if (keys == NULL || row_values == NULL || extras == NULL) {
+        failed = 1;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < key_count; i++) {
+        PyObject *key = i < 3 ? PyTuple_GET_ITEM(keys_tuple, i) : PyTuple_GET_ITEM(extra_tuple, i - 3);
+        if (!PyBytes_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            goto done;
+        }
+        keys[i].name = PyBytes_AS_STRING(key);
+        keys[i].size = PyBytes_GET_SIZE(key);
+    }
+    for (Py_ssize_t i = 0; i < extra_count; i++) {
+        PyObject *column = PyList_New(0);
+        if (column == NULL) {
+            failed = 1;
+            goto done;
+        }
+        PyList_SET_ITEM(extras, i, column);
+    }
+
+    const unsigned char *block = (const unsigned char *)text.buf, *block_end = block + text.len;
+    if (text.len == 0 || (text.len >= 3 && block[0] == 0xEF && block[1] == 0xBB && block[2] == 0xBF)) {
+        declined = 1;
+        goto done;
+    }
+    Py_ssize_t lines = 1;
+    for (const unsigned char *at = block; (at = memchr(at, '\n', (size_t)(block_end - at))) != NULL; at++) lines++;
+    lengths = (int64_t *)PyMem_Malloc((size_t)lines * sizeof(int64_t));
+    if (lengths == NULL) {
+        failed = 1;
+        goto done;
+    }
+
+    const unsigned char *line = block;
+    for (Py_ssize_t row = 0; row < lines; row++) {
+        const unsigned char *newline = memchr(line, '\n', (size_t)(block_end - line));
+        const unsigned char *line_end = newline ? newline : block_end;
+        /* One object filling the line: blank, padded and over-long lines are the exact path's to judge. */
+        if (line_end - line > max_line_bytes || line_end == line || line[0] != '{' || line_end[-1] != '}') {
+            declined = 1;
+            goto done;
+        }
+        Cursor c = {line + 1, line_end};
+        Py_ssize_t counts[3] = {-1, -1, -1};
+        for (Py_ssize_t i = 0; i < extra_count; i++) row_values[i] = NULL;
+        skip_space(&c);
+        if (c.s < c.end && *c.s == '}') {
+            c.s++;
+        } else {
+            for (;;) {
+                skip_space(&c);
+                const unsigned char *start;
+                Py_ssize_t length;
+                int escaped;
+                if (c.s >= c.end || *c.s != '"' || !read_string(&c, &start, &length, &escaped)) {
+                    declined = 1;
+                    break;
+                }
+                skip_space(&c);
+                if (c.s >= c.end || *c.s != ':') {
+                    declined = 1;
+                    break;
+                }
+                c.s++;
+                skip_space(&c);
+                if (escaped) { /* it might spell one of our keys */
+                    declined = 1;
+                    break;
+                }
+                int which = key_index(start, length, keys, key_count);
+                if (which >= 0 && which < 3) {
+                    if (counts[which] >= 0 || !read_number_list(&c, &lists[which], &counts[which], &failed, which == 1)) {
+                        declined = 1;
+                        break;
+                    }
+                } else if (which >= 3) {
+                    if (row_values[which - 3] != NULL) {
+                        declined = 1;
+                        break;
+                    }
+                    PyObject *value = read_scalar(&c);
+                    if (value == NULL) {
+                        if (PyErr_Occurred()) {
+                            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) failed = 1;
+                            else PyErr_Clear();
+                        }
+                        declined = 1;
+                        break;
+                    }
+                    row_values[which - 3] = value;
+                } else if (!skip_value(&c, 1)) {
+                    declined = 1;
+                    break;
+                }
+                skip_space(&c);
+                if (c.s < c.end && *c.s == ',') {
+                    c.s++;
+                    continue;
+                }
+                if (c.s < c.end && *c.s == '}') {
+                    c.s++;
+                    break;
+                }
+                declined = 1;
+                break;
+            }
+        }
+        if (!declined && c.s != c.end) declined = 1; /* something after the object */
+        if (!declined && (counts[0] < 0 || counts[0] != counts[1] || counts[0] != counts[2])) declined = 1;
+        for (Py_ssize_t i = 0; i < extra_count; i++) {
+            PyObject *value = row_values[i];
+            if (!declined && !failed) {
+                PyObject *column = PyList_GET_ITEM(extras, i);
+                if (PyList_Append(column, value != NULL ? value : missing) < 0) failed = 1;
+            }
+            Py_XDECREF(value);
+            row_values[i] = NULL;
+        }
+        if (declined || failed) goto done;
+        lengths[row] = counts[0];
+        line = line_end + 1;
+    }
+
+    {
+        PyObject *p = PyByteArray_FromStringAndSize((const char *)lists[0].data, lists[0].size * (Py_ssize_t)sizeof(double));
+        PyObject *q = PyByteArray_FromStringAndSize((const char *)lists[1].data, lists[1].size * (Py_ssize_t)sizeof(double));
+        PyObject *r = PyByteArray_FromStringAndSize((const char *)lists[2].data, lists[2].size * (Py_ssize_t)sizeof(double));
+        PyObject *sizes = PyByteArray_FromStringAndSize((const char *)lengths, lines * (Py_ssize_t)sizeof(int64_t));
+        if (p && q && r && sizes) result = PyTuple_Pack(5, p, q, r, sizes, extras);
+        Py_XDECREF(p);
+        Py_XDECREF(q);
+        Py_XDECREF(r);
+        Py_XDECREF(sizes);
+        if (result == NULL) failed = 1;
+    }
+
+done:
+    for (int i = 0; i < 3; i++) PyMem_Free(lists[i].data);
+    PyMem_Free(lengths);
+    PyMem_Free(keys);
+    PyMem_Free(row_values);
+    Py_XDECREF(extras);
+    PyBuffer_Release(&text);
+    if (failed) {
+        Py_XDECREF(result);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return NULL;
+    }
+    if (PyErr_Occurred()) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    if (declined || result == NULL) {
+        Py_XDECREF(result);
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"parse_block", parse_block, METH_VARARGS,
+     "parse_block(text, keys, extra_keys, max_line_bytes, missing) -> (p, q, r, lengths, extras) or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_jsonl_c", "A strict block reader for JSONL runs.", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__jsonl_c(void) { return PyModule_Create(&module); }
