@@ -138,13 +138,14 @@ def baseline_entries(findings: Findings) -> list[VerdictEntry]:
         elif warning.kind == "unclustered" and warning.at == "one side":
             text = "one side of the comparison is not clustered by request: its standard errors are over runs"
             entries.append(_entry("baseline", "warn", text, warning))
+    units = "requests" if comparison.method.startswith("cluster-robust") else "runs"
     for row in comparison.metrics:
-        if row.underpowered and row.minimum_detectable_drop is not None:
-            needed = "" if row.requests_needed is None else f"; about {row.requests_needed:,} requests would see it"
+        if row.underpowered and row.minimum_detectable_drop is not None and row.verdict == "ok":
+            needed = "" if row.requests_needed is None else f"; that needs about {row.requests_needed:,} {units}"
             text = (
-                f"{row.label} comparison is underpowered: with 80% power it flags only a drop beyond "
-                f"{comparison.max_drop + row.minimum_detectable_drop:.2%}, not the tolerated "
-                f"{comparison.max_drop:g}{needed}"
+                f"{row.label} comparison is underpowered: with 80% power it flags a drop of "
+                f"{comparison.max_drop + row.minimum_detectable_drop:.2%} or more, not one just beyond the "
+                f"tolerated {comparison.max_drop:.2%}{needed}"
             )
             issue = Issue("baseline", "underpowered", row.metric, row.minimum_detectable_drop, comparison.max_drop)
             entries.append(_entry("baseline", "warn", text, issue))

@@ -184,10 +184,8 @@ def test_headline_verdicts_name_each_failed_check(tmp_path: Path) -> None:
         "- **warn**: skipped 1 bad row (--max-errors)",
     ]
     assert verdict[6].startswith("- **warn**: alpha is not constant over the log (p = 4.5e-65 &lt; 0.01)")
-    assert (
-        verdict[7]
-        == "- **warn**: intervals are over runs, not requests: conditional on these prompts (--cluster-field)"
-    )
+    over_runs = "intervals are over runs, not requests: they hold only for a replayed prompt set"
+    assert verdict[7] == f"- **warn**: {over_runs} (--cluster-field)"
 
 
 def test_group_order_is_numeric_only_for_json_numbers() -> None:

@@ -223,7 +223,7 @@ def test_cli_clusters_by_the_first_rows_request_field_and_says_so(tmp_path: Path
     assert "clustered by request_id: 10 requests" in result.stdout
     assert "warning" not in result.stderr and result.exit_code == 0
     off = invoke("audit", str(log), "--cluster-field", "none", "--baseline", str(baseline), "--max-rows", "0")
-    assert "over runs: they hold only for a replayed prompt set" in off.stdout
+    assert "intervals are over runs, not requests: they hold only for a replayed prompt set" in off.stdout
     assert "standard errors are over runs (one side only" in off.stderr
     nested = write_jsonl(
         tmp_path / "nested.jsonl",
@@ -231,7 +231,10 @@ def test_cli_clusters_by_the_first_rows_request_field_and_says_so(tmp_path: Path
     )
     assert "clustered by request.id: 10 requests" in invoke("audit", str(nested)).stdout
     plain = write_jsonl(tmp_path / "plain.jsonl", [{"p": [0.5], "q": [0.6], "r": [0.3]}] * 5)
-    assert "over runs: they hold only for a replayed prompt set" in invoke("audit", str(plain)).stdout
+    assert (
+        "intervals are over runs, not requests: they hold only for a replayed prompt set"
+        in invoke("audit", str(plain)).stdout
+    )
 
 
 def test_cli_clusters_a_piped_stdin_read_once(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def test_a_one_hot_draft_is_greedy_drafting(tmp_path: Path) -> None:
     (found,) = orjson.loads(result.stdout)["fingerprints"]
     assert found["code"] == GREEDY and "reduces to r <= p" in found["evidence"]
     table = invoke("audit", str(path))
-    assert "fingerprints" in table.stdout and GREEDY in table.stdout
+    assert GREEDY in table.stdout  # the verdict names it with its evidence
 
 
 def reported_rows(seed: int, server: str) -> list[dict[str, object]]:

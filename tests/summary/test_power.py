@@ -11,6 +11,7 @@ import pytest
 
 from specaccept_cli.checks import compare, detectable_drop, plan_requests, units_needed
 from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.verdict import conclude
 from tests.helpers import invoke
 from tests.study.scenarios import SCENARIOS
 
@@ -38,7 +39,7 @@ def test_every_comparison_reports_its_power() -> None:
     small, large = estimate(scenario.summary(300, 2, True)), estimate(scenario.summary(20_000, 3, True))
     weak, strong = compare(baseline, small), compare(baseline, large, max_drop=0.05)
     for comparison in (weak, strong):
-        data = comparison.to_dict()
+        data = comparison.to_dict(lambda issue: issue.kind)
         alpha = data["alpha"]
         assert alpha == data["metrics"][0] and set(alpha) >= {"minimum_detectable_drop", "requests_needed"}
         row = comparison.metrics[0]
@@ -51,12 +52,21 @@ def test_every_comparison_reports_its_power() -> None:
                 row.baseline, row.baseline_standard_error, row.current_standard_error, level, comparison.max_drop
             )
         )
-    assert weak.metrics[0].underpowered and weak.underpowered and weak.to_dict()["underpowered"] is True
+    assert (
+        weak.metrics[0].underpowered
+        and weak.underpowered
+        and weak.to_dict(lambda issue: issue.kind)["underpowered"] is True
+    )
     assert not strong.metrics[0].underpowered
     assert weak.metrics[0].minimum_detectable_drop > strong.metrics[0].minimum_detectable_drop  # type: ignore[operator]
     # More requests than the weak side had would see --max-drop; the strong side already has them.
     assert small.clusters is not None and weak.metrics[0].requests_needed > small.clusters  # type: ignore[operator]
-    assert "underpowered" in weak.metrics[0].message(0.02, 0.01)
+    # The verdict says so, in every view: a warning with the drop the comparison can see.
+    findings = conclude(scenario.summary(300, 2, True), scenario.summary(20_000, 1, True))
+    warned = [entry.text for entry in findings.entries("baseline") if entry.status == "warn"]
+    assert any(
+        text.startswith("alpha comparison is underpowered: with 80% power it flags a drop of") for text in warned
+    )
 
 
 def test_plan_requests_follow_the_baselines_spread() -> None:

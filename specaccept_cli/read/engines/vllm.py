@@ -15,7 +15,7 @@ from fractions import Fraction
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
 from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
-from specaccept_cli.read.engines.recovery import Inconsistent, fits, from_exact_positions, recover_counts
+from specaccept_cli.read.engines.recovery import Inconsistent, Recovery, fits, from_exact_positions, recover_counts
 
 # ---------------------------------------------------------------------------------------------
 # Log lines
@@ -305,20 +305,22 @@ def prometheus_intervals(
         if before is None:
             rec.notes.append("one scrape: counts since the counters started")
         rec.notes.extend(notes)
-        yield make_interval(
-            (
-                series.engine,
-                "vllm-prometheus" if series.engine == "vllm" else "llamacpp-prometheus",
-                source,
-                after.line,
-                after.timestamp,
-                dict(series.labels),
-                printed,
-            ),
-            draft_tokens=draft_tokens,
-            accepted=accepted,
-            **rec.fields(),
-        )
+        yield _scrape_interval(series, source, after, printed, draft_tokens, accepted, rec)
+
+
+def _scrape_interval(
+    series: _VllmCounters,
+    source: str,
+    after: PrometheusScrape,
+    printed: dict[str, str],
+    draft_tokens: int,
+    accepted: int,
+    rec: Recovery,
+) -> EngineInterval:
+    """The interval a series' counters give between two scrapes, as the engine that exposes them."""
+    fmt = "vllm-prometheus" if series.engine == "vllm" else "llamacpp-prometheus"
+    where = (series.engine, fmt, source, after.line, after.timestamp, dict(series.labels), printed)
+    return make_interval(where, draft_tokens=draft_tokens, accepted=accepted, **rec.fields())
 
 
 def _unusable(series: _VllmCounters, prev: _VllmCounters | None) -> tuple[int, str] | None:
