@@ -560,7 +560,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         target_tokens=options.target_tokens_field,
     )
     # Per-run records alone need no groups; a summary that is printed or saved does.
-    per_run_only = options.output in ("jsonl", "csv") and options.summary_out is None
+    per_run_only = options.output in ("jsonl", "csv") and options.summary_out is None and not options.follow
     plan = Plan(
         group_by=None if per_run_only else options.group_by,
         reported_field=reported_field,

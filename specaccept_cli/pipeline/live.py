@@ -27,10 +27,12 @@ import numpy as np
 
 from specaccept_cli.checks import GateResult
 from specaccept_cli.errors import InputError, UsageError
+from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.read.follow import FollowedStream
 from specaccept_cli.read.policy import ErrorPolicy
 from specaccept_cli.read.sources import (
     ENGINE_FORMATS,
+    PAYLOAD_FORMATS,
     Format,
     OpenSource,
     Reading,
@@ -296,6 +298,12 @@ def follow_producer(
             opened = open_followed(stream, source, reading.input_format)
             if stop.is_set():
                 return
+            if opened.format in PAYLOAD_FORMATS:  # per-request payloads: each request a cluster, as it arrives
+                from specaccept_cli.pipeline.payloads import evaluate_payload_source
+
+                for result in policy.guard(evaluate_payload_source(opened, plan, policy)):
+                    put(result)
+                return
             if opened.format in ENGINE_FORMATS:
                 engine = EngineReading(draft_length)
                 results: Iterator[Evaluated] = policy.guard(engine.evaluate(opened, plan, policy))
@@ -304,8 +312,11 @@ def follow_producer(
                 for result in policy.guard(engine.finish(plan, policy)):
                     put(result)
                 return
-            for batch in policy.guard(read_opened(opened, reading, policy)):
-                result, errors = evaluate_batch(batch, plan, keep_runs=False)
+            # With no cluster field named, the first row's request field clusters the runs: it is read ahead
+            # on the stream itself, so the followed stream loses nothing.
+            opened, rows, clustered = ClusterDetection().resolve(opened, reading, plan)
+            for batch in policy.guard(read_opened(opened, rows, policy)):
+                result, errors = evaluate_batch(batch, clustered, keep_runs=False)
                 for error in errors:
                     policy(error)
                 put(result)

@@ -347,3 +347,27 @@ def test_watch_refuses_what_is_not_an_http_url() -> None:
     assert result.exit_code == 2 and "not an http:// or https:// URL" in result.output
     result = invoke("watch", "http://u:pw@127.0.0.1:1/metrics", "--header", "Authorization")
     assert result.exit_code == 2 and "KEY=VALUE" in result.output
+
+
+def test_a_followed_stream_is_clustered_by_its_request_field_and_payloads_count_live(tmp_path: Path) -> None:
+    rows = [{**row, "request_id": f"r{index // 10}"} for index, row in enumerate(ROWS[:200])]
+    log = tmp_path / "runs.jsonl"
+    log.write_bytes(jsonl_bytes(rows))
+    with log.open("rb") as stdin:
+        process = _start("audit", "--follow", "--every", "1s", "-o", "jsonl", stdin=stdin.fileno())
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err.decode()
+    total = json.loads(out.splitlines()[-1])["total"]
+    assert (total["runs"], total["over"], total["cluster_field"], total["clusters"]) == (
+        200,
+        "clusters",
+        "request_id",
+        20,
+    )
+    payloads = Path(__file__).resolve().parents[2] / "examples" / "vllm-payloads.jsonl"
+    with payloads.open("rb") as stdin:
+        process = _start("audit", "--follow", "--every", "1s", "-o", "jsonl", stdin=stdin.fileno())
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err.decode()
+    total = json.loads(out.splitlines()[-1])["total"]
+    assert total["over"] == "clusters" and total["clusters"] == 24 and total["runs"] == 662
