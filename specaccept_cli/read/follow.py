@@ -41,6 +41,8 @@ class FollowedStream:
     `read(size)` blocks until a line is complete, the stream ends, or `stop` is set (then b"").
     """
 
+    hands_out_lines = True  # a read returns as soon as a line is whole: a read-ahead over it must not wait for more
+
     def __init__(
         self,
         name: str,

@@ -237,6 +237,8 @@ class Replayed:
             return self.stream.read(size)
         data = self.head if size < 0 else self.head[:size]
         self.head = self.head[len(data) :]
+        if getattr(self.stream, "hands_out_lines", False):  # a followed stream: what was seen now, not after more
+            return data
         if (size < 0 or len(data) < size) and self.error is None:  # the rest of the request from the stream
             data += self._more(size - len(data) if size >= 0 else -1)
         return data

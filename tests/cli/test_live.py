@@ -371,3 +371,16 @@ def test_a_followed_stream_is_clustered_by_its_request_field_and_payloads_count_
     assert process.returncode == 0, err.decode()
     total = json.loads(out.splitlines()[-1])["total"]
     assert total["over"] == "clusters" and total["clusters"] == 24 and total["runs"] == 662
+
+
+def test_the_first_line_shows_in_the_first_period_even_when_nothing_follows() -> None:
+    """Telling the request field reads the first row ahead: it must not wait for a second line to hand it on."""
+    process = _start("audit", "--follow", "--every", "1s", "-o", "jsonl")
+    assert process.stdin is not None
+    process.stdin.write(jsonl_bytes([{**ROWS[0], "request_id": "r1"}]))
+    process.stdin.flush()  # and nothing more: the stream stays open and quiet
+    first = _records(process, 1)[0]
+    assert first["total"]["runs"] == 1 and first["total"]["cluster_field"] == "request_id"
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=30)
+    assert process.returncode == 0
