@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payloads.fields import Drift, count, counts, histogram, printed
+from specaccept_cli.read.payloads.fields import VLLM_RATES, Drift, count, counts, histogram, printed_rates
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 
 KNOWN = frozenset(
@@ -54,11 +54,7 @@ def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord
     engine = str(payload.get("engine") or "unknown")
     try:
         per_acc, per_dra = payload.get("per_step_accepted"), payload.get("per_step_drafted")
-        rates = {}
-        if payload.get("draft_acceptance_rate") is not None:
-            rates["acceptance_rate"] = printed(payload["draft_acceptance_rate"], "draft_acceptance_rate")
-        if payload.get("mean_acceptance_length") is not None:
-            rates["mean_acceptance_length"] = printed(payload["mean_acceptance_length"], "mean_acceptance_length")
+        rates = printed_rates(payload, VLLM_RATES)
         hist = payload.get("acceptance_histogram")
         record = RequestRecord(
             engine=engine,

@@ -81,6 +81,15 @@ def printed(value: object, name: str) -> str:
     raise BadRecord(f"{name} = {value!r} is not a number")
 
 
+# The printed rates of vLLM's payload shape (and AIPerf's, which copies it): the rate's role -> its field.
+VLLM_RATES = {"acceptance_rate": "draft_acceptance_rate", "mean_acceptance_length": "mean_acceptance_length"}
+
+
+def printed_rates(payload: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, str]:
+    """The printed rates a payload carries (role -> text, see `printed`), for each role whose field is not null."""
+    return {role: printed(payload[name], name) for role, name in fields.items() if payload.get(name) is not None}
+
+
 @dataclass
 class Drift:
     """Fields a known payload carries that this reader does not know: reported once per shape, never guessed."""

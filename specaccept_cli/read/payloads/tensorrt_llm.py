@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payloads.fields import Drift, count, created, histogram, labels_of, printed, usage_tokens
+from specaccept_cli.read.payloads.fields import Drift, count, created, histogram, labels_of, printed_rates, usage_tokens
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 
 KNOWN = frozenset(
@@ -56,9 +56,7 @@ def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord
             request = f"{request}#{choice.get('index', position)}"
         try:
             hist = payload.get("acceptance_histogram")
-            rates = {}
-            if payload.get("acceptance_rate") is not None:
-                rates["acceptance_rate"] = printed(payload["acceptance_rate"], "acceptance_rate")
+            rates = printed_rates(payload, {"acceptance_rate": "acceptance_rate"})
             record = RequestRecord(
                 engine="tensorrt-llm",
                 fmt="trtllm-choice",

@@ -24,13 +24,14 @@ from __future__ import annotations
 from typing import Any
 
 from specaccept_cli.read.payloads.fields import (
+    VLLM_RATES,
     Drift,
     count,
     counts,
     created,
     histogram,
     labels_of,
-    printed,
+    printed_rates,
     usage_tokens,
 )
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
@@ -111,11 +112,7 @@ def _record(
                 by_length[int(key)] = counts(row, f"acceptance_histogram_by_draft_length[{key}]")
         hist = payload.get("acceptance_histogram")
         per_acc, per_dra = payload.get("per_step_accepted"), payload.get("per_step_drafted")
-        rates = {}
-        if payload.get("draft_acceptance_rate") is not None:
-            rates["acceptance_rate"] = printed(payload["draft_acceptance_rate"], "draft_acceptance_rate")
-        if payload.get("mean_acceptance_length") is not None:
-            rates["mean_acceptance_length"] = printed(payload["mean_acceptance_length"], "mean_acceptance_length")
+        rates = printed_rates(payload, VLLM_RATES)
         record = RequestRecord(
             engine="vllm",
             fmt=fmt,
