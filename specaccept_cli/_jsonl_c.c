@@ -236,6 +236,131 @@ static int divide_by_power_of_ten(uint64_t w, int n, double *out) {
 }
 #endif
 
+/* The double of the token `start`..`start + length` by Python's own correctly rounded conversion (dtoa.c):
+ * for what the exact arithmetic here does not cover. 0 to decline. */
+static int dtoa_value(const unsigned char *start, Py_ssize_t length, double *out) {
+    char text[MAX_NUMBER_CHARS + 1];
+    if (length > MAX_NUMBER_CHARS) return 0;
+    memcpy(text, start, (size_t)length);
+    text[length] = '\0';
+    char *stop = NULL;
+    double value = PyOS_string_to_double(text, &stop, NULL); /* overflow gives +-inf, no exception */
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (stop != text + length || !isfinite(value)) return 0;
+    *out = value;
+    return 1;
+}
+
+/* 10^n as a double for n <= 27: exact up to 10^22, the nearest double beyond (a candidate only). */
+static const double DOUBLE_POWERS_OF_TEN[28] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11, 1e12, 1e13,
+    1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27,
+};
+
+/* 5^n for n <= 27 (5^27 < 2^63). */
+static const uint64_t POWERS_OF_FIVE[28] = {
+    1ULL,
+    5ULL,
+    25ULL,
+    125ULL,
+    625ULL,
+    3125ULL,
+    15625ULL,
+    78125ULL,
+    390625ULL,
+    1953125ULL,
+    9765625ULL,
+    48828125ULL,
+    244140625ULL,
+    1220703125ULL,
+    6103515625ULL,
+    30517578125ULL,
+    152587890625ULL,
+    762939453125ULL,
+    3814697265625ULL,
+    19073486328125ULL,
+    95367431640625ULL,
+    476837158203125ULL,
+    2384185791015625ULL,
+    11920928955078125ULL,
+    59604644775390625ULL,
+    298023223876953125ULL,
+    1490116119384765625ULL,
+    7450580596923828125ULL,
+};
+
+#if defined(__SIZEOF_INT128__)
+/* w / 10^n correctly rounded, for 1 <= n <= 27 and w < 2^64, when a cheap candidate can be proven right;
+ * 0 when it cannot (the caller then takes an exact division or dtoa).
+ *
+ * The candidate x = w / 10^n in double arithmetic is within a few units in the last place. Write it
+ * x = M 2^e (M its 53-bit significand, 2^52 <= M < 2^53). The values that round to x (ties to even) are
+ * those between (2M - 1) 2^(e-1) and (2M + 1) 2^(e-1), the ends included when M is even. With
+ * w / 10^n = w / (5^n 2^n), multiplying through by 5^n 2^(1-n-e) turns the test into integers:
+ * (2M - 1) 5^n < w 2^t < (2M + 1) 5^n with t = 1 - n - e. Every product is below 2^118, so the test is
+ * exact in 128 bits. M = 2^52 is left out: below it the next double is only half a unit away, so the
+ * lower end of the test would be too wide. */
+static int proven_quotient(uint64_t w, int n, double *out) {
+    double x = (double)w / DOUBLE_POWERS_OF_TEN[n];
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int biased = (int)((bits >> 52) & 0x7FF);
+    uint64_t M = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1 << 52);
+    if (biased == 0 || biased == 0x7FF || M == ((uint64_t)1 << 52)) return 0;
+    int t = 1 - n - (biased - 1075);
+    if (t < 0 || bit_length(w) + t > 127) return 0;
+    unsigned __int128 X = (unsigned __int128)w << t, five = POWERS_OF_FIVE[n];
+    unsigned __int128 high = (unsigned __int128)(2 * M + 1) * five, low = (unsigned __int128)(2 * M - 1) * five;
+    if (X > low && X < high) {
+        *out = x;
+        return 1;
+    }
+    if ((X == low || X == high) && (M & 1) == 0) {
+        *out = x;
+        return 1;
+    }
+    return 0;
+}
+#else
+static int proven_quotient(uint64_t w, int n, double *out) {
+    (void)w;
+    (void)n;
+    (void)out;
+    return 0;
+}
+#endif
+
+/* The double of w 10^scale (w < 2^64, the token's digits without sign or point), or 0 for dtoa. */
+static int exact_value(uint64_t w, int scale, double *out) {
+    if (w == 0) {
+        *out = 0.0;
+        return 1;
+    }
+    if (scale == 0) {
+        if (w >= ((uint64_t)1 << 63)) return 0;
+        *out = (double)(int64_t)w; /* an exact integer, rounded once */
+        return 1;
+    }
+    if (scale < 0 && scale >= -22 && w < ((uint64_t)1 << 53) && FLT_EVAL_METHOD == 0) {
+        /* Clinger's fast path: w and 10^n are exact doubles, and one IEEE division rounds correctly
+         * (with no wider intermediate precision, hence FLT_EVAL_METHOD) */
+        *out = (double)w / DOUBLE_POWERS_OF_TEN[-scale];
+        return 1;
+    }
+    if (scale < 0 && scale >= -27 && proven_quotient(w, -scale, out)) return 1;
+    if (scale < 0 && scale >= -19) return divide_by_power_of_ten(w, -scale, out);
+    if (scale > 0 && scale <= 19 && w <= UINT64_MAX / POWERS_OF_TEN[scale]) {
+        uint64_t product = w * POWERS_OF_TEN[scale];
+        if (product >= ((uint64_t)1 << 63)) return 0;
+        *out = (double)(int64_t)product; /* an exact integer, rounded once */
+        return 1;
+    }
+    return 0;
+}
+
 /* The double of a number token, as the exact path would make it; 0 to decline. */
 static int number_value(const unsigned char *start, Py_ssize_t length, int integer, double *out) {
     const unsigned char *s = start, *end = start + length;
@@ -254,13 +379,13 @@ static int number_value(const unsigned char *start, Py_ssize_t length, int integ
     int digits = 0, fraction = 0;
     for (; s < end && *s >= '0' && *s <= '9'; s++) {
         if (digits || *s != '0') digits++;
-        if (digits > 19) goto slow;
+        if (digits > 19) return dtoa_value(start, length, out);
         w = w * 10 + (uint64_t)(*s - '0');
     }
     if (s < end && *s == '.') {
         for (s++; s < end && *s >= '0' && *s <= '9'; s++) {
             if (digits || *s != '0') digits++;
-            if (digits > 19) goto slow;
+            if (digits > 19) return dtoa_value(start, length, out);
             w = w * 10 + (uint64_t)(*s - '0');
             fraction++;
         }
@@ -271,51 +396,124 @@ static int number_value(const unsigned char *start, Py_ssize_t length, int integ
         s++;
         if (*s == '+' || *s == '-') minus = (*s++ == '-');
         for (; s < end; s++) {
-            if (exponent > 10000) goto slow;
+            if (exponent > 10000) return dtoa_value(start, length, out);
             exponent = exponent * 10 + (*s - '0');
         }
         if (minus) exponent = -exponent;
     }
-    {
-        int scale = exponent - fraction;
-        double value;
-        if (w == 0) {
-            value = 0.0;
-        } else if (scale == 0) {
-            if (w >= ((uint64_t)1 << 63)) goto slow;
-            value = (double)(int64_t)w; /* an exact integer, rounded once */
-        } else if (scale < 0 && scale >= -19 && w < ((uint64_t)1 << 53) && FLT_EVAL_METHOD == 0) {
-            /* Clinger's fast path: w and 10^n are exact doubles, and one IEEE division rounds correctly
-             * (with no wider intermediate precision, hence FLT_EVAL_METHOD) */
-            value = (double)w / (double)POWERS_OF_TEN[-scale];
-        } else if (scale < 0 && scale >= -19) {
-            if (!divide_by_power_of_ten(w, -scale, &value)) goto slow;
-        } else if (scale > 0 && scale <= 19 && w <= UINT64_MAX / POWERS_OF_TEN[scale]) {
-            uint64_t product = w * POWERS_OF_TEN[scale];
-            if (product >= ((uint64_t)1 << 63)) goto slow;
-            value = (double)(int64_t)product; /* an exact integer, rounded once */
-        } else {
-            goto slow;
-        }
-        *out = negative ? -value : value;
-        return 1;
-    }
-slow : {
-    /* Python's own correctly rounded conversion (dtoa.c), for what the exact arithmetic above does not cover. */
-    char text[MAX_NUMBER_CHARS + 1];
-    if (length > MAX_NUMBER_CHARS) return 0;
-    memcpy(text, start, (size_t)length);
-    text[length] = '\0';
-    char *stop = NULL;
-    double value = PyOS_string_to_double(text, &stop, NULL); /* overflow gives +-inf, no exception */
-    if (value == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (stop != text + length || !isfinite(value)) return 0;
-    *out = value;
+    double value;
+    if (!exact_value(w, exponent - fraction, &value)) return dtoa_value(start, length, out);
+    *out = negative ? -value : value;
     return 1;
 }
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define EIGHT_AT_ONCE 1
+/* Whether the eight bytes (loaded little-endian) are all ASCII digits: each byte's high nibble is 3 and
+ * adding 6 does not carry into it. */
+static inline int eight_digits(uint64_t v) {
+    return ((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
+           0x3333333333333333ULL;
+}
+
+/* The value of eight ASCII digits (the first byte the most significant), by pairing digits, then pairs
+ * of pairs, then the two halves: three multiplications instead of eight dependent steps. */
+static inline uint64_t eight_digit_value(uint64_t v) {
+    v -= 0x3030303030303030ULL;
+    v = v * 10 + (v >> 8); /* byte 2i: digits 2i and 2i+1 as a number below 100 */
+    uint64_t pairs = v & 0x00FF00FF00FF00FFULL; /* four numbers below 100, 16 bits apart */
+    pairs = pairs * 100 + (pairs >> 16);        /* 32 bits apart: two numbers below 10^4 */
+    pairs &= 0x0000FFFF0000FFFFULL;
+    return (pairs & 0xFFFFFFFFULL) * 10000 + (pairs >> 32);
+}
+#else
+#define EIGHT_AT_ONCE 0
+#endif
+
+/* Digits at s (up to `end`) appended to w, at most `room` of them: returns how many were taken. */
+static inline int take_digits(const unsigned char *s, const unsigned char *end, uint64_t *w, int room) {
+    int taken = 0;
+#if EIGHT_AT_ONCE
+    while (room - taken >= 8 && end - s >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        if (!eight_digits(v)) break;
+        *w = *w * 100000000ULL + eight_digit_value(v);
+        s += 8;
+        taken += 8;
+    }
+#endif
+    while (taken < room && s < end && (unsigned)(*s - '0') < 10) {
+        *w = *w * 10 + (uint64_t)(*s - '0');
+        s++;
+        taken++;
+    }
+    return taken;
+}
+
+/* A number in a list: checked by the JSON grammar and converted in the same pass over its digits, as
+ * number_value would convert it (whose slower steps it falls back on). 0 to decline. */
+static int read_list_number(Cursor *c, double *out) {
+    const unsigned char *s = c->s, *end = c->end, *start = s;
+    int negative = 0;
+    if (s < end && *s == '-') {
+        negative = 1;
+        s++;
+    }
+    if (s >= end) return 0;
+    uint64_t w = 0;
+    int digits = 0, fraction = 0, integer = 1, exact = 1; /* digits: significant digits in w */
+    if (*s == '0') {
+        s++;
+    } else if (*s >= '1' && *s <= '9') {
+        int n = take_digits(s, end, &w, 19);
+        s += n;
+        digits = n;
+        if (s < end && (unsigned)(*s - '0') < 10) {
+            exact = 0;
+            while (s < end && (unsigned)(*s - '0') < 10) s++;
+        }
+    } else {
+        return 0;
+    }
+    if (s < end && *s == '.') {
+        integer = 0;
+        s++;
+        const unsigned char *first = s;
+        if (w == 0)
+            while (s < end && *s == '0') s++; /* leading zeros of a fraction are not significant */
+        if (exact) {
+            int n = take_digits(s, end, &w, 19 - digits);
+            s += n;
+            digits += n;
+        }
+        if (s < end && (unsigned)(*s - '0') < 10) {
+            exact = 0;
+            while (s < end && (unsigned)(*s - '0') < 10) s++;
+        }
+        if (s == first) return 0;
+        fraction = (int)(s - first);
+    }
+    int exponent = 0;
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        integer = 0;
+        s++;
+        int minus = 0;
+        if (s < end && (*s == '+' || *s == '-')) minus = (*s++ == '-');
+        if (s >= end || (unsigned)(*s - '0') >= 10) return 0;
+        for (; s < end && (unsigned)(*s - '0') < 10; s++) {
+            if (exponent <= 10000) exponent = exponent * 10 + (*s - '0');
+            else exact = 0;
+        }
+        if (minus) exponent = -exponent;
+    }
+    c->s = s;
+    Py_ssize_t length = s - start;
+    if (integer) return number_value(start, length, 1, out);
+    double value;
+    if (!exact || !exact_value(w, exponent - fraction, &value)) return dtoa_value(start, length, out);
+    *out = negative ? -value : value;
+    return 1;
 }
 
 static int skip_literal(Cursor *c, const char *word, size_t size) {
@@ -420,11 +618,8 @@ static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *
     }
     for (;;) {
         skip_space(c);
-        const unsigned char *start;
-        Py_ssize_t length;
-        int integer;
         double value;
-        if (!scan_number(c, &start, &length, &integer) || !number_value(start, length, integer, &value)) return 0;
+        if (!read_list_number(c, &value)) return 0;
         if (is_q ? !(value > 0.0 && value <= 1.0) : !(value >= 0.0 && value <= 1.0)) return 0;
         if (doubles_push(buffer, value) < 0) {
             *failed = 1;
@@ -542,24 +737,33 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
         declined = 1;
         goto done;
     }
-    Py_ssize_t lines = 1;
-    for (const unsigned char *at = block; (at = memchr(at, '\n', (size_t)(block_end - at))) != NULL; at++) lines++;
-    lengths = (int64_t *)PyMem_Malloc((size_t)lines * sizeof(int64_t));
+    /* Rows are read up to the end of the block, not of a line: no whitespace, string or number this reader
+     * takes holds a newline, so a row's object must end just before one (or at the block's end), and a
+     * newline anywhere else is a grammar error here. One pass over the bytes, no search for newlines. */
+    Py_ssize_t lines = 0, capacity = text.len / 64 + 16;
+    lengths = (int64_t *)PyMem_Malloc((size_t)capacity * sizeof(int64_t));
     if (lengths == NULL) {
         failed = 1;
         goto done;
     }
 
     const unsigned char *line = block;
-    for (Py_ssize_t row = 0; row < lines; row++) {
-        const unsigned char *newline = memchr(line, '\n', (size_t)(block_end - line));
-        const unsigned char *line_end = newline ? newline : block_end;
+    for (Py_ssize_t row = 0;; row++) {
         /* One object filling the line: blank, padded and over-long lines are the exact path's to judge. */
-        if (line_end - line > max_line_bytes || line_end == line || line[0] != '{' || line_end[-1] != '}') {
+        if (line == block_end || line[0] != '{') {
             declined = 1;
             goto done;
         }
-        Cursor c = {line + 1, line_end};
+        if (row == capacity) {
+            capacity *= 2;
+            int64_t *grown = (int64_t *)PyMem_Realloc(lengths, (size_t)capacity * sizeof(int64_t));
+            if (grown == NULL) {
+                failed = 1;
+                goto done;
+            }
+            lengths = grown;
+        }
+        Cursor c = {line + 1, block_end};
         Py_ssize_t counts[3] = {-1, -1, -1};
         for (Py_ssize_t i = 0; i < extra_count; i++) row_values[i] = NULL;
         skip_space(&c);
@@ -624,7 +828,8 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
                 break;
             }
         }
-        if (!declined && c.s != c.end) declined = 1; /* something after the object */
+        /* the object ends its line: a newline or the block's end next, and the line not over-long */
+        if (!declined && ((c.s != block_end && *c.s != '\n') || c.s - line > max_line_bytes)) declined = 1;
         if (!declined && (counts[0] < 0 || counts[0] != counts[1] || counts[0] != counts[2])) declined = 1;
         for (Py_ssize_t i = 0; i < extra_count; i++) {
             PyObject *value = row_values[i];
@@ -637,7 +842,9 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
         }
         if (declined || failed) goto done;
         lengths[row] = counts[0];
-        line = line_end + 1;
+        lines = row + 1;
+        if (c.s == block_end) break;
+        line = c.s + 1;
     }
 
     {
