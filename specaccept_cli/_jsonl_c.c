@@ -883,7 +883,25 @@ done:
     return result;
 }
 
+/* count_newlines(buffer) -> the number of b"\n" bytes in it. */
+static PyObject *count_newlines(PyObject *module, PyObject *arg) {
+    (void)module;
+    Py_buffer text;
+    if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *at = (const unsigned char *)text.buf, *end = at + text.len;
+    Py_ssize_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while ((at = memchr(at, '\n', (size_t)(end - at))) != NULL) {
+        count++;
+        at++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&text);
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
+    {"count_newlines", count_newlines, METH_O, "count_newlines(buffer) -> how many newline bytes it holds"},
     {"parse_block", parse_block, METH_VARARGS,
      "parse_block(text, keys, extra_keys, max_line_bytes, missing) -> (p, q, r, lengths, extras) or None"},
     {NULL, NULL, 0, NULL},

@@ -36,6 +36,7 @@ from specaccept_cli.errors import InputError, OnError, WorkerDied
 from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.request import ReadRequest
+from specaccept_cli.read.allocator import keep_block_memory
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
     ENGINE_FORMATS,
@@ -316,6 +317,7 @@ def evaluate_source(
     """
     jobs = default_jobs() if request.jobs is None else request.jobs
     plan = request.plan
+    keep_block_memory()
     if progress is not None:
         progress.start_source(source)
     with open_source(source, request.input_format) as opened:

@@ -8,7 +8,9 @@
  *   block's buffers must agree with each other (as many lengths as lines, p, q and r as long as the
  *   lengths add up to);
  * - when the input is one JSON number token, the reader's double must be the exact path's, bit for bit:
- *   float(int(token)) for an integer, float(token) for the rest (or the reader declines it).
+ *   float(int(token)) for an integer, float(token) for the rest (or the reader declines it); and the list
+ *   reader (read_list_number: scanning and converting in one pass) must take the same token whole and
+ *   give the same double.
  * A failed check aborts, so libFuzzer keeps the input.
  */
 #include "../../specaccept_cli/_jsonl_c.c"
@@ -78,6 +80,11 @@ static void check_number(const uint8_t *data, size_t size) {
         return;
     double mine;
     if (!number_value(start, length, integer, &mine)) return; /* declined: the exact path reads it */
+    /* the list reader scans and converts in one pass: the same token, the same double */
+    Cursor again = {data, data + size};
+    double listed;
+    CHECK(read_list_number(&again, &listed) && again.s == data + size);
+    CHECK(memcmp(&listed, &mine, sizeof mine) == 0);
     char text[MAX_NUMBER_CHARS + 1];
     memcpy(text, data, size);
     text[size] = '\0';

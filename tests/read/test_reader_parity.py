@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,70 @@ def test_numbers_convert_to_the_exact_paths_doubles(tokens: list[str]) -> None:
     values = struct.unpack(f"{len(tokens)}d", bytes(parsed[0]))
     assert all(value is not None for value in expected)
     assert [struct.pack("d", value) for value in values] == [struct.pack("d", value) for value in expected]
+
+
+@st.composite
+def probability_tokens(draw: st.DrawFn) -> str:
+    """Number tokens of values in [0, 1], which lists hold: the digits the reader converts itself (up to 19
+    significant, exponents up to 27 places down) and beyond, halfway points and their neighbours."""
+    kind = draw(st.integers(0, 4))
+    if kind == 0:  # a double's shortest repr, its 17 to 25 digit spellings, the midpoint to its neighbour
+        value = draw(st.floats(0, 1))
+        above = struct.unpack("<d", struct.pack("<Q", struct.unpack("<Q", struct.pack("<d", value))[0] + 1))[0]
+        midpoint = (Decimal(value) + Decimal(min(above, 1.0))) / 2
+        places = draw(st.integers(15, 30))
+        return draw(st.sampled_from([repr(value), f"{value:.17e}", f"{value:.20e}", f"{midpoint:.{places}g}"]))
+    if kind == 1:  # 0.ddd with leading zeros
+        return "0." + "0" * draw(st.integers(0, 12)) + draw(DIGITS)
+    if kind == 2:  # digits times a power of ten that keeps them below 1
+        digits = draw(DIGITS).lstrip("0") or "0"
+        return digits + draw(st.sampled_from("eE")) + "-" + str(len(digits) + draw(st.integers(0, 30)))
+    if kind == 3:  # a fraction with an exponent of its own
+        return f"0.{draw(DIGITS)}e-{draw(st.integers(0, 25))}"
+    return draw(st.sampled_from(["0", "1", "0.0", "1.0", "1.00000000000000000000", "-0.0", "0e0", "1E-0"]))
+
+
+@given(st.lists(probability_tokens(), min_size=1, max_size=20))
+def test_probabilities_in_lists_convert_to_the_exact_paths_doubles(tokens: list[str]) -> None:
+    """Each token a line of its own: every list value is converted, none may decline."""
+    if not COMPILED:
+        pytest.skip("the compiled reader is not built")
+    expected = [exact_double(token) for token in tokens]
+    block = "\n".join(f'{{"p":[{token}],"q":[1],"r":[{token}]}}' for token in tokens)
+    parsed = COMPILED.parse_block(block.encode(), (b"p", b"q", b"r"), (), 1 << 20, None)
+    assert parsed is not None
+    values = struct.unpack(f"{len(tokens)}d", bytes(parsed[0]))
+    assert [struct.pack("d", value) for value in values] == [struct.pack("d", value) for value in expected]
+    assert bytes(parsed[2]) == bytes(parsed[0])
+
+
+@given(st.lists(number_tokens(), min_size=1, max_size=20))
+def test_numbers_of_any_size_in_a_carried_field_are_orjsons(tokens: list[str]) -> None:
+    """A field carried per run (`--id-field`) holds any number: it is read as orjson reads it, or declined."""
+    if not COMPILED:
+        pytest.skip("the compiled reader is not built")
+    block = "\n".join(f'{{"p":[0.5],"q":[1],"r":[0.5],"x":{token}}}' for token in tokens)
+    parsed = COMPILED.parse_block(block.encode(), (b"p", b"q", b"r"), (b"x",), 1 << 20, None)
+    if parsed is None:  # an integer of more than 18 digits, or a number beyond a double: the exact path's
+        assert any(exact_double(token) is None or _long_integer(token) for token in tokens)
+        return
+    for token, value in zip(tokens, parsed[4][0]):
+        wanted = orjson.loads(token)
+        assert type(value) is type(wanted)
+        assert struct.pack("d", value) == struct.pack("d", wanted) if isinstance(value, float) else value == wanted
+
+
+def _long_integer(token: str) -> bool:
+    return "." not in token and "e" not in token.lower() and len(token.lstrip("-")) > 18
+
+
+def test_count_newlines_is_bytes_count() -> None:
+    """The block cutter counts lines with the compiled reader's loop when it is built, with numpy without."""
+    texts = [b"", b"\n", b"a\nb", b"\n" * 1000, bytes(range(256)) * 4097, b"x" * 70000 + b"\n"]
+    for text in texts:
+        assert jsonl_fast.count_newlines(text) == text.count(b"\n")
+    if COMPILED:
+        assert [COMPILED.count_newlines(memoryview(text)) for text in texts] == [text.count(b"\n") for text in texts]
 
 
 def test_version_names_the_reader_in_use() -> None:
