@@ -305,10 +305,13 @@ def _empty_threshold_bins() -> IntArray:
 
 def threshold_bin_counts(t: npt.NDArray[np.float64], kept: BoolArray) -> IntArray:
     """[examined, accepted] tokens per bin of t = min(1, p/q): what a reliability plot needs."""
-    bins = np.minimum((t * THRESHOLD_BINS).astype(np.int64), THRESHOLD_BINS - 1)
-    examined = np.bincount(bins, minlength=THRESHOLD_BINS)
-    accepted = np.bincount(bins[kept], minlength=THRESHOLD_BINS)
-    return np.stack([examined, accepted]).astype(np.int64)
+    # One count over 2 x THRESHOLD_BINS cells: a kept token's bin is shifted up by THRESHOLD_BINS.
+    bins = (t * THRESHOLD_BINS).astype(np.intp)
+    np.minimum(bins, THRESHOLD_BINS - 1, out=bins)
+    bins += kept * THRESHOLD_BINS
+    cells = np.bincount(bins, minlength=2 * THRESHOLD_BINS).astype(np.int64)
+    rejected, accepted = cells[:THRESHOLD_BINS], cells[THRESHOLD_BINS:]
+    return np.stack([rejected + accepted, accepted])
 
 
 @dataclass
@@ -334,22 +337,30 @@ class SamplerTally:
 
     @classmethod
     def of_batch(cls, batch: RunBatch, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
+        """The batch's evidence. Only the tokens each run examined are looked at for the calibration and the
+        reliability bins (one mask built from the runs' starts and ends: a running sum of +1 at each start and
+        -1 after each examined prefix); the sum of their fixed-point thresholds is the rule's own
+        (`outcome.examined_threshold_sum_fixed`: the same rint(t 2^32) over the same tokens)."""
         k = outcome.k
-        examined_per_run = examined_lengths(k, outcome.accepted)
         starts = batch.offsets[:-1]
-        position = np.arange(batch.p.shape[0], dtype=np.int64) - np.repeat(starts, k)
-        examined = position < np.repeat(examined_per_run, k)
-        thresholds = accept_thresholds(batch.p, batch.q)
-        t = thresholds[examined]
+        drafted = k > 0  # runs with tokens: their starts are distinct, and so are the ends of their prefixes
+        marks = np.zeros(batch.p.shape[0] + 1, dtype=np.int8)
+        marks[starts[drafted]] += 1
+        marks[(starts + examined_lengths(k, outcome.accepted))[drafted]] -= 1
+        examined = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
+        t = accept_thresholds(batch.p[examined], batch.q[examined])
+        r = batch.r[examined]
         bins = np.minimum((batch.r * R_HISTOGRAM_BINS).astype(np.int64), R_HISTOGRAM_BINS - 1)
         return cls(
             significance=significance,
-            examined_tokens=int(examined.sum()),
+            examined_tokens=int(t.shape[0]),
             accepted_tokens=int(outcome.accepted.sum()),
-            expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum()),
+            expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum())
+            if batch.greedy  # the outcome of greedy runs keeps no threshold sums
+            else outcome.examined_threshold_sum_fixed,
             variance_fixed=int(np.rint(t * (1.0 - t) * THRESHOLD_SCALE).astype(np.int64).sum()),
             r_histogram=np.bincount(bins, minlength=R_HISTOGRAM_BINS).astype(np.int64),
-            threshold_bins=threshold_bin_counts(t, (batch.r <= thresholds)[examined]),
+            threshold_bins=threshold_bin_counts(t, r <= t),
         )
 
     def __add__(self, other: SamplerTally) -> SamplerTally:

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specaccept_cli.rule.batch import RunBatch
-from specaccept_cli.rule.vectorized import accept_prefix_batch
-from specaccept_cli.summary.server import RULES, ReportedTally, SamplerTally, faulty_counts, parse_reported
+from specaccept_cli.rule.vectorized import THRESHOLD_SCALE, accept_prefix_batch
+from specaccept_cli.summary.server import (
+    R_HISTOGRAM_BINS,
+    RULES,
+    THRESHOLD_BINS,
+    ReportedTally,
+    SamplerTally,
+    faulty_counts,
+    parse_reported,
+)
 from tests.helpers import (
     spec_accept,
 )
@@ -200,3 +212,43 @@ def test_report_tallies_add_and_round_trip() -> None:
         SamplerTally.from_dict(data)
     older = {key: value for key, value in whole_sampler.to_dict().items() if key != "threshold_bins"}
     assert int(SamplerTally.from_dict(older).threshold_bins.sum()) == 0  # files of earlier versions still read
+
+
+@st.composite
+def sampler_rows(draw: st.DrawFn) -> list[dict[str, object]]:
+    """Runs of 0 to 8 tokens, thresholds anywhere in [0, 1] (ties with r included), all-accepted runs too."""
+    rows = []
+    for _ in range(draw(st.integers(1, 12))):
+        k = draw(st.integers(0, 8))
+        unit = st.floats(0, 1) | st.sampled_from([0.0, 0.05, 0.5, 0.95, 1.0])
+        q = [draw(st.floats(0.01, 1) | st.just(1.0)) for _ in range(k)]
+        p = [draw(unit) for _ in range(k)]
+        r = [draw(unit | st.just(min(1.0, p[i] / q[i]))) for i in range(k)]
+        rows.append({"p": p, "q": q, "r": r, "reported": 0})
+    return rows
+
+
+@given(sampler_rows())
+def test_sampler_tally_is_the_token_by_token_count(rows: list[dict[str, object]]) -> None:
+    """Every field of the batch's tally against a plain walk over each run's examined tokens."""
+    _, tallied = tally(rows)
+    examined = accepted = expected = variance = 0
+    bins = np.zeros((2, THRESHOLD_BINS), dtype=np.int64)
+    r_bins = np.zeros(R_HISTOGRAM_BINS, dtype=np.int64)
+    for row in rows:
+        p, q, r = (cast(list[float], row[name]) for name in "pqr")
+        a = spec_accept(p, q, r)
+        accepted += a
+        for i in range(min(a + 1, len(p))):  # the tokens the run examined
+            t = min(1.0, p[i] / q[i])
+            examined += 1
+            expected += int(np.rint(t * THRESHOLD_SCALE))
+            variance += int(np.rint(t * (1.0 - t) * THRESHOLD_SCALE))
+            cell = min(int(t * THRESHOLD_BINS), THRESHOLD_BINS - 1)
+            bins[0, cell] += 1
+            bins[1, cell] += r[i] <= t
+        for value in r:
+            r_bins[min(int(value * R_HISTOGRAM_BINS), R_HISTOGRAM_BINS - 1)] += 1
+    assert (tallied.examined_tokens, tallied.accepted_tokens) == (examined, accepted)
+    assert (tallied.expected_fixed, tallied.variance_fixed) == (expected, variance)
+    assert np.array_equal(tallied.threshold_bins, bins) and np.array_equal(tallied.r_histogram, r_bins)
