@@ -23,6 +23,7 @@ import orjson
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import read_jsonl
+from specaccept_cli.read.payload_markers import has_marker
 from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
@@ -356,10 +357,10 @@ class _TextSample:
 
 def _sniff_payload(sample: bytes) -> PayloadFormat | None:
     """A per-request payload among the sample's lines (its markers first: (p, q, r) rows never hold them)."""
-    from specaccept_cli.read.payloads import READERS, sniff_payload
-
-    if not any(marker in sample for _, markers in READERS.values() for marker in markers):
+    if not has_marker(sample):
         return None
+    from specaccept_cli.read.payloads import sniff_payload
+
     lines = sample.split(b"\n")
     if len(lines) > 1:
         lines.pop()  # may be cut mid-line

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import VLLM_RATES, Drift, count, counts, histogram, printed_rates
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 
@@ -35,7 +36,7 @@ KNOWN = frozenset(
         "per_step_drafted",
     }
 )
-MARKERS = (b'"spec_decode_acceptance"',)
+MARKERS = PAYLOAD_MARKERS["aiperf-records"]
 
 
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import Drift, count
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 
-MARKERS = (b'"draft_n"',)
+MARKERS = PAYLOAD_MARKERS["llamacpp-payload"]
 
 
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import Drift, count, counts, first_count, histogram, printed
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 
@@ -47,7 +48,7 @@ KNOWN_SPEC = frozenset(
     }
 )
 STATS_KNOWN = frozenset({"verify_lengths", "accept_lengths"})
-MARKERS = (b'"spec_verify_ct"', b'"spec_tokens_details"', b'"verify_lengths"')
+MARKERS = PAYLOAD_MARKERS["sglang-payload"]
 
 
 def records(obj: object, drift: Drift) -> list[RequestRecord | BadRecord | None]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import Drift, count, created, histogram, labels_of, printed_rates, usage_tokens
 from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 
@@ -30,7 +31,7 @@ KNOWN = frozenset(
     }
 )
 SIGNATURE = ("total_accepted_draft_tokens", "total_draft_tokens")
-MARKERS = (b'"total_accepted_draft_tokens"',)
+MARKERS = PAYLOAD_MARKERS["trtllm-payload"]
 
 
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:

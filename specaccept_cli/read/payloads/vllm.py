@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import (
     VLLM_RATES,
     Drift,
@@ -53,7 +54,7 @@ KNOWN = frozenset(
 # What makes an object vLLM's and not TensorRT-LLM's (which shares acceptance_histogram, num_spec_steps
 # and num_spec_tokens): vLLM's counter names.
 SIGNATURE = ("num_accepted_draft_tokens", "num_draft_tokens", "mean_acceptance_length")
-MARKERS = (b'"speculative_decoding"', b'"speculative_decoding_stats"')
+MARKERS = PAYLOAD_MARKERS["vllm-payload"]
 
 
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:
