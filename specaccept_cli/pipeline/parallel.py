@@ -58,9 +58,10 @@ if TYPE_CHECKING:
 MIN_PARALLEL_BLOCKS = 3
 # Tasks in flight per worker: enough to keep every worker busy, few enough to keep memory flat.
 TASKS_PER_WORKER = 2
-# Blocks per task: blocks stay small (cache-friendly parsing), tasks large enough that sending them and
-# their results between processes costs little.
-BLOCKS_PER_TASK = 8
+# Blocks per task: about 4 MiB of input a task, large enough that sending tasks and their results between
+# processes costs little, small enough that the last tasks leave no core idle for long.
+TASK_BYTES = 4 << 20
+BLOCKS_PER_TASK = max(1, TASK_BYTES // BLOCK_BYTES)
 
 _NO_TOKENS = np.zeros(0, dtype=np.float64)
 

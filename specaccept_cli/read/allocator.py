@@ -1,9 +1,9 @@
 """How this process's C allocator keeps memory it is given back, tuned for reading blocks.
 
-Every JSONL block is a few fresh buffers of about 512 KiB (the bytes read, the block's text, the parsed
-float64 lists). glibc's malloc serves buffers of that size from mmap at first and, later, from the heap,
-which it trims whenever more than about a megabyte lies free at its top: so most blocks ask the kernel
-for fresh pages and fault every one of them in, about a tenth of the CPU time of a 1M-run audit
+Every JSONL block is a few fresh buffers of 512 KiB to 2 MiB (the bytes read, the block's text, the
+parsed float64 lists). glibc's malloc serves buffers of that size from mmap at first and, later, from the
+heap, which it trims whenever more than a megabyte or so lies free at its top: so most blocks ask the
+kernel for fresh pages and fault every one of them in, about a tenth of the CPU time of a 1M-run audit
 (`docs/performance.md`). Buffers below 8 MiB are therefore taken from the heap and up to 32 MiB of free
 heap is kept: a bounded amount, never more than the process used at its peak. Only glibc has `mallopt`;
 elsewhere nothing changes.

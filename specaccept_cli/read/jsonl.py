@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from specaccept_cli.errors import InputError, OnError
-from specaccept_cli.read.jsonl_fast import count_newlines, fast_batch
+from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch
 from specaccept_cli.rule.batch import (
     FieldPath,
     FieldSpec,
@@ -35,9 +35,13 @@ from specaccept_cli.rule.validate import (
     length_problem,
 )
 
-# Small enough that a block's Python objects stay in a core's L2 cache while it is parsed: 512 KiB
-# blocks take ~22% less CPU than 4 MiB ones on the 1M-run benchmark (see README, Performance).
-BLOCK_BYTES = 512 << 10
+# The pure-Python readers make objects per row: 512 KiB blocks keep them in a core's L2 cache while a block
+# is parsed (~22% less CPU than 4 MiB blocks on the 1M-run benchmark). The compiled reader makes none, and
+# what is left per block is fixed Python work (the arrays, the rule, the tallies): 2 MiB blocks take about
+# a tenth less time than 512 KiB ones (docs/performance.md).
+PURE_BLOCK_BYTES = 512 << 10
+COMPILED_BLOCK_BYTES = 2 << 20
+BLOCK_BYTES = COMPILED_BLOCK_BYTES if compiled_reader() else PURE_BLOCK_BYTES
 BOM = b"\xef\xbb\xbf"
 _NEWLINE = ord("\n")
 

@@ -39,7 +39,7 @@ def test_nested_field_typo_suggests_the_sibling_path(tmp_path: Path) -> None:
 
 def test_a_field_that_some_row_has_is_no_typo(tmp_path: Path) -> None:
     """Only a field that NO row has fails: one late row, an explicit null, or another source is enough."""
-    rows: list[dict[str, object]] = [dict(FIRST_EXAMPLE) for _ in range(30_000)]  # several blocks of 512 KiB
+    rows: list[dict[str, object]] = [dict(FIRST_EXAMPLE) for _ in range(30_000)]  # 3 MB: more than one block
     rows[-1] = {**FIRST_EXAMPLE, "model": "late"}
     late = write_jsonl(tmp_path / "late.jsonl", rows)
     for jobs in ("1", "2"):

@@ -177,9 +177,9 @@ def test_parquet_takes_the_serial_path(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 3.5 MB of JSONL: several byte ranges at the default block size."""
+    """About 12 MB of JSONL: several byte ranges and blocks at the default block size."""
     path = tmp_path_factory.mktemp("big") / "logs.jsonl"
-    done = run_process("simulate", "--runs", "12000", "--alpha", "0.8", "--k", "1-8", "--seed", "3", "-o", str(path))
+    done = run_process("simulate", "--runs", "40000", "--alpha", "0.8", "--k", "1-8", "--seed", "3", "-o", str(path))
     assert done.returncode == 0
     assert path.stat().st_size > 5 * BLOCK_BYTES
     return path
@@ -193,13 +193,13 @@ def test_cli_jobs_give_identical_per_run_output_and_summary(big_log: Path) -> No
         assert per_run.returncode == summary.returncode == 0
         outputs[jobs] = (per_run.stdout, summary.stdout)
     assert outputs["1"] == outputs["2"]
-    assert outputs["2"][0].count(b"\n") == orjson.loads(outputs["2"][1])["runs"] == 12000
+    assert outputs["2"][0].count(b"\n") == orjson.loads(outputs["2"][1])["runs"] == 40000
 
 
 def test_cli_gzip_on_stdin_with_a_bad_row_in_a_late_block(big_log: Path, tmp_path: Path) -> None:
     data = bytearray(big_log.read_bytes())
     lines = data.split(b"\n")
-    lines[10000] = b'{"p": [0.5], "q": [0.5], "r": [-0.25]}'
+    lines[30000] = b'{"p": [0.5], "q": [0.5], "r": [-0.25]}'
     packed = gzip.compress(b"\n".join(lines))
     results = []
     for jobs in ("1", "2"):
@@ -208,8 +208,8 @@ def test_cli_gzip_on_stdin_with_a_bad_row_in_a_late_block(big_log: Path, tmp_pat
     assert results[0] == results[1]
     status, stdout, stderr = results[1]
     assert status == 2
-    assert stderr.decode().strip() == "specaccept: <stdin>:10001: r[0] = -0.25 is out of range (r must be in [0, 1])"
-    assert 0 < stdout.count(b"\n") < 10000  # runs of the blocks before the bad row's, in order
+    assert stderr.decode().strip() == "specaccept: <stdin>:30001: r[0] = -0.25 is out of range (r must be in [0, 1])"
+    assert 0 < stdout.count(b"\n") < 30000  # runs of the blocks before the bad row's, in order
 
 
 def _die(*args: object) -> None:
@@ -253,4 +253,4 @@ def test_many_groups_cross_processes_as_columns(big_log: Path) -> None:
     assert summaries["1"].returncode == summaries["2"].returncode == 0
     assert summaries["1"].stdout == summaries["2"].stdout
     groups = orjson.loads(summaries["2"].stdout)["groups"]
-    assert len(groups) == 12000 and sum(group["runs"] for group in groups.values()) == 12000
+    assert len(groups) == 40000 and sum(group["runs"] for group in groups.values()) == 40000
