@@ -29,6 +29,11 @@
 #include <string.h>
 
 #define MAX_DEPTH 64
+#if defined(__GNUC__) || defined(__clang__)
+#define HOT_INLINE inline __attribute__((always_inline)) /* the per-number steps: no call per number */
+#else
+#define HOT_INLINE inline
+#endif
 #define MAX_NUMBER_CHARS 64
 #define MAX_INT_DIGITS 18
 #define MAX_FINITE_INT_DIGITS 300
@@ -54,8 +59,9 @@ static int doubles_push(Doubles *buffer, double value) {
     return 0;
 }
 
-static void skip_space(Cursor *c) {
-    while (c->s < c->end && (*c->s == ' ' || *c->s == '\t' || *c->s == '\r')) c->s++;
+static inline void skip_space(Cursor *c) {
+    /* nearly always no whitespace at all: one comparison says so (every whitespace byte is at most ' ') */
+    while (c->s < c->end && *c->s <= ' ' && (*c->s == ' ' || *c->s == '\t' || *c->s == '\r')) c->s++;
 }
 
 static int hex_value(unsigned char ch) {
@@ -223,7 +229,11 @@ static int divide_by_power_of_ten(uint64_t w, int n, double *out) {
     if (scaled >= limit || scaled < (limit >> 1)) return 0; /* cannot happen; dtoa's if it did */
     uint64_t rest, mantissa = divide_128(scaled, divisor, &rest);
     if (2 * (unsigned __int128)rest > divisor || (2 * (unsigned __int128)rest == divisor && (mantissa & 1))) mantissa++;
-    *out = ldexp((double)mantissa, -s);
+    /* mantissa 2^-s, exactly: 2^-s is a normal double (s <= 120) and so is the product (at least 10^-19) */
+    uint64_t scale_bits = (uint64_t)(1023 - s) << 52;
+    double scale;
+    memcpy(&scale, &scale_bits, sizeof scale);
+    *out = (double)mantissa * scale;
     return 1;
 }
 #else
@@ -303,7 +313,7 @@ static const uint64_t POWERS_OF_FIVE[28] = {
  * (2M - 1) 5^n < w 2^t < (2M + 1) 5^n with t = 1 - n - e. Every product is below 2^118, so the test is
  * exact in 128 bits. M = 2^52 is left out: below it the next double is only half a unit away, so the
  * lower end of the test would be too wide. */
-static int proven_quotient(uint64_t w, int n, double *out) {
+static HOT_INLINE int proven_quotient(uint64_t w, int n, double *out) {
     double x = (double)w / DOUBLE_POWERS_OF_TEN[n];
     uint64_t bits;
     memcpy(&bits, &x, sizeof bits);
@@ -311,8 +321,9 @@ static int proven_quotient(uint64_t w, int n, double *out) {
     uint64_t M = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1 << 52);
     if (biased == 0 || biased == 0x7FF || M == ((uint64_t)1 << 52)) return 0;
     int t = 1 - n - (biased - 1075);
-    if (t < 0 || bit_length(w) + t > 127) return 0;
-    unsigned __int128 X = (unsigned __int128)w << t, five = POWERS_OF_FIVE[n];
+    if (t < 0 || (t > 63 && bit_length(w) + t > 127)) return 0;
+    uint64_t five = POWERS_OF_FIVE[n]; /* 64 by 64 bit products below: one multiplication each */
+    unsigned __int128 X = (unsigned __int128)w << t;
     unsigned __int128 high = (unsigned __int128)(2 * M + 1) * five, low = (unsigned __int128)(2 * M - 1) * five;
     if (X > low && X < high) {
         *out = x;
@@ -334,7 +345,7 @@ static int proven_quotient(uint64_t w, int n, double *out) {
 #endif
 
 /* The double of w 10^scale (w < 2^64, the token's digits without sign or point), or 0 for dtoa. */
-static int exact_value(uint64_t w, int scale, double *out) {
+static HOT_INLINE int exact_value(uint64_t w, int scale, double *out) {
     if (w == 0) {
         *out = 0.0;
         return 1;
