@@ -364,13 +364,17 @@ def run_audit(
     the checks' exit status.
     """
     from specaccept_cli.read.sources import expand_inputs
-    from specaccept_cli.summary.files import read_summary_file, summary_of
 
     paths = _input_paths(options)
     fields, plan = _reading_plan(options)
-    # Read the baseline before the logs: a bad baseline should not cost a long audit.
+    # Read the baseline before the logs: a bad baseline should not cost a long audit. (Without one, the
+    # summary files' module is imported once the reading has begun, not on the way to it.)
     baseline = options.baseline
-    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
+    baseline_summary = None
+    if baseline is not None:
+        from specaccept_cli.summary.files import read_summary_file, summary_of
+
+        baseline_summary = summary_of(read_summary_file(baseline), baseline)
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths, _storage(options))
     # So is an output that would overwrite an input, or that cannot be written: found now, not after
