@@ -19,7 +19,7 @@ from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
-BATCH_ROWS = 65_536
+BATCH_ROWS = 16_384
 # Column chunks are read through a buffer of this size, page by page, not whole: a row group of hundreds of
 # MB then costs about what one batch does (unbuffered, pyarrow reads each column chunk into memory at once).
 READ_BUFFER_BYTES = 1 << 20

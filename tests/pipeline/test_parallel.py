@@ -9,7 +9,10 @@ import gzip
 import os
 from pathlib import Path
 
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from specaccept_cli.errors import InputError
@@ -165,14 +168,76 @@ def test_empty_and_tiny_files(tmp_path: Path) -> None:
         assert collect(file_source(path), jobs=2, block_bytes=4) == collect(file_source(path), jobs=1, block_bytes=4)
 
 
-def test_parquet_takes_the_serial_path(tmp_path: Path) -> None:
-    out = tmp_path / "logs.parquet"
-    assert (
-        run_process("simulate", "--runs", "500", "--alpha", "0.7", "--k", "3", "--seed", "2", "-o", str(out)).returncode
-        == 0
-    )
-    runs, summary, errors = collect(file_source(out), jobs=2, block_bytes=64)
-    assert len(runs) == summary.runs == 500 and errors == []
+def _parquet_with_bad_rows(path: Path, rows: int, seed: int) -> None:
+    """Runs with a bad row (q = 0, p > 1, unequal lengths) every few hundred, in small record batches."""
+    rng = np.random.default_rng(seed)
+    p, q, r, ids = [], [], [], []
+    for i in range(rows):
+        k = int(rng.integers(0, 9))
+        p.append(rng.random(k).tolist())
+        q.append(rng.uniform(0.01, 1, k).tolist())
+        r.append(rng.random(k).tolist())
+        ids.append(f"r{i}")
+        if i % 397 == 5 and k:
+            [q[-1].__setitem__(0, 0.0), p[-1].__setitem__(0, 1.5), r[-1].pop()][i % 3]
+    table = pa.table({"id": ids, "p": p, "q": q, "r": r})
+    pq.write_table(table, path, row_group_size=700)
+
+
+def test_parquet_on_threads_gives_exactly_the_serial_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches on two threads: the same runs, lines, summary and errors, in the same order, as one thread."""
+    monkeypatch.setattr("specaccept_cli.read.parquet.BATCH_ROWS", 256)  # many batches, bad rows in several
+    path = tmp_path / "logs.parquet"
+    _parquet_with_bad_rows(path, 5000, seed=4)
+    threaded, serial = (collect(file_source(path), jobs=jobs, block_bytes=64) for jobs in (2, 1))
+    assert threaded == serial
+    runs, summary, errors = threaded
+    assert summary.runs == len(runs) and len(errors) > 10 and len(runs) + len(errors) == 5000
+    assert [line for _, line, _, _ in errors] == sorted(line for _, line, _, _ in errors)
+
+
+def test_parquet_on_threads_fails_at_the_first_bad_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specaccept_cli.read.parquet.BATCH_ROWS", 256)
+    path = tmp_path / "logs.parquet"
+    _parquet_with_bad_rows(path, 3000, seed=5)
+    raised = []
+    for jobs in (2, 1):
+        with pytest.raises(InputError) as caught:
+            for _ in evaluate_source(file_source(path), ReadRequest(fields=FIELDS, jobs=jobs), _raise):
+                pass
+        raised.append(str(caught.value))
+    assert raised[0] == raised[1] and ":6:" in raised[0]
+
+
+def test_parquet_on_threads_hands_on_the_batches_before_a_damaged_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row group that fails to decode: every run before it is handed on first, then the file's error."""
+    monkeypatch.setattr("specaccept_cli.read.parquet.BATCH_ROWS", 256)
+    path = tmp_path / "logs.parquet"
+    _parquet_with_bad_rows(path, 3000, seed=6)
+    data = bytearray(path.read_bytes())
+    footer = pq.ParquetFile(path).metadata
+    damaged = footer.row_group(2).column(2)  # q of the third row group
+    start = damaged.data_page_offset + 40
+    data[start : start + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+    outcomes = []
+    for jobs in (2, 1):
+        handed: list[int] = []
+        bad: list[InputError] = []
+        with pytest.raises(InputError) as caught:
+            for result in evaluate_source(file_source(path), ReadRequest(fields=FIELDS, jobs=jobs), bad.append):
+                handed.append(result.runs)
+        outcomes.append((handed, len(bad), str(caught.value)))
+    assert outcomes[0] == outcomes[1]
+    handed, bad, message = outcomes[0]
+    assert "cannot read Parquet data in row group 2 after 1280 rows" in message
+    assert sum(handed) + bad == 1280 and bad > 0  # every row before the damage: a run, or a bad row
+
+
+def _raise(error: InputError) -> None:
+    raise error
 
 
 @pytest.fixture(scope="module")
