@@ -1,7 +1,7 @@
-"""The optional compiled JSONL reader (specaccept_cli._jsonl_c); everything else is in pyproject.toml.
+"""The optional compiled parts (specaccept_cli._jsonl_c, ._rule_c); everything else is in pyproject.toml.
 
-The extension is optional: without a C compiler, or with SPECACCEPT_NO_EXTENSIONS=1 at build time, the
-package installs without it and reads JSONL on the pure-Python path (`specaccept --version` says which).
+The extensions are optional: without a C compiler, or with SPECACCEPT_NO_EXTENSIONS=1 at build time, the
+package installs without them and takes its numpy and pure-Python paths (`specaccept --version` says which).
 """
 
 import os
@@ -10,13 +10,15 @@ from setuptools import Extension, setup
 
 extensions = []
 if not os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
-    extensions.append(
+    flags = ["-O2", "-std=c99", "-ffp-contract=off"] if os.name != "nt" else ["/fp:precise"]
+    extensions += [
         Extension(
-            "specaccept_cli._jsonl_c",
-            ["specaccept_cli/_jsonl_c.c"],
-            optional=True,  # a failed build leaves the pure-Python path, never a failed install
-            extra_compile_args=["-O2", "-std=c99"] if os.name != "nt" else [],
+            f"specaccept_cli.{name}",
+            [f"specaccept_cli/{name}.c"],
+            optional=True,  # a failed build leaves the pure path, never a failed install
+            extra_compile_args=flags,  # no fused multiply-adds: every product rounded as numpy rounds it
         )
-    )
+        for name in ("_jsonl_c", "_rule_c")  # the JSONL block reader; the rule and its tallies over a batch
+    ]
 
 setup(ext_modules=extensions)

@@ -163,11 +163,12 @@ class SpecacceptGroup(click.Group):
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """The version, and which JSONL reader is in use (jsonl_fast, with numpy, is imported only here)."""
+    """The version, and which JSONL reader and rule are in use (numpy is imported only here)."""
     if value and not ctx.resilient_parsing:
         from specaccept_cli.read.jsonl_fast import reader_name
+        from specaccept_cli.rule.vectorized import kernel_name
 
-        click.echo(f"specaccept, version {__version__}\nJSONL reader: {reader_name()}")
+        click.echo(f"specaccept, version {__version__}\nJSONL reader: {reader_name()}\nbatch rule: {kernel_name()}")
         ctx.exit()
 
 

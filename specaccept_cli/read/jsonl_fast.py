@@ -48,8 +48,6 @@ block it declines but those with integers of 19 or 20 digits, which are not wort
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import re
 import threading
@@ -61,6 +59,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from specaccept_cli.native import extension
 from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem
 
@@ -83,10 +82,7 @@ def compiled_reader() -> Any:
     """The compiled block reader, or False when it is not built or SPECACCEPT_NO_EXTENSIONS is set."""
     global _compiled
     if _compiled is None:
-        _compiled = False
-        if not os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
-            with contextlib.suppress(ImportError):  # not built: the pure-Python path
-                _compiled = importlib.import_module("specaccept_cli._jsonl_c")
+        _compiled = extension("_jsonl_c")
     return _compiled
 
 

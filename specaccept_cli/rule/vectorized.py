@@ -2,21 +2,38 @@
 
 Bit-for-bit the same decisions as `rule.accept_prefix`: both divide in IEEE double,
 clamp with min(1, .) and compare with an inclusive `<=` (property-tested).
+
+When it is built, the compiled kernel (`specaccept_cli._rule_c`) makes the same decisions and sums in one
+pass over the tokens, without the GIL, and the sampler's tallies in the same pass (`Tallies`); the numpy
+code below is the path without it, for per-run sums, and for any batch it declines (property-tested to
+give the same outcome, bit for bit).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import os
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from specaccept_cli.native import extension
 from specaccept_cli.rule.batch import FloatArray, IntArray
 
 # Thresholds are summed in fixed point so that summaries of shards add up to exactly
 # the summary of the whole, whatever the order (float addition is not associative).
 THRESHOLD_SCALE = 2**32
+
+
+@dataclass(frozen=True)
+class Tallies:
+    """The sampler's token tallies, made by the compiled kernel in the rule's own pass (`SamplerTally.of_batch`)."""
+
+    examined_tokens: int
+    variance_fixed: int  # sum of rint(t (1 - t) 2^32) over examined tokens
+    r_histogram: IntArray  # every token by its bin of r
+    threshold_bins: IntArray  # [examined, kept] examined tokens per bin of t
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,7 @@ class BatchOutcome:
     passing_per_run: IntArray | None = None
     threshold_fixed_per_run: IntArray | None = None
     examined_threshold_fixed_per_run: IntArray | None = None
+    tallies: Tallies | None = field(default=None, compare=False)  # from the compiled kernel, when it ran
 
     def without_thresholds(self) -> BatchOutcome:
         """The outcome of greedy runs: nothing p/q- or r-based was logged, so no threshold sums."""
@@ -85,6 +103,10 @@ def accept_prefix_batch(
     token, or its length when none fails: find all failing token positions once,
     then for each run the first one at or after its start (searchsorted).
     """
+    if not per_run:
+        compiled = _compiled_outcome(offsets, p, q, r)
+        if compiled is not None:
+            return compiled
     thresholds = accept_thresholds(p, q)
     passed = r <= thresholds
     # In place: one token-sized temporary fewer (each a fresh allocation and its page faults).
@@ -112,6 +134,54 @@ def accept_prefix_batch(
             examined_threshold_fixed_per_run=examined_fixed,
         )
     return outcome
+
+
+_kernel: Any = None  # the compiled kernel's module once looked for; False without it
+
+
+def rule_kernel() -> Any:
+    """The compiled rule kernel, or False when it is not built or SPECACCEPT_NO_EXTENSIONS is set."""
+    global _kernel
+    if _kernel is None:
+        _kernel = extension("_rule_c")
+    return _kernel
+
+
+def kernel_name() -> str:
+    """Which batch rule is in use, for `--version`."""
+    if rule_kernel():
+        return "compiled (C)"
+    if os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
+        return "numpy (SPECACCEPT_NO_EXTENSIONS is set)"
+    return "numpy (the compiled kernel is not built: no C compiler at install time?)"
+
+
+def _compiled_outcome(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray) -> BatchOutcome | None:
+    """The outcome (and the sampler's tallies) by the compiled kernel, or None for the numpy path."""
+    kernel = rule_kernel()
+    arrays = (offsets, p, q, r)
+    if not kernel or offsets.shape[0] == 0 or not all(array.flags.c_contiguous for array in arrays):
+        return None
+    if offsets.dtype != np.int64 or not all(array.dtype == np.float64 for array in arrays[1:]):
+        return None
+    found = kernel.evaluate(offsets, p, q, r)
+    if found is None:  # a threshold or an r outside [0, 1]: numpy's path decides as it always has
+        return None
+    accepted, passing, total, examined_tokens, examined_sum, variance, r_bins, t_bins = found
+    return BatchOutcome(
+        k=np.diff(offsets),
+        accepted=np.frombuffer(accepted, dtype=np.int64),
+        passing_tokens=passing,
+        threshold_sum_fixed=total,
+        sampled_tokens=int(p.shape[0]),
+        examined_threshold_sum_fixed=examined_sum,
+        tallies=Tallies(
+            examined_tokens,
+            variance,
+            np.frombuffer(r_bins, dtype=np.int64),
+            np.frombuffer(t_bins, dtype=np.int64).reshape(2, -1),
+        ),
+    )
 
 
 def accept_thresholds(p: FloatArray, q: FloatArray) -> FloatArray:

@@ -132,6 +132,7 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         sequence = (outcome.k, outcome.accepted)
     if not keep_runs:
         return Evaluated(part, len(batch), groups, sequence=sequence, absent=batch.absent), errors
+    outcome = replace(outcome, tallies=None)  # taken into the summary: not sent on with the runs
     return Evaluated(part, len(batch), groups, batch, outcome, columns, sequence, batch.absent), errors
 
 

@@ -341,6 +341,22 @@ class SamplerTally:
         reliability bins (one mask built from the runs' starts and ends: a running sum of +1 at each start and
         -1 after each examined prefix); the sum of their fixed-point thresholds is the rule's own
         (`outcome.examined_threshold_sum_fixed`: the same rint(t 2^32) over the same tokens)."""
+        tallies = outcome.tallies  # the compiled kernel's, from the rule's own pass over the tokens
+        if (
+            tallies is not None
+            and not batch.greedy
+            and tallies.threshold_bins.shape == (2, THRESHOLD_BINS)
+            and tallies.r_histogram.shape == (R_HISTOGRAM_BINS,)
+        ):
+            return cls(
+                significance=significance,
+                examined_tokens=tallies.examined_tokens,
+                accepted_tokens=int(outcome.accepted.sum()),
+                expected_fixed=outcome.examined_threshold_sum_fixed,
+                variance_fixed=tallies.variance_fixed,
+                r_histogram=tallies.r_histogram,
+                threshold_bins=tallies.threshold_bins,
+            )
         k = outcome.k
         starts = batch.offsets[:-1]
         drafted = k > 0  # runs with tokens: their starts are distinct, and so are the ends of their prefixes

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from specaccept_cli.rule import vectorized
+from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.scalar import accept_prefix
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE, accept_prefix_batch
+from specaccept_cli.summary.server import SamplerTally
 from tests.helpers import (
     spec_accept,
 )
@@ -107,3 +113,63 @@ def test_float32_inputs_agree_after_widening(data: st.DataObject) -> None:
     p, q, r = (a.astype(np.float64) for a in (p32, q32, r32))
     offsets = np.array([0, k], dtype=np.int64)
     assert accept_prefix_batch(offsets, p, q, r).accepted.tolist() == [spec_accept(p.tolist(), q.tolist(), r.tolist())]
+
+
+# --- the compiled kernel against the numpy path -------------------------------------------------------
+
+KERNEL = vectorized.rule_kernel()
+OUTCOME_FIELDS = ("passing_tokens", "threshold_sum_fixed", "sampled_tokens", "examined_threshold_sum_fixed")
+
+
+def _numpy_outcome(monkeypatch: pytest.MonkeyPatch, *arrays: np.ndarray) -> vectorized.BatchOutcome:
+    with monkeypatch.context() as patch:
+        patch.setattr(vectorized, "_kernel", False)
+        return accept_prefix_batch(*arrays)
+
+
+@given(runs_strategy())
+def test_compiled_kernel_equals_the_numpy_path(runs: list[tuple[list[float], list[float], list[float]]]) -> None:
+    """Every decision and sum, and the sampler's tallies, bit for bit: the kernel's one pass and numpy's."""
+    if not KERNEL:
+        pytest.skip("the compiled kernel is not built")
+    arrays = batch_of(runs)
+    with pytest.MonkeyPatch.context() as patch:
+        expected = _numpy_outcome(patch, *arrays)
+        batch = RunBatch("log.jsonl", np.arange(1, len(runs) + 1, dtype=np.int64), *arrays)
+        expected_tally = SamplerTally.of_batch(batch, expected)
+    compiled = accept_prefix_batch(*arrays)
+    assert compiled.tallies is not None and expected.tallies is None
+    assert compiled.k.tolist() == expected.k.tolist() and compiled.accepted.tolist() == expected.accepted.tolist()
+    assert [getattr(compiled, name) for name in OUTCOME_FIELDS] == [getattr(expected, name) for name in OUTCOME_FIELDS]
+    assert SamplerTally.of_batch(batch, compiled) == expected_tally
+
+
+@pytest.mark.parametrize("bad", [math.nan, 1.5, -0.25, math.inf])
+def test_compiled_kernel_leaves_values_out_of_range_to_numpy(bad: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An r or a p outside [0, 1] (a batch nothing has checked): the same outcome as numpy's, whoever decides."""
+    if not KERNEL:
+        pytest.skip("the compiled kernel is not built")
+    offsets = np.array([0, 2, 3], dtype=np.int64)
+    q = np.array([0.5, 0.5, 1.0])
+    cases = [(np.array([0.5, 0.25, 0.5]), np.array([0.5, bad, 0.1]))]
+    if not math.isnan(bad):  # (a nan threshold is a cast numpy itself warns about: checked batches have none)
+        cases.append((np.array([0.5, bad, 0.5]), np.full(3, 0.5)))
+    for p, r in cases:
+        if not 0.0 <= r[1] <= 1.0 or p[1] < 0:  # no r, or no threshold, in [0, 1]: declined
+            assert KERNEL.evaluate(offsets, p, q, r) is None
+        compiled, expected = accept_prefix_batch(offsets, p, q, r), _numpy_outcome(monkeypatch, offsets, p, q, r)
+        assert compiled.accepted.tolist() == expected.accepted.tolist()
+        assert [getattr(compiled, name) for name in OUTCOME_FIELDS] == [
+            getattr(expected, name) for name in OUTCOME_FIELDS
+        ]
+
+
+def test_compiled_kernel_refuses_what_is_not_a_batch() -> None:
+    if not KERNEL:
+        pytest.skip("the compiled kernel is not built")
+    p = np.array([0.5, 0.5])
+    assert KERNEL.evaluate(np.array([0, 3], dtype=np.int64), p, p, p) is None  # offsets beyond the tokens
+    assert KERNEL.evaluate(np.array([1, 2], dtype=np.int64), p, p, p) is None  # not starting at 0
+    assert KERNEL.evaluate(np.array([0, 2, 1], dtype=np.int64), p, p, p) is None  # not increasing
+    with pytest.raises(TypeError):
+        KERNEL.evaluate(np.array([0, 2], dtype=np.int64), p.astype(np.float32), p, p)
