@@ -67,24 +67,15 @@ def _parquet_columns(source: Source) -> list[str] | None:
     """
     if not source.can_reopen:
         return None
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    def paths(prefix: str, field: pa.Field) -> list[str]:
-        name = prefix + field.name
-        if pa.types.is_struct(field.type):
-            return [name, *(path for child in field.type for path in paths(name + ".", child))]
-        return [name]
+    from specaccept_cli.read.parquet import column_paths
 
     try:
         if source.remote is not None:
             with source.remote.open_random() as handle:
-                schema = pq.read_schema(handle)
-        else:
-            schema = pq.read_schema(str(source.path))
+                return column_paths(handle)
+        return column_paths(str(source.path))
     except Exception:  # a damaged file: the reader reports it where the error policy applies
         return None
-    return [path for field in schema for path in paths("", field)]
 
 
 def detected_field(sources: Sequence[Source], reading: Reading, plan: Plan) -> tuple[Reading, Plan]:

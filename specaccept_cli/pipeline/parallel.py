@@ -50,6 +50,7 @@ from specaccept_cli.read.sources import (
 from specaccept_cli.read.storage import RemoteObject, open_seekable
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
+from specaccept_cli.threads import signals_stay_with_main
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -408,7 +409,9 @@ def _threaded(
                         on_error(error)
                     raise
                 errors, held[:] = held[:], []
-                pending.append((errors, pool.submit(evaluate_batch, batch, request.plan, keep_runs)))
+                with signals_stay_with_main():  # the pool starts its threads as work is submitted
+                    submitted = pool.submit(evaluate_batch, batch, request.plan, keep_runs)
+                pending.append((errors, submitted))
                 if len(pending) >= TASKS_PER_WORKER * jobs:
                     yield hand_on()
             while pending:

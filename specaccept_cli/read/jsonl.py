@@ -104,9 +104,50 @@ class _LineState:
     pending_size = 0
 
 
+class ChunkReader:
+    """Chunks of a stream: `read(size)` gives what the stream's `read(size)` gives, but reads with `read1`
+    where the stream has it, so that each read of the source returns to Python.
+
+    A buffered `read(size)` on a pipe loops in C until it has `size` bytes: a signal that arrives between
+    two of its reads (Ctrl-C or SIGTERM while a pipe trickles, or stalls) is noted but not acted on, and
+    the next read waits for data that may never come. Here Python runs between the reads, and with it the
+    signal's handler. A stream that fails part way (a truncated gzip) gives the bytes before the failure
+    first; the failure is raised by the next call, as a buffered read gives it.
+    """
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.read1 = getattr(stream, "read1", None)
+        self.failure: BaseException | None = None
+
+    def read(self, size: int) -> bytes:
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
+        if self.read1 is None:
+            whole: bytes = self.stream.read(size)
+            return whole
+        parts: list[bytes] = []
+        got = 0
+        while got < size:
+            try:
+                part: bytes = self.read1(size - got)
+            except Exception as exc:  # the decompressor's or the device's: after the bytes before it
+                if not parts:
+                    raise
+                self.failure = exc
+                break
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def _text_blocks(
     stream: BinaryIO, source: str, block_bytes: int, max_line_bytes: int, state: _LineState
 ) -> Iterator[tuple[int, int, Lines]]:
+    chunks = ChunkReader(stream)
     next_line = 1
     pending: list[bytes] = []  # pieces of a line that spans blocks, joined once when its end arrives
     pending_size = 0
@@ -114,7 +155,7 @@ def _text_blocks(
     while True:
         state.next_line, state.pending_size = next_line, pending_size
         try:
-            chunk = stream.read(block_bytes)
+            chunk = chunks.read(block_bytes)
         except _STREAM_ERRORS as exc:
             read = f"{next_line - 1} line{'s' if next_line != 2 else ''}"
             if isinstance(exc, OSError) and exc.errno is not None:  # the device, not the data

@@ -10,12 +10,16 @@ import queue
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.threads import signals_stay_with_main
+
+with signals_stay_with_main():  # pyarrow starts threads of its own (jemalloc's) as it is imported
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
@@ -43,6 +47,18 @@ def _column(batch: pa.RecordBatch, name: str, source: str) -> pa.Array:
 
         array = pc.struct_field(array, key)
     return array
+
+
+def column_paths(where: str | pa.NativeFile | BinaryIO) -> list[str]:
+    """Every column path of a Parquet file's schema, struct fields dotted (`request.id`)."""
+
+    def paths(prefix: str, field: pa.Field) -> list[str]:
+        name = prefix + field.name
+        if pa.types.is_struct(field.type):
+            return [name, *(path for child in field.type for path in paths(name + ".", child))]
+        return [name]
+
+    return [path for field in pq.read_schema(where) for path in paths("", field)]
 
 
 def _top_level(name: str, schema_names: list[str]) -> str:
@@ -195,7 +211,8 @@ def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[p
         put(_END)
 
     producer = threading.Thread(target=produce, name="parquet-prefetch", daemon=True)
-    producer.start()
+    with signals_stay_with_main():  # and so do Arrow's thread pools, which it starts
+        producer.start()
     try:
         while True:
             item = handoff.get()

@@ -11,7 +11,6 @@ import contextlib
 import gzip
 import io
 import lzma
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ from typing import Any, BinaryIO, Literal, Protocol, cast
 import orjson
 
 from specaccept_cli.errors import InputError, OnError
-from specaccept_cli.read.jsonl import read_jsonl
+from specaccept_cli.read.jsonl import ChunkReader, read_jsonl
 from specaccept_cli.read.payload_markers import has_marker
 from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
@@ -229,6 +228,19 @@ class Replayed:
             return None
         end = self.head.find(b"\n", start)
         return self.head[start : end if end >= 0 else start + limit]
+
+    def read1(self, size: int = -1) -> bytes:
+        """What was read ahead, else at most one read of the stream (`ChunkReader` reads so)."""
+        if self.head:
+            data = self.head if size < 0 else self.head[:size]
+            self.head = self.head[len(data) :]
+            return data
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        more = getattr(self.stream, "read1", None) or self.stream.read
+        piece: bytes = more(size)
+        return piece
 
     def read(self, size: int = -1) -> bytes:
         if not self.head:
@@ -497,7 +509,9 @@ def _read_parquet(
     # Parquet needs to seek: stdin, or a pipe given as a path (`<(cat x.parquet)`), is spooled to disk,
     # not memory, from the stream already opened (its first bytes were peeked, not consumed).
     with tempfile.NamedTemporaryFile(suffix=".parquet") as spool:
-        shutil.copyfileobj(raw, spool, 1 << 20)
+        chunks = ChunkReader(raw)  # not copyfileobj: a signal in the middle of the copy must end it
+        while chunk := chunks.read(1 << 20):
+            spool.write(chunk)
         spool.flush()
         yield from _track(read_parquet_file(Path(spool.name), source.name, fields, on_error), progress)
 
