@@ -558,9 +558,14 @@ def main() -> None:
         print(profile_table(profile_steps(args.profile), args.profile))
         return
 
+    import compileall
+
     import duckdb
     import orjson
 
+    # Bytecode written once, as `pip install` writes it: an editable checkout would otherwise compile
+    # every edited module again in each timed process (PYTHONDONTWRITEBYTECODE is often set).
+    compileall.compile_dir(str(ROOT / "specaccept_cli"), quiet=1)
     sizes = sorted({*args.sizes, args.runs})
     logs = {size: ensure_logs(args.cache, size) for size in sizes}
     jsonl, parquet = logs[args.runs]
@@ -681,7 +686,7 @@ def main() -> None:
     first, last = f"{sizes[0]:,}", f"{sizes[-1]:,}"
     lines = [
         f"Machine: {machine()}; DuckDB {duckdb.__version__}; {datetime.date.today().isoformat()}; "
-        f"JSONL reader: {output_of([SPECACCEPT, '--version']).splitlines()[-1].split(': ', 1)[1]}.",
+        f"{'; '.join(output_of([SPECACCEPT, '--version']).splitlines()[1:])}.",
         f"Logs: {args.runs:,} runs, k uniform in 1..8 (`specaccept simulate --alpha 0.8 --k 1-8 --seed 1`): "
         f"JSONL {jsonl.stat().st_size / MB:.0f} MB, Parquet {parquet.stat().st_size / MB:.0f} MB.",
         f"Every engine agrees on the total accepted tokens: {'yes' if agree else 'NO'} ({totals['DuckDB JSONL']:,}).",
