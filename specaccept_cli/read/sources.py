@@ -229,6 +229,11 @@ class Replayed:
         end = self.head.find(b"\n", start)
         return self.head[start : end if end >= 0 else start + limit]
 
+    @property
+    def hands_out_lines(self) -> bool:
+        """Whether the stream is a followed one, which hands out what it has as it comes."""
+        return bool(getattr(self.stream, "hands_out_lines", False))
+
     def read1(self, size: int = -1) -> bytes:
         """What was read ahead, else at most one read of the stream (`ChunkReader` reads so)."""
         if self.head:
