@@ -894,6 +894,75 @@ done:
     return result;
 }
 
+/* The decimal digits of value (>= 0) at out; returns the byte after them. */
+static char *put_count(char *out, int64_t value) {
+    char digits[24];
+    int n = 0;
+    uint64_t v = (uint64_t)value;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) *out++ = digits[--n];
+    return out;
+}
+
+/* format_runs(prefix, lines, k, accepted) -> the per-run JSON lines of views.records.JsonlWriter without
+ * extra keys: prefix + line + ',"k":' + k + ',"accepted":' + a + ',"emitted":' + (a + 1) + "}\n" per run,
+ * the three arrays int64 and of one length, every value at least 0; None when one is not. */
+static PyObject *format_runs(PyObject *module, PyObject *args) {
+    (void)module;
+    Py_buffer prefix, lines, k, accepted;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*", &prefix, &lines, &k, &accepted)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t runs = lines.len / 8;
+    if (lines.len % 8 || k.len != lines.len || accepted.len != lines.len) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    const int64_t *line = (const int64_t *)lines.buf, *drafted = (const int64_t *)k.buf, *kept = (const int64_t *)accepted.buf;
+    for (Py_ssize_t i = 0; i < runs; i++) {
+        if (line[i] < 0 || drafted[i] < 0 || kept[i] < 0 || kept[i] == INT64_MAX) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
+    static const char K[] = ",\"k\":", ACCEPTED[] = ",\"accepted\":", EMITTED[] = ",\"emitted\":";
+    size_t per_run = (size_t)prefix.len + 4 * 20 + sizeof K + sizeof ACCEPTED + sizeof EMITTED + 2;
+    if (runs > 0 && per_run > (size_t)PY_SSIZE_T_MAX / (size_t)runs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *text = (char *)PyMem_Malloc(per_run * (size_t)(runs ? runs : 1));
+    if (text == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *out = text;
+    for (Py_ssize_t i = 0; i < runs; i++) {
+        memcpy(out, prefix.buf, (size_t)prefix.len);
+        out = put_count(out + prefix.len, line[i]);
+        memcpy(out, K, sizeof K - 1);
+        out = put_count(out + sizeof K - 1, drafted[i]);
+        memcpy(out, ACCEPTED, sizeof ACCEPTED - 1);
+        out = put_count(out + sizeof ACCEPTED - 1, kept[i]);
+        memcpy(out, EMITTED, sizeof EMITTED - 1);
+        out = put_count(out + sizeof EMITTED - 1, kept[i] + 1);
+        *out++ = '}';
+        *out++ = '\n';
+    }
+    result = PyBytes_FromStringAndSize(text, out - text);
+    PyMem_Free(text);
+done:
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&lines);
+    PyBuffer_Release(&k);
+    PyBuffer_Release(&accepted);
+    return result;
+}
+
 /* count_newlines(buffer) -> the number of b"\n" bytes in it. */
 static PyObject *count_newlines(PyObject *module, PyObject *arg) {
     (void)module;
@@ -913,6 +982,8 @@ static PyObject *count_newlines(PyObject *module, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"count_newlines", count_newlines, METH_O, "count_newlines(buffer) -> how many newline bytes it holds"},
+    {"format_runs", format_runs, METH_VARARGS,
+     "format_runs(prefix, lines, k, accepted) -> the per-run JSON lines (int64 arrays), or None"},
     {"parse_block", parse_block, METH_VARARGS,
      "parse_block(text, keys, extra_keys, max_line_bytes, missing) -> (p, q, r, lengths, extras) or None"},
     {NULL, NULL, 0, NULL},

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Protocol
 
+import numpy as np
 import orjson
 
-from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.native import extension
+from specaccept_cli.rule.batch import IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import RunColumns
 from specaccept_cli.summary.state import group_key
@@ -53,6 +55,11 @@ class JsonlWriter:
 
     def write(self, batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
         prefix = b'{"source":' + _json_value(batch.source) + b',"line":'
+        if not self.keys:
+            formatted = _formatted_runs(prefix, batch.lines, outcome.k, outcome.accepted)
+            if formatted is not None:
+                self.out.write(json_controls_escaped(formatted))
+                return
         base = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
         if not self.keys:
             lines = [b'%s%d,"k":%d,"accepted":%d,"emitted":%d}\n' % (prefix, line, k, a, a + 1) for line, k, a in base]
@@ -74,6 +81,17 @@ class JsonlWriter:
 
     def close(self) -> None:
         self.out.flush()
+
+
+def _formatted_runs(prefix: bytes, lines: IntArray, k: IntArray, accepted: IntArray) -> bytes | None:
+    """The lines `JsonlWriter.write` makes without extra keys, by the compiled reader's formatter when it is
+    built (a Python loop of `%` formats costs about 0.7 us a run); None for the loop."""
+    compiled = extension("_jsonl_c")
+    arrays = (lines, k, accepted)
+    if not compiled or not all(array.dtype == np.int64 and array.flags.c_contiguous for array in arrays):
+        return None
+    formatted: bytes | None = compiled.format_runs(prefix, lines, k, accepted)
+    return formatted
 
 
 def _csv_scalar(value: object) -> bytes:
