@@ -105,34 +105,39 @@ class _LineState:
 
 
 class ChunkReader:
-    """Chunks of a stream: `read(size)` gives what the stream's `read(size)` gives, but reads with `read1`
-    where the stream has it, so that each read of the source returns to Python.
+    """`read(size)` built from `read1` calls: the bytes `read(size)` gives, each read of the source returning
+    to Python, and what was read before a failure kept.
 
-    A buffered `read(size)` on a pipe loops in C until it has `size` bytes: a signal that arrives between
-    two of its reads (Ctrl-C or SIGTERM while a pipe trickles, or stalls) is noted but not acted on, and
-    the next read waits for data that may never come. Here Python runs between the reads, and with it the
-    signal's handler. A stream that fails part way (a truncated gzip) gives the bytes before the failure
-    first; the failure is raised by the next call, as a buffered read gives it.
+    - A buffered `read(size)` on a pipe loops in C until it has `size` bytes: a signal that arrives between
+      two of its reads (Ctrl-C or SIGTERM while a pipe trickles, or stalls) is noted but not acted on, and
+      the next read waits for data that may never come. Here Python runs between the reads, and with it the
+      signal's handler.
+    - A decompressor's `read(size)` that meets a truncated or corrupt stream raises and drops everything it
+      decoded in that call (a whole block of good rows). Here the bytes before the failure are returned
+      first and the failure is raised by the next call, so every complete line before the damage is read
+      and the error names how many there were.
+
+    A stream without `read1`, or a followed one (which hands out what it has as it comes, and whose own
+    reads wake for signals), is read as it is.
     """
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
-        # A followed stream hands out what it has as it comes (its own reads wake for signals): read as is.
-        self.read1 = None if getattr(stream, "hands_out_lines", False) else getattr(stream, "read1", None)
+        self._read1 = None if getattr(stream, "hands_out_lines", False) else getattr(stream, "read1", None)
         self.failure: BaseException | None = None
 
-    def read(self, size: int) -> bytes:
+    def read(self, size: int = -1) -> bytes:
         if self.failure is not None:
             failure, self.failure = self.failure, None
             raise failure
-        if self.read1 is None:
+        if self._read1 is None:
             whole: bytes = self.stream.read(size)
             return whole
         parts: list[bytes] = []
         got = 0
-        while got < size:
+        while size < 0 or got < size:
             try:
-                part: bytes = self.read1(size - got)
+                part: bytes = self._read1(size - got if size >= 0 else 1 << 20)
             except Exception as exc:  # the decompressor's or the device's: after the bytes before it
                 if not parts:
                     raise
@@ -143,6 +148,9 @@ class ChunkReader:
             parts.append(part)
             got += len(part)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 def _text_blocks(

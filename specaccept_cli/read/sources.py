@@ -105,43 +105,6 @@ def sniff_compression(head: bytes) -> str | None:
     return None
 
 
-class SalvagingReader:
-    """`read(n)` over a decompressor, built from `read1` calls, that keeps what it decoded before an error.
-
-    A decompressor's `read(n)` that meets a truncated or corrupt stream raises and drops everything it
-    decoded in that call (up to a whole 4 MiB block of good rows). Here the bytes decoded so far are
-    returned first and the error is raised by the next call, so every complete line before the damage
-    is read and the error names how many there were.
-    """
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self.stream = stream
-        self.error: BaseException | None = None
-
-    def read(self, size: int = -1) -> bytes:
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
-        pieces: list[bytes] = []
-        got = 0
-        while size < 0 or got < size:
-            try:
-                piece = self.stream.read1(size - got if size >= 0 else 1 << 20)  # type: ignore[attr-defined]
-            except Exception as exc:  # the decompressor's own error types; re-raised on the next call
-                if not pieces:
-                    raise
-                self.error = exc
-                break
-            if not piece:
-                break
-            pieces.append(piece)
-            got += len(piece)
-        return b"".join(pieces)
-
-    def close(self) -> None:
-        self.stream.close()
-
-
 class ZstdFrames:
     """zstd frames one after another, decoded as they arrive (`read1`).
 
@@ -185,7 +148,7 @@ class Replayed:
     """A stream whose first bytes were read ahead, to tell its format: they are served again first.
 
     A compressed source is decompressed once: what was looked at is not read (or fetched) a second time.
-    The stream is a SalvagingReader, which raises only when nothing more decoded: such an error waits for
+    The stream is a ChunkReader, which raises only when nothing more decoded: such an error waits for
     the reader's next call, after the bytes before it, where the reader would have met it.
     """
 
@@ -286,7 +249,7 @@ def decompress(raw: BinaryIO, source: str) -> BinaryIO:
         stream = ZstdFrames(raw, zstandard.ZstdDecompressor())
     else:
         return raw
-    return cast(BinaryIO, SalvagingReader(cast(BinaryIO, stream)))
+    return cast(BinaryIO, ChunkReader(cast(BinaryIO, stream)))  # keeps what decoded before damage
 
 
 def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Source]:
