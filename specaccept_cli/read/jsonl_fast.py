@@ -48,7 +48,6 @@ block it declines but those with integers of 19 or 20 digits, which are not wort
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from functools import cache
@@ -59,7 +58,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.native import extension
+from specaccept_cli.native import extension, in_use
 from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem
 
@@ -97,11 +96,7 @@ def count_newlines(text: bytes) -> int:
 
 def reader_name() -> str:
     """Which JSONL reader is in use, for `--version`."""
-    if compiled_reader():
-        return "compiled (C)"
-    if os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
-        return "pure Python (SPECACCEPT_NO_EXTENSIONS is set)"
-    return "pure Python (the compiled reader is not built: no C compiler at install time?)"
+    return in_use(compiled_reader(), "pure Python", "compiled reader")
 
 
 def _compiled_batch(

@@ -11,14 +11,13 @@ give the same outcome, bit for bit).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.native import extension
+from specaccept_cli.native import extension, in_use
 from specaccept_cli.rule.batch import FloatArray, IntArray
 
 # Thresholds are summed in fixed point so that summaries of shards add up to exactly
@@ -149,11 +148,7 @@ def rule_kernel() -> Any:
 
 def kernel_name() -> str:
     """Which batch rule is in use, for `--version`."""
-    if rule_kernel():
-        return "compiled (C)"
-    if os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
-        return "numpy (SPECACCEPT_NO_EXTENSIONS is set)"
-    return "numpy (the compiled kernel is not built: no C compiler at install time?)"
+    return in_use(rule_kernel(), "numpy", "compiled kernel")
 
 
 def _compiled_outcome(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray) -> BatchOutcome | None:
