@@ -151,6 +151,25 @@ def _sum_by_key(keys: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
     return keys[firsts].astype(np.int64), np.add.reduceat(rows, firsts, axis=0).astype(np.int64)
 
 
+def _consecutive_sums(first: int, width: int, k: IntArray, accepted: IntArray) -> tuple[IntArray, IntArray]:
+    """Runs at positions first, first + 1, ... added up by window (position // width): what `_sum_by_key`
+    gives for those keys, without a key per run. Each window is a slice, cut where a position is a
+    multiple of `width`, so each column is one `reduceat` (exact integer sums)."""
+    count = k.shape[0]
+    k, accepted = k.astype(np.int64, copy=False), accepted.astype(np.int64, copy=False)
+    examined = np.minimum(accepted + 1, k)
+    cuts = np.arange((-first) % width, count, width, dtype=np.int64)
+    if not cuts.shape[0] or cuts[0] != 0:  # the first run tops up a window begun before
+        cuts = np.concatenate([np.zeros(1, dtype=np.int64), cuts])
+    sizes = np.diff(np.append(cuts, count))
+    columns = (k, accepted, examined, accepted * accepted, examined * examined, accepted * examined)
+    sums = np.empty((cuts.shape[0], 7), dtype=np.int64)
+    sums[:, RUNS] = sizes
+    for column, values in enumerate(columns, start=DRAFTED):
+        np.add.reduceat(values, cuts, out=sums[:, column])
+    return (first + cuts) // width, sums
+
+
 @dataclass(frozen=True, eq=False)
 class WindowTally:
     """Windows of one log: [starts[i], ends[i]) in seconds since the epoch or in 0-based run positions.
@@ -203,8 +222,7 @@ class WindowTally:
         first = int(self.ends[-1]) if len(self) else 0
         if not k.shape[0]:
             return self
-        positions = np.arange(first, first + k.shape[0], dtype=np.int64)
-        keys, sums = _sum_by_key(positions // self.width, _run_sums(k, accepted))
+        keys, sums = _consecutive_sums(first, self.width, k, accepted)
         starts = np.maximum(keys * self.width, first)
         ends = np.minimum((keys + 1) * self.width, first + k.shape[0])
         if len(self) and int(keys[0]) * self.width < first:  # the last window was partly filled: top it up

@@ -87,6 +87,23 @@ def test_run_windows_built_in_pieces_equal_the_whole(cuts: list[int], seed: int)
     assert tally.runs == sum(cuts) and len(tally) <= AUTO_WINDOWS
 
 
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=6), st.integers(1, 25), st.integers(0, 2**32 - 1)
+)
+def test_run_windows_extended_in_pieces_match_a_plain_loop(cuts: list[int], width: int, seed: int) -> None:
+    """Each piece starts part way through a window (or on its edge): its runs top that window up first."""
+    rng = np.random.default_rng(seed)
+    k, accepted = stationary(sum(cuts), rng)
+    tally, start = WindowTally.empty(WindowSpec(None, width)), 0
+    for size in cuts:
+        tally = tally.extended(k[start : start + size], accepted[start : start + size])
+        start += size
+    expected = naive_windows([position // width for position in range(start)], k.tolist(), accepted.tolist())
+    if len(expected) <= tally.cap:  # else the windows merged to a coarser width
+        assert dict(zip((tally.starts // width).tolist(), tally.sums.tolist())) == expected
+        assert tally.ends.tolist() == [min((key + 1) * width, start) for key in sorted(expected)]
+
+
 @pytest.mark.parametrize("runs", [1000, 4000, 123_457])
 def test_automatic_run_windows_are_25_to_50(runs: int) -> None:
     tally = by_runs(*stationary(runs, np.random.default_rng(1)))
