@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,53 @@ def test_every_command_reports_a_full_disk(command: str) -> None:
     closed = shell(f'"$SPECACCEPT" -m specaccept_cli {command} >&-')
     assert closed.returncode == 2
     assert closed.stderr == b"specaccept: cannot write output: stdout is closed\n"
+
+
+# --- leaving: no interpreter teardown once everything is written (`cli._leave`) ----------------
+
+
+def _python(code: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False)
+
+
+def test_leaving_writes_what_is_buffered_and_runs_the_exit_handlers() -> None:
+    """Output still in the buffers and what an atexit handler prints both arrive; the status is kept."""
+    result = _python(
+        "import atexit, sys\n"
+        "from specaccept_cli.cli import _leave\n"
+        "atexit.register(lambda: sys.stdout.write('handler ran\\n'))\n"
+        "sys.stdout.write('x' * 100_000 + 'partial')\n"
+        "_leave(3)\n"
+    )
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == b"x" * 100_000 + b"partialhandler ran\n"
+
+
+def test_leaving_waits_for_a_thread_still_running() -> None:
+    """A thread that has not finished is never cut short: the ordinary exit waits for it."""
+    result = _python(
+        "import sys, threading, time\n"
+        "from specaccept_cli.cli import _leave\n"
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        "    sys.stdout.write('late\\n')\n"
+        "threading.Thread(target=late).start()\n"
+        "_leave(0)\n"
+    )
+    assert (result.returncode, result.stdout) == (0, b"late\n")
+
+
+def test_leaving_with_a_message_exits_as_python_does() -> None:
+    result = _python("from specaccept_cli.cli import _leave\n_leave('one line')\n")
+    assert (result.returncode, result.stdout, result.stderr) == (1, b"", b"one line\n")
+
+
+def test_a_large_output_through_a_slow_pipe_arrives_whole(tmp_path: Path) -> None:
+    """Every line of `-o jsonl` reaches a reader that takes its time, and the status is the command's."""
+    log = tmp_path / "runs.jsonl"
+    log.write_bytes(jsonl_bytes([FIRST_EXAMPLE] * 50_000))
+    status = tmp_path / "status"
+    audit = f'"$SPECACCEPT" -m specaccept_cli audit -o jsonl {log}'
+    result = shell(f"{{ {audit}; echo $? > {status}; }} | (sleep 1; wc -l)")
+    assert (result.returncode, status.read_text()) == (0, "0\n"), result.stderr
+    assert int(result.stdout) == 50_000

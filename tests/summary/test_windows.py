@@ -87,9 +87,7 @@ def test_run_windows_built_in_pieces_equal_the_whole(cuts: list[int], seed: int)
     assert tally.runs == sum(cuts) and len(tally) <= AUTO_WINDOWS
 
 
-@given(
-    st.lists(st.integers(0, 60), min_size=1, max_size=6), st.integers(1, 25), st.integers(0, 2**32 - 1)
-)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=6), st.integers(1, 25), st.integers(0, 2**32 - 1))
 def test_run_windows_extended_in_pieces_match_a_plain_loop(cuts: list[int], width: int, seed: int) -> None:
     """Each piece starts part way through a window (or on its edge): its runs top that window up first."""
     rng = np.random.default_rng(seed)
