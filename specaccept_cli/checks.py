@@ -203,6 +203,8 @@ def _fmt(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class Comparison:
+    """The baseline test: each metric's comparison, the allowed drop and level, and what it cannot vouch for."""
+
     max_drop: float
     significance: float
     metrics: list[MetricComparison]

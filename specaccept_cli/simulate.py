@@ -36,6 +36,8 @@ CHUNK_RUNS = 65_536
 
 @dataclass(frozen=True)
 class SimulatedChunk:
+    """Simulated runs in the rule's layout: run offsets, the three token arrays, and each run's request."""
+
     offsets: IntArray
     p: FloatArray
     q: FloatArray

@@ -76,6 +76,8 @@ class _Request:
 
 @dataclass
 class _Capture:
+    """One recording thread's state: where rows go, the request ids, its labels and its open generations."""
+
     recorder: Recorder
     request_ids: Callable[[], str]
     labels: dict[str, Any]

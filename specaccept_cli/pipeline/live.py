@@ -140,6 +140,8 @@ def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
 
 @dataclass(frozen=True)
 class _Failed:
+    """An exception raised by the reading thread, handed to the consumer to raise."""
+
     error: BaseException
 
 

@@ -49,6 +49,8 @@ MIN_TOKENS = 100  # greedy_draft: logged tokens needed
 
 @dataclass(frozen=True)
 class Fingerprint:
+    """A pattern the summary shows (its code) and the evidence for it, in words."""
+
     code: str
     evidence: str
 

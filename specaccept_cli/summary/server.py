@@ -287,6 +287,8 @@ def _pair_counts(recomputed: IntArray, reported: IntArray) -> dict[tuple[int, in
 
 @dataclass(frozen=True)
 class TestResult:
+    """A test's statistic, p-value and verdict (None: not enough data to test)."""
+
     statistic: float | None
     p_value: float | None
     ok: bool | None

@@ -63,6 +63,8 @@ class VerdictEntry:
 
 @dataclass(frozen=True)
 class SamplerTest:
+    """One test of the sampler (calibration, or r uniformity) and its result."""
+
     name: str  # "calibration", "r uniformity"
     result: TestResult
 

@@ -53,6 +53,8 @@ def tick_label(value: float) -> str:
 
 @dataclass
 class Axis:
+    """A chart axis: its range, its label and its ticks (position, text)."""
+
     low: float
     high: float
     label: str

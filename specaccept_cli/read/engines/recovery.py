@@ -158,6 +158,8 @@ def _rejected_bounds(
 
 @dataclass
 class Recovery:
+    """What could be recovered from an engine's printed counters: each figure with its bounds, where known."""
+
     drafts: int | None = None
     drafts_bounds: tuple[int, int] | None = None
     per_position: tuple[int, ...] | None = None

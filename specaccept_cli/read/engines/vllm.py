@@ -189,6 +189,8 @@ COUNTERS = {**{name: ("vllm", role) for name, role in VLLM_COUNTERS.items()}} | 
 
 @dataclass
 class _VllmCounters:
+    """One vLLM engine's counters as printed: values, per-position values, their names and lines."""
+
     labels: dict[str, str]
     engine: str = "vllm"
     values: dict[str, str] = field(default_factory=dict)  # counter -> printed value

@@ -41,6 +41,8 @@ _DICT_ONLY = {"aiperf-records", "vllm-payload", "trtllm-payload", "llamacpp-payl
 
 @dataclass
 class PayloadTally:
+    """Counts of what a payload log held: lines, requests read, null payloads, other lines, bad ones."""
+
     lines: int = 0
     records: int = 0  # requests read
     null_payloads: int = 0  # payloads written as null (vLLM for n > 1, speculative decoding off)
