@@ -251,7 +251,12 @@ def _delivered(status: object) -> object:
     return code
 
 
-def main() -> None:
+def main() -> NoReturn:
+    """The `specaccept` program: runs the command line and ends the process (`_leave`), never returning.
+
+    Code that runs a command in its own process and carries on afterwards calls `cli` (click's
+    `standalone_mode=False`, or its `CliRunner`) or the library (`specaccept_cli.summarise`).
+    """
     from specaccept_cli.cli.destinations import whole_writes_on_standard_streams
 
     # numpy's OpenBLAS starts a thread per core at import, and they spin: about 0.1 CPU-second of every
