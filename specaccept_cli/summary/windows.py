@@ -132,12 +132,16 @@ def time_problem(name: str, value: object) -> str:
 # --- the tally -------------------------------------------------------------------------------
 
 
+def _run_columns(k: IntArray, accepted: IntArray) -> tuple[IntArray, ...]:
+    """Per run, the six columns after RUNS (drafted, accepted, examined and the three products), in int64."""
+    k, accepted = k.astype(np.int64, copy=False), accepted.astype(np.int64, copy=False)
+    examined = np.minimum(accepted + 1, k)
+    return k, accepted, examined, accepted * accepted, examined * examined, accepted * examined
+
+
 def _run_sums(k: IntArray, accepted: IntArray) -> IntArray:
     """Per run, the seven columns (runs = 1)."""
-    examined = np.minimum(accepted + 1, k)
-    return np.stack(
-        [np.ones_like(k), k, accepted, examined, accepted * accepted, examined * examined, accepted * examined], axis=1
-    )
+    return np.stack([np.ones(k.shape[0], dtype=np.int64), *_run_columns(k, accepted)], axis=1)
 
 
 def _sum_by_key(keys: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
@@ -156,16 +160,12 @@ def _consecutive_sums(first: int, width: int, k: IntArray, accepted: IntArray) -
     gives for those keys, without a key per run. Each window is a slice, cut where a position is a
     multiple of `width`, so each column is one `reduceat` (exact integer sums)."""
     count = k.shape[0]
-    k, accepted = k.astype(np.int64, copy=False), accepted.astype(np.int64, copy=False)
-    examined = np.minimum(accepted + 1, k)
     cuts = np.arange((-first) % width, count, width, dtype=np.int64)
     if not cuts.shape[0] or cuts[0] != 0:  # the first run tops up a window begun before
         cuts = np.concatenate([np.zeros(1, dtype=np.int64), cuts])
-    sizes = np.diff(np.append(cuts, count))
-    columns = (k, accepted, examined, accepted * accepted, examined * examined, accepted * examined)
     sums = np.empty((cuts.shape[0], 7), dtype=np.int64)
-    sums[:, RUNS] = sizes
-    for column, values in enumerate(columns, start=DRAFTED):
+    sums[:, RUNS] = np.diff(np.append(cuts, count))
+    for column, values in enumerate(_run_columns(k, accepted), start=DRAFTED):
         np.add.reduceat(values, cuts, out=sums[:, column])
     return (first + cuts) // width, sums
 
