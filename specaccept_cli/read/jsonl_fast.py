@@ -74,15 +74,9 @@ _parser: Any = None  # the simdjson module once imported; False without it
 _parsers = threading.local()  # a simdjson.Parser per thread: it keeps its buffers, and it is not thread-safe
 
 
-_compiled: Any = None  # the compiled reader's module once looked for; False without it
-
-
 def compiled_reader() -> Any:
     """The compiled block reader, or False when it is not built or SPECACCEPT_NO_EXTENSIONS is set."""
-    global _compiled
-    if _compiled is None:
-        _compiled = extension("_jsonl_c")
-    return _compiled
+    return extension("_jsonl_c")  # looked for once per process (`native.extension`)
 
 
 def count_newlines(text: bytes) -> int:

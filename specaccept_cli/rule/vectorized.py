@@ -135,15 +135,9 @@ def accept_prefix_batch(
     return outcome
 
 
-_kernel: Any = None  # the compiled kernel's module once looked for; False without it
-
-
 def rule_kernel() -> Any:
     """The compiled rule kernel, or False when it is not built or SPECACCEPT_NO_EXTENSIONS is set."""
-    global _kernel
-    if _kernel is None:
-        _kernel = extension("_rule_c")
-    return _kernel
+    return extension("_rule_c")  # looked for once per process (`native.extension`)
 
 
 def kernel_name() -> str:

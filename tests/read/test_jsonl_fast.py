@@ -35,7 +35,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
         if os.environ.get("CI") and not os.environ.get("SPECACCEPT_NO_EXTENSIONS"):
             pytest.fail("the compiled reader is not built (CI builds it)")
         pytest.skip("the compiled reader is not built")
-    monkeypatch.setattr(jsonl_fast, "_compiled", COMPILED if request.param == "compiled" else False)
+    monkeypatch.setattr(jsonl_fast, "compiled_reader", lambda: COMPILED if request.param == "compiled" else False)
     return str(request.param)
 
 
@@ -259,7 +259,7 @@ def test_other_field_names_are_looked_up_as_given() -> None:
 
 def test_without_simdjson_every_block_goes_to_the_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonl_fast, "_parser", False)
-    monkeypatch.setattr(jsonl_fast, "_compiled", False)
+    monkeypatch.setattr(jsonl_fast, "compiled_reader", lambda: False)
     assert fast_batch(GOOD, 1, "x", FIELDS, MAX_LINE) is None
     batch, errors = parse_block(GOOD, 1, "x", FIELDS, MAX_LINE)
     assert errors == [] and np.array_equal(batch.p, [0.5, 1.0])

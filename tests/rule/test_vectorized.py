@@ -123,7 +123,7 @@ OUTCOME_FIELDS = ("passing_tokens", "threshold_sum_fixed", "sampled_tokens", "ex
 
 def _numpy_outcome(monkeypatch: pytest.MonkeyPatch, *arrays: np.ndarray) -> vectorized.BatchOutcome:
     with monkeypatch.context() as patch:
-        patch.setattr(vectorized, "_kernel", False)
+        patch.setattr(vectorized, "rule_kernel", lambda: False)
         return accept_prefix_batch(*arrays)
 
 
