@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.summary.probability import student_t_cdf, student_t_quantile
 
@@ -55,8 +57,7 @@ K_MIX_DISTANCE = 0.1  # total variation between the draft-length mixes above whi
 REQUEST_FIELDS = ("request_id", "req_id", "rid")  # obvious cluster fields, suggested when present
 
 
-@dataclass(frozen=True)
-class Issue:
+class Issue(Struct, frozen=True):
     """One check that failed or warns, as data: the command line words it (naming its options), views as they like.
 
     `check` is the verdict's check ("gate", "baseline", "drift", "server", "sampler", "skipped", "intervals",
@@ -74,8 +75,7 @@ class Issue:
     after: float | None = None
 
 
-@dataclass(frozen=True)
-class GateResult:
+class GateResult(Struct, frozen=True):
     """One threshold checked against a summary. A metric with no value (no runs) fails."""
 
     metric: str  # e.g. "tokens_per_pass"
@@ -140,8 +140,7 @@ def check_gates(summary: Estimates, thresholds: Sequence[tuple[str, float]]) -> 
 # --- baseline comparison ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MetricComparison:
+class MetricComparison(Struct, frozen=True):
     """One metric, baseline against current. `verdict` is "ok", "regressed" or "untestable"."""
 
     metric: str
@@ -201,8 +200,7 @@ def _fmt(value: float | None) -> str:
     return "null" if value is None else f"{value:.6g}"
 
 
-@dataclass(frozen=True)
-class Comparison:
+class Comparison(Struct, frozen=True):
     """The baseline test: each metric's comparison, the allowed drop and level, and what it cannot vouch for."""
 
     max_drop: float
@@ -381,8 +379,7 @@ def _power(row: MetricComparison, units: int, tested: int, max_drop: float, sign
     }
 
 
-@dataclass(frozen=True)
-class RequestPlan:
+class RequestPlan(Struct, frozen=True):
     """How many units (requests, or runs over runs) a current run needs to flag `drop` in one metric."""
 
     metric: str

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import IO, TYPE_CHECKING
 
 import numpy as np
 import orjson
+from msgspec import Struct
 
 from specaccept_cli.rule.batch import FloatArray, IntArray
 
@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 CHUNK_RUNS = 65_536
 
 
-@dataclass(frozen=True)
-class SimulatedChunk:
+class SimulatedChunk(Struct, frozen=True):
     """Simulated runs in the rule's layout: run offsets, the three token arrays, and each run's request."""
 
     offsets: IntArray
@@ -45,8 +44,7 @@ class SimulatedChunk:
     request: IntArray | None = None  # each run's request number, with `Requests`
 
 
-@dataclass(frozen=True)
-class Requests:
+class Requests(Struct, frozen=True):
     """Runs grouped in requests: `runs` per request drawn uniformly in [low, high]; a request's alpha
     from Beta(`alpha_beta`) (None: every request at the log's alpha); with `k_follows_alpha`, a run's
     draft length is k_low + floor(alpha (k_high - k_low + 1)) of its request (capped at k_high)."""

@@ -155,10 +155,11 @@ STDLIB = sys.stdlib_module_names | {"__future__"}
 
 def _allowed_by_rule(item: Import) -> bool:
     """`rule` is the seed's arithmetic: errors, the standard library and numpy, nothing else (and `native`,
-    the standard-library loader of its optional compiled kernel)."""
+    the standard-library loader of its optional compiled kernel, and msgspec, whose Structs are the
+    project's record types everywhere)."""
     if stage(item.imported) in ("rule", "errors", "native"):
         return True
-    return stage(item.imported) is None and top_level(item.imported) in STDLIB | {"numpy"}
+    return stage(item.imported) is None and top_level(item.imported) in STDLIB | {"numpy", "msgspec"}
 
 
 LAYERS = [
@@ -183,7 +184,7 @@ def layer_violations(imports: list[Import]) -> list[str]:
         source = stage(item.importer)
         target = stage(item.imported)
         if source == "rule" and not _allowed_by_rule(item):
-            found.append(f"{item} (rule imports only errors, native, the standard library and numpy)")
+            found.append(f"{item} (rule imports only errors, native, the standard library, numpy and msgspec)")
         for importers, forbidden, why in LAYERS:
             if source in importers and target in forbidden:
                 found.append(f"{item} ({why})")

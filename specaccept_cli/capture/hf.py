@@ -32,8 +32,9 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from specaccept_cli.capture.recorder import Recorder
 
@@ -64,8 +65,7 @@ def check_version(version: str) -> None:
         )
 
 
-@dataclass
-class _Request:
+class _Request(Struct):
     """One `generate` call's state: its id, the step counter and the row waiting for its committed count."""
 
     request_id: str
@@ -74,8 +74,7 @@ class _Request:
     pending: dict[str, Any] | None = None
 
 
-@dataclass
-class _Capture:
+class _Capture(Struct):
     """One recording thread's state: where rows go, the request ids, its labels and its open generations."""
 
     recorder: Recorder

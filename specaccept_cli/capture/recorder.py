@@ -28,12 +28,12 @@ import threading
 import time as clock
 import weakref
 from array import array
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
 import numpy as np
+from msgspec import Struct
 
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
@@ -48,8 +48,7 @@ _PART = re.compile(r"^part-(\d+)\.(parquet|jsonl)$")
 _STOP = object()
 
 
-@dataclass(frozen=True)
-class RecorderStats:
+class RecorderStats(Struct, frozen=True):
     """What became of the rows handed to `record()` so far (in this process)."""
 
     recorded: int  # rows taken into the buffers

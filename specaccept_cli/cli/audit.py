@@ -6,10 +6,11 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 import click
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
 from specaccept_cli.cli.live import DEFAULT_EVERY, alert_option, every_option
@@ -296,8 +297,7 @@ def audit(**options: Any) -> None:
     run_audit(AuditOptions(**options))
 
 
-@dataclass(frozen=True)
-class AuditOptions:
+class AuditOptions(Struct, frozen=True):
     """`audit`'s command line, as Click parsed it."""
 
     inputs: tuple[str, ...]
@@ -725,7 +725,7 @@ def _provenance(options: AuditOptions, sources: list[Source], fields: FieldSpec,
     The sampler is tested for the view whenever r is logged, but its tally is saved only with
     --check-sampler: the saved summary's setting is the option's.
     """
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from specaccept_cli.summary.provenance import Provenance, describe_input, reading_settings
 

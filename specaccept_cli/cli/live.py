@@ -15,10 +15,10 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import click
+from msgspec import Struct, field
 
 from specaccept_cli.cli.output import StderrConsole, write_stdout
 from specaccept_cli.errors import UsageError
@@ -87,8 +87,7 @@ def stopping_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(number, old)
 
 
-@dataclass
-class Alerts:
+class Alerts(Struct):
     """The verdict's gate and drift entries as last seen, to tell when one changes state."""
 
     github: bool = False

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
+from msgspec.structs import replace
 
 from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
 from specaccept_cli.cli.options import (

@@ -10,8 +10,10 @@ opened twice; a Parquet file's schema names its columns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.read.sources import OpenSource, Reading, open_source, read_ahead_first_row
 from specaccept_cli.summary.clusters import request_field, request_field_of_columns
@@ -23,8 +25,7 @@ if TYPE_CHECKING:
     from specaccept_cli.read.sources import Source
 
 
-@dataclass
-class ClusterDetection:
+class ClusterDetection(Struct):
     """The decision, made once per input at its first row, and the plans every source is then read with."""
 
     decided: bool = False

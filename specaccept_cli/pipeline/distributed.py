@@ -30,11 +30,12 @@ import contextlib
 import io
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.errors import ExtraMissing, InputError, OneProcessOnly, SpecacceptError, UsageError
 from specaccept_cli.pipeline.local import skipped_input, summarise_here
@@ -83,8 +84,7 @@ SHARE_ROWS = 250_000
 _NO_TOKENS = np.zeros(0, dtype=np.float64)
 
 
-@dataclass(frozen=True)
-class Share:
+class Share(Struct, frozen=True):
     """One task's share of the input: a source (for Parquet, maybe some of its row groups), or a byte range of it."""
 
     source: Source
@@ -92,8 +92,7 @@ class Share:
     payloads: bool = False  # per-request payloads: read whole, their runs' order sent back for windows of runs
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(Struct, frozen=True):
     """What a task, or an addition of tasks, sends back.
 
     `lines`: lines covered by byte-range shares, whose line numbers start at 1 (see `_add`);
@@ -116,8 +115,7 @@ class Part:
 PerRun = tuple[RunBatch, BatchOutcome, RunColumns]
 
 
-@dataclass(frozen=True)
-class Job:
+class Job(Struct, frozen=True):
     """What every task needs besides its share: the request as workers get it, and what to send back."""
 
     request: ReadRequest  # `ReadRequest.for_workers()`: no inputs, no quarantine

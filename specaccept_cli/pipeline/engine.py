@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import iter_line_blocks

@@ -21,9 +21,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
 
 import numpy as np
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.checks import GateResult
 from specaccept_cli.errors import InputError, UsageError
@@ -53,8 +54,7 @@ ARRIVAL = "arrival time"  # the time field of live windows: when a run was read,
 STOP_GRACE_SECONDS = 15.0  # how long a stop waits for the reader to hand over what it already read
 
 
-@dataclass(frozen=True)
-class Interval:
+class Interval(Struct, frozen=True):
     """What arrived between `start` and `end` (Unix seconds)."""
 
     index: int
@@ -63,8 +63,7 @@ class Interval:
     summary: Summary
 
 
-@dataclass(frozen=True)
-class EndpointState:
+class EndpointState(Struct, frozen=True):
     """One scraped endpoint as last seen: up, or failing since `failures` scrapes, with the reason."""
 
     url: str
@@ -76,8 +75,7 @@ class EndpointState:
     last_success: float | None = None
 
 
-@dataclass(frozen=True)
-class Tick:
+class Tick(Struct, frozen=True):
     """One period's record: the interval just ended and everything up to its end."""
 
     interval: Interval
@@ -93,8 +91,7 @@ def live_windows(every: int) -> WindowSpec:
     return WindowSpec(time_field=ARRIVAL, width=every)
 
 
-@dataclass(frozen=True)
-class Judged:
+class Judged(Struct, frozen=True):
     """One tick judged: the period's own numbers, and everything so far concluded as a finished audit is.
 
     Every live view (the screen, the records, the alerts) draws this; nothing is computed twice.
@@ -138,8 +135,7 @@ def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
     )
 
 
-@dataclass(frozen=True)
-class _Failed:
+class _Failed(Struct, frozen=True):
     """An exception raised by the reading thread, handed to the consumer to raise."""
 
     error: BaseException

@@ -9,7 +9,8 @@ policy skipped: nothing comes back through a side channel.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from specaccept_cli.errors import UsageError
 from specaccept_cli.pipeline.clusters import ClusterDetection

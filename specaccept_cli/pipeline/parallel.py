@@ -25,12 +25,13 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Future
-from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import numpy as np
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError, WorkerDied
 from specaccept_cli.pipeline.clusters import ClusterDetection
@@ -82,8 +83,7 @@ Block = tuple[int, Lines]  # (number of the first line, lines), as iter_text_blo
 Results = list[tuple[Evaluated, list[Any]]]  # per block: the result and its errors as portable parts
 
 
-@dataclass(frozen=True)
-class Work:
+class Work(Struct, frozen=True):
     """What every task of one source needs besides its own lines, sent with each task.
 
     `request` is the request as workers get it (`ReadRequest.for_workers`): its fields, plan and
@@ -423,8 +423,7 @@ def _threaded(
                 future.cancel()
 
 
-@dataclass(frozen=True)
-class _Feed:
+class _Feed(Struct, frozen=True):
     """What stays in the parent while tasks run: where errors and progress go, and how many blocks a task takes."""
 
     on_error: OnError

@@ -13,10 +13,10 @@ A payload that breaks an identity goes to the error policy like a bad row.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.pipeline.engine import interval_runs

@@ -8,8 +8,10 @@ reaches every path at once instead of being passed on by hand three times.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from typing import IO, TypedDict
+
+from msgspec import Struct, field
+from msgspec.structs import force_setattr, replace
 
 from specaccept_cli.read.policy import Mode
 from specaccept_cli.read.sources import Format, Reading, Source, expand_inputs
@@ -21,8 +23,7 @@ from specaccept_cli.summary.evaluate import Plan
 __all__ = ["ReadOptions", "ReadRequest", "as_request"]
 
 
-@dataclass(frozen=True)
-class ReadRequest:
+class ReadRequest(Struct, frozen=True):
     """Everything one summary is read with.
 
     `inputs`: paths, directories of Parquet shards, s3:// or gs:// URLs, "-" for stdin, or `Source`s
@@ -48,7 +49,7 @@ class ReadRequest:
     jobs: int | None = 1
     scheduler: str | None = None
     on_error: Mode = "fail"
-    quarantine: IO[bytes] | None = field(default=None, compare=False, repr=False)
+    quarantine: IO[bytes] | None = None
     input_format: Format = "auto"
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     draft_length: int | None = None
@@ -57,9 +58,9 @@ class ReadRequest:
 
     def __post_init__(self) -> None:
         if isinstance(self.inputs, str | Source):  # one path is a request for that path, not for its letters
-            object.__setattr__(self, "inputs", (self.inputs,))
+            force_setattr(self, "inputs", (self.inputs,))
         else:
-            object.__setattr__(self, "inputs", tuple(self.inputs))
+            force_setattr(self, "inputs", tuple(self.inputs))
 
     @property
     def reading(self) -> Reading:

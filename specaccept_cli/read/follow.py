@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import select
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 
@@ -26,8 +27,7 @@ POLL_SECONDS = 0.1  # how often a quiet stream or file is looked at again (and `
 READ_BYTES = 1 << 16
 
 
-@dataclass
-class FollowEvents:
+class FollowEvents(Struct):
     """What happened to a followed file: told in the view, counted in the final summary's notes."""
 
     rotations: int = 0

@@ -14,7 +14,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 MAX_SCRAPE_BYTES = 64 << 20  # a /metrics page larger than this is refused, not held in memory
 
@@ -66,8 +67,7 @@ def fetch(url: str, headers: Mapping[str, str], timeout: float) -> bytes:
     return body
 
 
-@dataclass(frozen=True)
-class Retry:
+class Retry(Struct, frozen=True):
     """Attempts per scrape and the wait before each retry: `backoff`, doubling."""
 
     attempts: int = 3

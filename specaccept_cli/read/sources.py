@@ -14,11 +14,12 @@ import lzma
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
 import orjson
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import ChunkReader, read_jsonl
@@ -77,8 +78,7 @@ MAGIC = {
 }
 
 
-@dataclass
-class Source:
+class Source(Struct):
     """One input as the user named it, with a way to ask how far reading has got (for progress)."""
 
     name: str  # as shown in messages and per-run output: the path, the URL, or "<stdin>"
@@ -373,8 +373,7 @@ def _open_binary(source: Source) -> BinaryIO:
         raise InputError(source.name, None, f"cannot open: {exc.strerror or exc}") from None
 
 
-@dataclass(frozen=True)
-class OpenSource:
+class OpenSource(Struct, frozen=True):
     """A source opened once for every reader: its raw bytes, its first bytes (peeked, not consumed) and format.
 
     `regular_file` is true for a file that can be read again by byte range (not stdin, not a pipe given
@@ -428,8 +427,7 @@ class ProgressHook(Protocol):
     def advance(self, runs: int, position: int | None) -> None: ...
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(Struct, frozen=True):
     """How rows are read from any source: where the fields live, which format, how long a line may be."""
 
     fields: FieldSpec = field(default_factory=FieldSpec)

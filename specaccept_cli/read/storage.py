@@ -17,9 +17,10 @@ import io
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO, cast
+
+from msgspec import Struct
 
 from specaccept_cli.errors import InputError, UsageError
 
@@ -139,8 +140,7 @@ def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> tuple[tuple[str
     return tuple(options.items())
 
 
-@dataclass(frozen=True)
-class Storage:
+class Storage(Struct, frozen=True):
     """How to reach object storage: options for the file systems, as plain picklable pairs.
 
     `repr` lists the option names only: values may be secrets.
@@ -191,8 +191,7 @@ def _is_log_object(relative: str) -> bool:
     return parts[-1].lower().endswith(OBJECT_SUFFIXES)
 
 
-@dataclass(frozen=True)
-class RemoteObject:
+class RemoteObject(Struct, frozen=True):
     """One object in storage: where it is, how to reach it, its size when the listing told it."""
 
     url: str

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct, field
 
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, length_problem, value_problem
 
@@ -21,8 +20,7 @@ def parse_field_path(dotted: str) -> FieldPath:
     return tuple(dotted.split("."))
 
 
-@dataclass(frozen=True)
-class FieldSpec:
+class FieldSpec(Struct, frozen=True):
     """Where each column lives in a row, as dotted paths (`--p-field spec.target_p`)."""
 
     p: str = "p"
@@ -39,8 +37,7 @@ class FieldSpec:
         return self.draft_tokens is not None
 
 
-@dataclass
-class RunBatch:
+class RunBatch(Struct):
     """Runs in input order, as flat token arrays cut by `offsets` (Arrow's list layout).
 
     Run j's tokens are p[offsets[j]:offsets[j+1]] (likewise q, r). `lines` holds each

@@ -11,11 +11,12 @@ give the same outcome, bit for bit).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.native import extension, in_use
 from specaccept_cli.rule.batch import FloatArray, IntArray
@@ -25,8 +26,7 @@ from specaccept_cli.rule.batch import FloatArray, IntArray
 THRESHOLD_SCALE = 2**32
 
 
-@dataclass(frozen=True)
-class Tallies:
+class Tallies(Struct, frozen=True):
     """The sampler's token tallies, made by the compiled kernel in the rule's own pass (`SamplerTally.of_batch`)."""
 
     examined_tokens: int
@@ -35,8 +35,7 @@ class Tallies:
     threshold_bins: IntArray  # [examined, kept] examined tokens per bin of t
 
 
-@dataclass(frozen=True)
-class BatchOutcome:
+class BatchOutcome(Struct, frozen=True):
     """What the rule decided for each run of a batch, plus token-level sums for the summary."""
 
     k: IntArray  # drafted tokens per run
@@ -52,7 +51,7 @@ class BatchOutcome:
     passing_per_run: IntArray | None = None
     threshold_fixed_per_run: IntArray | None = None
     examined_threshold_fixed_per_run: IntArray | None = None
-    tallies: Tallies | None = field(default=None, compare=False)  # from the compiled kernel, when it ran
+    tallies: Tallies | None = None  # from the compiled kernel, when it ran
 
     def without_thresholds(self) -> BatchOutcome:
         """The outcome of greedy runs: nothing p/q- or r-based was logged, so no threshold sums."""

@@ -22,11 +22,12 @@ import base64
 import functools
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct
+from msgspec.structs import force_setattr
 
 from specaccept_cli.rule.batch import IntArray
 
@@ -86,8 +87,7 @@ def _narrow(counts: npt.NDArray[np.signedinteger[Any]]) -> CountArray:
     return counts if counts.dtype == kind else counts.astype(kind)
 
 
-@dataclass(frozen=True, eq=False)
-class ClusterBlock:
+class ClusterBlock(Struct, frozen=True, eq=False):
     """Sums of clusters with distinct, sorted keys. Position j (1-based) is column j - 1."""
 
     keys: KeyArray
@@ -198,8 +198,8 @@ class ClusterBlock:
         return sum(array.nbytes for array in (self.keys, self.runs, self.drafts, self.reached, self.kept))
 
 
-@dataclass(frozen=True, eq=False)
-class ClusterTally:
+# eq stays on: the Struct's != then calls the __eq__ below (with eq=False it would compare identities)
+class ClusterTally(Struct, frozen=True, dict=True):
     """Per-cluster sums of the runs of one summary, keyed by the value of `field`."""
 
     field: str
@@ -226,7 +226,7 @@ class ClusterTally:
         clusters are held once, not twice.
         """
         combined = ClusterBlock.combined(self.blocks)
-        object.__setattr__(self, "blocks", (combined,) if len(combined) else ())
+        force_setattr(self, "blocks", (combined,) if len(combined) else ())
         return combined
 
     @property
@@ -392,8 +392,7 @@ def _matrix(rows: object, name: str, count: int) -> npt.NDArray[np.int64]:
     return np.array(flat, dtype=np.int64).reshape(count, width)
 
 
-@dataclass(frozen=True)
-class Units:
+class Units(Struct, frozen=True):
     """The independent units the variances sum over, as float columns: clusters, or runs when none were given.
 
     Runs are given as the distinct (k, a) cells of the joint histogram, each `weight` times (identical runs

@@ -9,14 +9,14 @@ passed off as exact. Additive like the rest of the state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 MAX_KEPT_INTERVALS = 20  # intervals kept for the view: what the engine printed beside what it means
 
 
-@dataclass(frozen=True)
-class EngineTally:
+class EngineTally(Struct, frozen=True):
     """Engine metrics read into a summary: line counts, exact and bounded intervals."""
 
     engines: tuple[str, ...] = ()  # e.g. ("vllm",), in the order first seen

@@ -9,11 +9,11 @@ is recomputed on every read.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct
 
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
 from specaccept_cli.summary import formulas
@@ -30,8 +30,7 @@ MIN_POSITION_UNITS = 10  # units (runs or clusters) reaching a position before i
 RUNS_METHOD = "over runs, conditional on these prompts: runs of one request counted as independent"
 
 
-@dataclass(frozen=True)
-class PositionRate:
+class PositionRate(Struct, frozen=True):
     """Draft position j (1-based): drafts = runs with k >= j; reached = runs that tested token j
     (a >= j - 1 and k >= j); accepted = runs that kept it (a >= j).
 
@@ -49,8 +48,7 @@ class PositionRate:
     unconditional_rate_ci: tuple[float, float] | None = None
 
 
-@dataclass(frozen=True)
-class EqualRates:
+class EqualRates(Struct, frozen=True):
     """Wald test that every tested position has one conditional rate (cluster-robust; F with (q, G - q) df)."""
 
     statistic: float  # F
@@ -59,8 +57,7 @@ class EqualRates:
     positions: int  # positions in the test (reached by at least MIN_POSITION_UNITS units)
 
 
-@dataclass(frozen=True)
-class IidCheck:
+class IidCheck(Struct, frozen=True):
     """Is one alpha, token after token, consistent with these logs? Two tests, Holm-combined.
 
     `difference` = observed - predicted tokens per pass; `standard_error` is its delta-method
@@ -80,8 +77,7 @@ class IidCheck:
     verdict: str = ""
 
 
-@dataclass(frozen=True)
-class Clustering:
+class Clustering(Struct, frozen=True):
     """What the intervals and tests treat as independent: the requests (clusters of `field`), or the runs.
 
     Over runs, an interval holds only for a replayed prompt set: runs of one request share its prompt.
@@ -104,8 +100,7 @@ class Clustering:
         return {"over": "runs" if self.field is None else "requests", "field": self.field, "requests": self.requests}
 
 
-@dataclass(frozen=True)
-class Estimates:
+class Estimates(Struct, frozen=True):
     """The numbers of one summary (None where there is nothing to estimate from)."""
 
     runs: int

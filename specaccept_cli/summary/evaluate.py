@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.rule.batch import RunBatch, absent_from_both
@@ -30,8 +31,7 @@ BoolArray = npt.NDArray[np.bool_]
 RunSink = Callable[[RunBatch, BatchOutcome, RunColumns], None]
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(Struct, frozen=True):
     """What to compute besides the rule itself."""
 
     group_by: str | None = None  # also summarise each value of this field apart
@@ -44,8 +44,7 @@ class Plan:
     windows: WindowSpec | None = None  # acceptance over the log, by a time field or in input order
 
 
-@dataclass(frozen=True)
-class Evaluated:
+class Evaluated(Struct, frozen=True):
     """The per-batch stage's result for one block of runs, in input order.
 
     `summary` holds no groups; `groups` holds the block's groups apart, so that adding

@@ -11,9 +11,9 @@ rather than averaged.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any, Literal
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -69,8 +69,8 @@ def summary_object(
         "mean_accepted": numbers.mean_accepted,
         "tokens_per_pass": numbers.tokens_per_pass,
         "tokens_per_pass_predicted": numbers.tokens_per_pass_predicted,
-        "iid_check": None if check is None else _plain(asdict(check)),
-        "per_position": [_plain(asdict(row)) for row in numbers.per_position],
+        "iid_check": None if check is None else _plain(msgspec.to_builtins(check)),
+        "per_position": [_plain(msgspec.to_builtins(row)) for row in numbers.per_position],
         "accepted_histogram": numbers.accepted_histogram,
         "conventions": numbers.conventions,
         "skipped_rows": summary.skipped_rows,

@@ -27,10 +27,10 @@ none there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from msgspec import Struct
 
 if TYPE_CHECKING:
     from specaccept_cli.summary.state import Summary
@@ -47,8 +47,7 @@ HOMOGENEOUS_P = 0.05
 MIN_TOKENS = 100  # greedy_draft: logged tokens needed
 
 
-@dataclass(frozen=True)
-class Fingerprint:
+class Fingerprint(Struct, frozen=True):
     """A pattern the summary shows (its code) and the evidence for it, in words."""
 
     code: str

@@ -1,6 +1,6 @@
 """Per-group counters as columns: one row per group key, arrays rather than an object per group.
 
-`--group-by request_id` on a million distinct values used to build a `Summary` (a dataclass and a
+`--group-by request_id` on a million distinct values used to build a `Summary` (a record and a
 count matrix) per group per batch, pickle them between processes and add them one by one: about
 600 s and 8.7 GB. Here a batch's groups are a handful of arrays: the joint (k, a) counts as sparse
 cells (only the (group, k, a) combinations that occur, encoded in one int64 and sorted), and one
@@ -11,13 +11,13 @@ when one is asked for (a view shows the largest few; the machine format writes t
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct, field
 
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
@@ -30,8 +30,7 @@ def _empty() -> Int64Array:
     return np.zeros(0, dtype=np.int64)
 
 
-@dataclass(frozen=True, eq=False)
-class GroupColumns:
+class GroupColumns(Struct, frozen=True, eq=False, dict=True):
     """The additive counters of every group, by group code (the index of its key in `keys`)."""
 
     keys: tuple[str, ...] = ()
@@ -43,16 +42,6 @@ class GroupColumns:
     # Sum of min(1, p/q) over examined tokens, per group; unknown (False) in summaries saved before it was kept.
     examined_threshold_sum_fixed: Int64Array = field(default_factory=_empty)
     examined_known: bool = True
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Only the columns cross a process boundary, not the lookups built from them."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "_cache"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for name, value in state.items():
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "_cache", {})
 
     @classmethod
     def of_runs(
@@ -82,21 +71,17 @@ class GroupColumns:
     def __len__(self) -> int:
         return len(self.keys)
 
-    @property
+    # Lookups built from the columns on first use; they live in the instance's __dict__, which pickling
+    # leaves out, so only the columns cross a process boundary.
+    @functools.cached_property
     def index(self) -> dict[str, int]:
-        """Group code of each key (built on first use)."""
-        if "index" not in self._cache:
-            self._cache["index"] = {key: code for code, key in enumerate(self.keys)}
-        found: dict[str, int] = self._cache["index"]
-        return found
+        """Group code of each key."""
+        return {key: code for code, key in enumerate(self.keys)}
 
-    @property
+    @functools.cached_property
     def runs(self) -> Int64Array:
         """Runs of each group."""
-        if "runs" not in self._cache:
-            self._cache["runs"] = _sum_by(self.cells // (SIDE * SIDE), self.cell_runs, len(self.keys))
-        found: Int64Array = self._cache["runs"]
-        return found
+        return _sum_by(self.cells // (SIDE * SIDE), self.cell_runs, len(self.keys))
 
     def joint_cells(self, code: int) -> tuple[Int64Array, Int64Array, Int64Array]:
         """(k, a, runs) of the cells of group `code`."""

@@ -18,8 +18,10 @@ import os
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.summary.evaluate import Plan
@@ -27,8 +29,7 @@ from specaccept_cli.summary.evaluate import Plan
 SAMPLE_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
-class InputRecord:
+class InputRecord(Struct, frozen=True):
     """One input as recorded in a summary: `size` and `sample_sha256` are None when unknown (stdin, a pipe)."""
 
     name: str
@@ -124,8 +125,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-@dataclass(frozen=True)
-class Provenance:
+class Provenance(Struct, frozen=True):
     """What a summary was made of. `settings` is None for a merge of files that recorded none."""
 
     inputs: tuple[InputRecord, ...]

@@ -10,11 +10,11 @@ the logged draws r (Kolmogorov-Smirnov). Every tally here is additive, like `Sum
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.rule.batch import IntArray, RunBatch
@@ -78,8 +78,7 @@ def parse_reported(batch: RunBatch, name: str) -> tuple[IntArray, BoolArray, lis
     return counts, valid, errors
 
 
-@dataclass(frozen=True)
-class Mismatch:
+class Mismatch(Struct, frozen=True):
     """One run whose reported count disagrees with the rule, and the faulty rules that explain it."""
 
     source: str
@@ -100,16 +99,14 @@ class Mismatch:
         }
 
 
-@dataclass
-class ReportedCheck:
+class ReportedCheck(Struct):
     """Per-run result of comparing reported with recomputed counts (for per-run records)."""
 
     reported: IntArray
     mismatch: BoolArray
 
 
-@dataclass
-class ReportedTally:
+class ReportedTally(Struct):
     """Additive: runs compared, mismatches, how many mismatches each faulty rule explains."""
 
     runs: int = 0
@@ -285,8 +282,7 @@ def _pair_counts(recomputed: IntArray, reported: IntArray) -> dict[tuple[int, in
     return {(int(a), int(b)): int(n) for a, b, n in zip(rows, columns, runs)}
 
 
-@dataclass(frozen=True)
-class TestResult:
+class TestResult(Struct, frozen=True):
     """A test's statistic, p-value and verdict (None: not enough data to test)."""
 
     statistic: float | None
@@ -316,8 +312,7 @@ def threshold_bin_counts(t: npt.NDArray[np.float64], kept: BoolArray) -> IntArra
     return np.stack([rejected + accepted, accepted])
 
 
-@dataclass
-class SamplerTally:
+class SamplerTally(Struct):
     """Additive evidence about the sampler.
 
     Calibration: at every examined token a lawful sampler accepts with probability

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import orjson
+from msgspec import Struct, field
+from msgspec.structs import force_setattr, replace
 
 from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
@@ -73,8 +74,8 @@ def _pad(counts: CountMatrix, size: int) -> CountMatrix:
     return padded
 
 
-@dataclass(frozen=True, eq=False)
-class Summary:
+# eq stays on: the Struct's != then calls the __eq__ below (with eq=False it would compare identities)
+class Summary(Struct, frozen=True):
     """Additive state of an audit; `a + b` is the summary of both inputs. Frozen: build, never mutate."""
 
     # counts[k, a] = number of runs that drafted k tokens and accepted a of them.
@@ -108,7 +109,7 @@ class Summary:
 
     def __post_init__(self) -> None:
         if self.groups is not None and not isinstance(self.groups, Groups):
-            object.__setattr__(self, "groups", Groups.of(self.groups))
+            force_setattr(self, "groups", Groups.of(self.groups))
 
     @classmethod
     def of_outcome(cls, outcome: BatchOutcome) -> Summary:

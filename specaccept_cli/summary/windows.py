@@ -24,12 +24,12 @@ whose largest absolute value has Kolmogorov's distribution (see `drift_test`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct
 
 from specaccept_cli.summary.probability import kolmogorov_sf
 
@@ -56,8 +56,7 @@ COLUMNS = ("runs", "drafted", "accepted", "examined", "sum_aa", "sum_ee", "sum_a
 DISCRETE_MONITORING_SHIFT = 0.5826
 
 
-@dataclass(frozen=True)
-class WindowSpec:
+class WindowSpec(Struct, frozen=True):
     """How runs fall into windows: by a time field (`width` in seconds) or by input order (`width` in runs).
 
     `width` None means automatic. The library's `Plan` carries one of these.
@@ -170,8 +169,8 @@ def _consecutive_sums(first: int, width: int, k: IntArray, accepted: IntArray) -
     return (first + cuts) // width, sums
 
 
-@dataclass(frozen=True, eq=False)
-class WindowTally:
+# eq stays on: the Struct's != then calls the __eq__ below (with eq=False it would compare identities)
+class WindowTally(Struct, frozen=True):
     """Windows of one log: [starts[i], ends[i]) in seconds since the epoch or in 0-based run positions.
 
     `sums[i]` holds the window's seven integer sums (see COLUMNS). Only windows holding runs are kept.
@@ -359,8 +358,7 @@ def _kind(unit: str, time_field: str | None, requested: int | None) -> str:
 Z_95 = 1.959963984540054
 
 
-@dataclass(frozen=True)
-class WindowEstimate:
+class WindowEstimate(Struct, frozen=True):
     """One window's numbers (start and end in the tally's unit)."""
 
     start: int
@@ -454,8 +452,7 @@ def excludes(window: WindowEstimate, alpha: float | None) -> bool:
     return alpha < low or alpha > high
 
 
-@dataclass(frozen=True)
-class Drift:
+class Drift(Struct, frozen=True):
     """Is alpha constant over the log? A CUSUM test, and the likeliest change point."""
 
     statistic: float  # max |CUSUM| / (sigma sqrt(n)): Kolmogorov-distributed under a constant alpha

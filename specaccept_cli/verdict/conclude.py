@@ -8,8 +8,9 @@ one more function here, and every view shows it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from specaccept_cli.checks import MIN_UNITS, Issue, check_gates, compare
 from specaccept_cli.verdict.findings import Findings, GateSpec, SamplerTest, Status, VerdictEntry

@@ -6,8 +6,9 @@ Plain frozen data. Texts are our own words, never an option's name: the command 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from msgspec import Struct
 
 from specaccept_cli.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE, Comparison, GateResult, Issue
 
@@ -20,8 +21,7 @@ if TYPE_CHECKING:
 Status = Literal["ok", "warn", "fail"]
 
 
-@dataclass(frozen=True)
-class GateSpec:
+class GateSpec(Struct, frozen=True):
     """Every threshold and level the checks use. A gate left at None is not checked; a check that is
     not `strict` (drift, sampler) warns instead of failing."""
 
@@ -47,8 +47,7 @@ class GateSpec:
         return tuple((metric, value) for metric, value in given if value is not None)
 
 
-@dataclass(frozen=True)
-class VerdictEntry:
+class VerdictEntry(Struct, frozen=True):
     """One line of the verdict: which check, how it came out, in words; `issue` is the record behind a
     warning or a failure (None when it passed)."""
 
@@ -61,16 +60,14 @@ class VerdictEntry:
         return {"check": self.check, "status": self.status, "text": self.text}
 
 
-@dataclass(frozen=True)
-class SamplerTest:
+class SamplerTest(Struct, frozen=True):
     """One test of the sampler (calibration, or r uniformity) and its result."""
 
     name: str  # "calibration", "r uniformity"
     result: TestResult
 
 
-@dataclass(frozen=True, eq=False)
-class Findings:
+class Findings(Struct, frozen=True, eq=False):
     """Everything any view shows, computed once: a view draws this and computes nothing.
 
     `summary` is what the views draw from (with the sampler tally whenever r was logged); the

@@ -7,12 +7,12 @@ import csv
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Protocol
 
 import numpy as np
 import orjson
+from msgspec import Struct, field
 
 from specaccept_cli.native import extension
 from specaccept_cli.rule.batch import IntArray, RunBatch
@@ -186,8 +186,7 @@ class CsvWriter:
         self.out.flush()
 
 
-@dataclass
-class RunPreview:
+class RunPreview(Struct):
     """The first `limit` runs, kept for the table view; everything after is only counted.
 
     `id_fields` are shown beside each run, as the per-run records carry them (--id-field).

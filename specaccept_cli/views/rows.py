@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
+
+from msgspec import Struct
 
 from specaccept_cli.checks import shown_against, shown_threshold
 from specaccept_cli.summary.server import RULES
@@ -244,8 +245,7 @@ class AuditRow(NamedTuple):
     nested: bool = False  # a breakdown of the row above: a terminal indents it
 
 
-@dataclass(frozen=True)
-class AuditTable:
+class AuditTable(Struct, frozen=True):
     """One audit table: `title` heads it in a terminal, `heading` (when set) in markdown; `note` follows it
     in a terminal only; numbers in the `right` columns are right-aligned in both."""
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from specaccept_cli.text import visible
 
@@ -51,8 +52,7 @@ def tick_label(value: float) -> str:
     return f"{value:.3g}"
 
 
-@dataclass
-class Axis:
+class Axis(Struct):
     """A chart axis: its range, its label and its ticks (position, text)."""
 
     low: float
@@ -72,8 +72,7 @@ class Axis:
         return cls(-0.5, len(names) - 0.5, label, [(float(index), name) for index, name in enumerate(names)])
 
 
-@dataclass
-class Chart:
+class Chart(Struct):
     """One SVG plot: axes, gridlines, tick labels and marks, each mark with a hover title."""
 
     x: Axis

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import os
 import pty
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from msgspec.structs import replace
 
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.summary.files import summary_from_object
@@ -195,7 +195,7 @@ def test_group_by_json_field_by_hand(tmp_path: Path) -> None:
     assert summary["runs"] == 3  # the whole is still there
     rebuilt = summary_from_object(summary)
     assert rebuilt.groups == {"a": summary_from_object(a), "b": summary_from_object(b)}
-    rebuilt = dataclasses.replace(rebuilt, group_by=None, groups=None, windows=None)  # windows: whole log only
+    rebuilt = replace(rebuilt, group_by=None, groups=None, windows=None)  # windows: whole log only
     assert rebuilt == summary_from_object(a) + summary_from_object(b)  # the groups partition the runs
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
+from msgspec.structs import replace
 
 from specaccept_cli.pipeline import summarise
 from specaccept_cli.summary.evaluate import Plan

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.pipeline import summarise

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 from pathlib import Path
 from typing import get_type_hints
 
+import msgspec
 import pytest
 
 from specaccept_cli.errors import ExtraMissing, OneProcessOnly, WorkerDied
@@ -20,7 +20,7 @@ from tests.helpers import invoke, mixed_lines
 
 def test_the_keyword_settings_are_the_requests_own() -> None:
     """`summarise(paths, ..., **settings)` takes exactly the request's settings: none missed, none invented."""
-    settings = {field.name for field in dataclasses.fields(ReadRequest)} - {"inputs", "fields", "plan"}
+    settings = {field.name for field in msgspec.structs.fields(ReadRequest)} - {"inputs", "fields", "plan"}
     assert set(get_type_hints(ReadOptions)) == settings
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.intervals import LineTally, decode_line
@@ -24,8 +25,7 @@ PROM_TIMESTAMP_COMMENT = re.compile(r"^#\s*(?:timestamp|scrape(?:d)?(?: at)?)\s*
 LabelKey = tuple[tuple[str, str], ...]
 
 
-@dataclass
-class PrometheusScrape:
+class PrometheusScrape(Struct):
     """One scrape: its first line, its time stamp if any, and its samples by (name, labels)."""
 
     line: int

@@ -8,11 +8,11 @@ core that builds the state never imports a view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct
 
 from specaccept_cli.errors import InputError
 
@@ -51,8 +51,7 @@ def count_too_large(figure: str | int | float) -> str | None:
     return f"{shown} is beyond 2**53, more than any server counts"
 
 
-@dataclass(frozen=True)
-class EngineInterval:
+class EngineInterval(Struct, frozen=True):
     """One interval of engine counters: what the engine printed, and what it recovers.
 
     `counts[k, a]` (shape [k+1, k+1], only row k non-zero) is the joint histogram the summary
@@ -66,8 +65,8 @@ class EngineInterval:
     source: str
     line: int | None
     timestamp: str | None
-    labels: dict[str, str] = field(hash=False)
-    printed: dict[str, str] = field(hash=False)  # name -> figure exactly as printed
+    labels: dict[str, str]
+    printed: dict[str, str]  # name -> figure exactly as printed
     k: int | None = None  # draft length (number of positions) when known
     drafts: int | None = None
     draft_tokens: int | None = None
@@ -82,7 +81,7 @@ class EngineInterval:
     tokens_per_pass: float | None = None  # exact 1 + accepted / drafts
     tokens_per_pass_bounds: tuple[float, float] | None = None
     accepted_hist: tuple[int, ...] | None = None
-    counts: CountMatrix | None = field(default=None, hash=False, compare=False)
+    counts: CountMatrix | None = None
     notes: tuple[str, ...] = ()
     # The counts (or the drafts count) are exact only if every draft had k tokens; these bounds hold without.
     assumes_full_drafts: bool = False
@@ -135,8 +134,7 @@ class EngineInterval:
         }
 
 
-@dataclass
-class LineTally:
+class LineTally(Struct):
     """What a reader saw: metrics lines turned into intervals, other lines ignored, bad lines."""
 
     lines: int = 0

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from msgspec import Struct, field
 
 from specaccept_cli.read.engines.intervals import CountMatrix
 
@@ -156,8 +156,7 @@ def _rejected_bounds(
     return low, high
 
 
-@dataclass
-class Recovery:
+class Recovery(Struct):
     """What could be recovered from an engine's printed counters: each figure with its bounds, where known."""
 
     drafts: int | None = None

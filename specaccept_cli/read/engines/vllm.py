@@ -9,8 +9,9 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from fractions import Fraction
+
+from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
@@ -187,8 +188,7 @@ COUNTERS = {**{name: ("vllm", role) for name, role in VLLM_COUNTERS.items()}} | 
 }
 
 
-@dataclass
-class _VllmCounters:
+class _VllmCounters(Struct):
     """One vLLM engine's counters as printed: values, per-position values, their names and lines."""
 
     labels: dict[str, str]

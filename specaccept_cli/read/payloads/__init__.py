@@ -13,10 +13,10 @@ Pure: the standard library, numpy, orjson and `specaccept_cli.errors` only.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.payloads import aiperf, llamacpp, sglang, tensorrt_llm, vllm
@@ -39,8 +39,7 @@ PAYLOAD_FORMATS: tuple[str, ...] = tuple(READERS)
 _DICT_ONLY = {"aiperf-records", "vllm-payload", "trtllm-payload", "llamacpp-payload"}
 
 
-@dataclass
-class PayloadTally:
+class PayloadTally(Struct):
     """Counts of what a payload log held: lines, requests read, null payloads, other lines, bad ones."""
 
     lines: int = 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from specaccept_cli.read.engines.intervals import count_too_large
 from specaccept_cli.read.payloads.record import BadRecord
@@ -90,8 +91,7 @@ def printed_rates(payload: Mapping[str, Any], fields: Mapping[str, str]) -> dict
     return {role: printed(payload[name], name) for role, name in fields.items() if payload.get(name) is not None}
 
 
-@dataclass
-class Drift:
+class Drift(Struct):
     """Fields a known payload carries that this reader does not know: reported once per shape, never guessed."""
 
     unknown: dict[str, set[str]] = field(default_factory=dict)  # shape -> field names

@@ -20,11 +20,12 @@ Notation: k draft budget, S steps, A accepted drafts (bonus excluded), D drafted
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 CountMatrix = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.int64]
@@ -39,8 +40,7 @@ class BadRecord(ValueError):
     """A record whose figures contradict each other (or are not counts): a bad line."""
 
 
-@dataclass(frozen=True)
-class RequestRecord:
+class RequestRecord(Struct, frozen=True):
     """One request's counts as the engine wrote them (None: not written)."""
 
     engine: str  # "vllm", "tensorrt-llm", "sglang", "llama.cpp"; AIPerf records carry the engine they name
@@ -51,13 +51,13 @@ class RequestRecord:
     accepted: int | None = None  # accepted draft tokens, bonus excluded
     drafted: int | None = None  # drafted (proposed) tokens
     histogram: tuple[int, ...] | None = None  # [a] = steps that accepted exactly a drafts
-    by_draft_length: dict[int, tuple[int, ...]] | None = field(default=None, hash=False)  # k -> histogram
+    by_draft_length: dict[int, tuple[int, ...]] | None = None  # k -> histogram
     per_step_accepted: tuple[int, ...] | None = None
     per_step_drafted: tuple[int, ...] | None = None
     completion_tokens: int | None = None  # from the response's usage, when there
     timestamp: float | None = None  # Unix seconds (a response's `created`), when there
-    labels: dict[str, str] = field(default_factory=dict, hash=False)  # e.g. model, engine: for --group-by
-    printed: dict[str, str] = field(default_factory=dict, hash=False)  # rates as printed, to check
+    labels: dict[str, str] = field(default_factory=dict)  # e.g. model, engine: for --group-by
+    printed: dict[str, str] = field(default_factory=dict)  # rates as printed, to check
     drafted_nominal: bool = False  # drafted = steps x configured width, not counted (SGLang): exact only if fixed
     notes: tuple[str, ...] = ()
 
