@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -250,6 +251,29 @@ def test_probabilities_in_lists_convert_to_the_exact_paths_doubles(tokens: list[
     values = struct.unpack(f"{len(tokens)}d", bytes(parsed[0]))
     assert [struct.pack("d", value) for value in values] == [struct.pack("d", value) for value in expected]
     assert bytes(parsed[2]) == bytes(parsed[0])
+
+
+def test_fractions_whose_first_candidate_misses_walk_to_the_right_double() -> None:
+    """17 to 19 digits after the point: the reader's first guess, w / 10^n in doubles, is a unit off for
+    about a third of them and it walks to the neighbour (`proven_quotient`); up and down, each exact."""
+    if not COMPILED:
+        pytest.skip("the compiled reader is not built")
+    rng = random.Random(7)
+    tokens, moves = [], {"up": 0, "down": 0}
+    while min(moves.values()) < 2000:
+        places = rng.randint(17, 19)
+        w = rng.randint(10 ** (places - 2), 10**places - 1)  # 16 to 19 significant digits, above 2^53 mostly
+        token = f"0.{w:0{places}d}"
+        first, wanted = float(w) / float(f"1e{places}"), float(token)
+        if w < 2**53 or first == wanted:
+            continue
+        moves["up" if wanted > first else "down"] += 1
+        tokens.append(token)
+    block = "\n".join(f'{{"p":[{token}],"q":[1],"r":[{token}]}}' for token in tokens)
+    parsed = COMPILED.parse_block(block.encode(), (b"p", b"q", b"r"), (), 1 << 20, None)
+    assert parsed is not None
+    values = struct.unpack(f"{len(tokens)}d", bytes(parsed[0]))
+    assert [struct.pack("d", value) for value in values] == [struct.pack("d", float(token)) for token in tokens]
 
 
 @given(st.lists(number_tokens(), min_size=1, max_size=20))
