@@ -21,8 +21,9 @@ from msgspec.structs import replace
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.rule.validate import did_you_mean
+from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
 from specaccept_cli.summary.engine import EngineTally
-from specaccept_cli.summary.evaluate import Evaluated, Plan
+from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
 from specaccept_cli.summary.state import CountMatrix, Groups, Summary, group_key
 from specaccept_cli.summary.windows import WindowTally, epoch_seconds
 
@@ -190,20 +191,34 @@ def interval_summary(interval: EngineInterval) -> Summary:
         return Summary(counts=interval.counts, engine=recovered)
     if interval.accepted is None or interval.draft_tokens is None:
         return Summary(engine=replace(common, unquantified=1))
-    low, high = (
+    examined = (
         interval.unassumed_examined_bounds
         or interval.examined_bounds
         or _examined_range(interval.accepted, interval.draft_tokens)
     )
-    bounded = replace(
-        common,
-        bounded=1,
-        bounded_accepted=interval.accepted,
-        bounded_draft_tokens=interval.draft_tokens,
-        bounded_examined_low=low,
-        bounded_examined_high=high,
+    steps = steps_bounds(
+        interval.drafts,
+        interval.drafts_bounds or _steps_from_length(interval),
+        interval.accepted,
+        interval.draft_tokens,
+        examined,
+        interval.k,
     )
-    return Summary(engine=bounded)
+    key = cluster_hash(f"{interval.source}:{interval.line}#{interval.fmt}")
+    histogram = interval.accepted_hist
+    units = BoundedUnits.one(key, steps, interval.accepted, interval.draft_tokens, examined, histogram)
+    return Summary(engine=replace(common, bounded=1, units=units))
+
+
+def _steps_from_length(interval: EngineInterval) -> tuple[int, int] | None:
+    """Steps from a printed mean length (1 + accepted / steps, rounded): llama.cpp prints no step count."""
+    bounds, accepted = interval.tokens_per_pass_bounds, interval.accepted
+    if bounds is None or accepted is None or not accepted:
+        return None
+    low, high = bounds
+    most = int(accepted / (low - 1.0)) + 1 if low > 1.0 else accepted * 10**6
+    fewest = max(1, int(accepted / (high - 1.0))) if high > 1.0 else most
+    return (fewest, most)
 
 
 def _examined_range(accepted: int, draft_tokens: int) -> tuple[int, int]:

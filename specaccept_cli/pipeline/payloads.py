@@ -23,6 +23,7 @@ from specaccept_cli.pipeline.engine import interval_runs
 from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.rule.batch import IntArray
 from specaccept_cli.rule.validate import did_you_mean
+from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.engine import MAX_KEPT_INTERVALS, EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
@@ -93,7 +94,7 @@ class _Block:
         self.formats: dict[str, None] = {}
         self.examples: list[str] = []
         self.recovered = self.assumed = self.bounded = self.unquantified = 0
-        self.bounded_accepted = self.bounded_drafted = self.examined_low = self.examined_high = 0
+        self.units: BoundedUnits | None = None
 
     def add(self, record: RequestRecord, line: int) -> None:
         self.requests += 1
@@ -104,21 +105,18 @@ class _Block:
         if len(self.examples) < MAX_KEPT_INTERVALS:
             said = f"{record.fmt} request {record.request_id or where}: " + _describe(record, found is not None)
             self.examples.append(f"{where}: " + "; ".join((said, *record.notes)))
+        key = request_key(record, where)
         if found is None:
-            bounds = record.examined_bounds()
-            if bounds is None or record.accepted is None or record.drafted is None:
+            unit = bounded_unit(record, key)
+            if unit is None:
                 self.unquantified += 1
                 return
             self.bounded += 1
-            self.bounded_accepted += record.accepted
-            self.bounded_drafted += record.drafted
-            self.examined_low += bounds[0]
-            self.examined_high += bounds[1]
+            self.units = unit if self.units is None else self.units + unit
             return
         k, accepted = found
         self.recovered += 1
         self.assumed += 1 if record.drafted_nominal and record.per_step_accepted is None else 0
-        key = cluster_hash(record.request_id if record.request_id is not None else f"{where}#{record.fmt}")
         self.k.append(k)
         self.accepted.append(accepted)
         self.keys.append(np.full(k.shape[0], key, dtype=np.uint64))
@@ -134,10 +132,7 @@ class _Block:
             recovered=self.recovered,
             requests_assuming_full_drafts=self.assumed,
             bounded=self.bounded,
-            bounded_accepted=self.bounded_accepted,
-            bounded_draft_tokens=self.bounded_drafted,
-            bounded_examined_low=self.examined_low,
-            bounded_examined_high=self.examined_high,
+            units=self.units,
             unquantified=self.unquantified,
             examples=tuple(self.examples),
         )
@@ -161,26 +156,17 @@ def request_part(record: RequestRecord, source: str, line: int, plan: Plan, on_e
         requests=1,
         examples=(f"{where}: " + "; ".join((said, *record.notes)),),
     )
+    key = request_key(record, where)
     if found is None:
-        bounds = record.examined_bounds()
-        if bounds is None or record.accepted is None or record.drafted is None:
+        unit = bounded_unit(record, key)
+        if unit is None:
             part = Summary(engine=replace(common, unquantified=1))
         else:
-            part = Summary(
-                engine=replace(
-                    common,
-                    bounded=1,
-                    bounded_accepted=record.accepted,
-                    bounded_draft_tokens=record.drafted,
-                    bounded_examined_low=bounds[0],
-                    bounded_examined_high=bounds[1],
-                )
-            )
+            part = Summary(engine=replace(common, bounded=1, units=unit))
         return Evaluated(part, 0, _groups(record, part, plan))
     k, accepted = found
     size = int(k.max()) + 1 if k.shape[0] else 1
     counts = np.bincount(k * size + accepted, minlength=size * size).astype(np.int64).reshape(size, size)
-    key = cluster_hash(record.request_id if record.request_id is not None else f"{where}#{record.fmt}")
     keys = np.full(k.shape[0], key, dtype=np.uint64)
     assumed = 1 if record.drafted_nominal and record.per_step_accepted is None else 0
     part = Summary(
@@ -201,6 +187,20 @@ def request_part(record: RequestRecord, source: str, line: int, plan: Plan, on_e
             times = np.full(k.shape[0], record.timestamp, dtype=np.float64)
             part = replace(part, windows=WindowTally.of_times(plan.windows, times, k, accepted))
     return Evaluated(part, int(k.shape[0]), _groups(record, part, plan), sequence=sequence)
+
+
+def request_key(record: RequestRecord, where: str) -> int:
+    """The request's cluster key: its id, or its file and line when it has none."""
+    return cluster_hash(record.request_id if record.request_id is not None else f"{where}#{record.fmt}")
+
+
+def bounded_unit(record: RequestRecord, key: int) -> BoundedUnits | None:
+    """A request whose runs are not pinned down, as one bounded unit; None when it gives no token counts."""
+    bounds = record.examined_bounds()
+    if bounds is None or record.accepted is None or record.drafted is None:
+        return None
+    steps = steps_bounds(record.steps, None, record.accepted, record.drafted, bounds, record.k)
+    return BoundedUnits.one(key, steps, record.accepted, record.drafted, bounds, record.histogram)
 
 
 def _groups(record: RequestRecord, part: Summary, plan: Plan) -> Groups | None:

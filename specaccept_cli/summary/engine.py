@@ -13,6 +13,8 @@ from typing import Any
 
 from msgspec import Struct
 
+from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
+
 MAX_KEPT_INTERVALS = 20  # intervals kept for the view: what the engine printed beside what it means
 
 
@@ -30,10 +32,8 @@ class EngineTally(Struct, frozen=True):
     recovered: int = 0  # intervals whose (k, a) histogram is exact: they are in the summary's counts
     # Intervals that could not be recovered exactly: their token totals and the bounds they allow.
     bounded: int = 0
-    bounded_accepted: int = 0
-    bounded_draft_tokens: int = 0
-    bounded_examined_low: int = 0
-    bounded_examined_high: int = 0
+    # Their rows, one per interval or request (`summary.bounded`): exact totals, steps and examined-token bounds.
+    units: BoundedUnits | None = None
     unquantified: int = 0  # intervals with printed rates only, no token counts (SGLang's 'accept len')
     running_totals: int = 0  # lines that repeat counts since the start (llama.cpp's statistics): shown, not added
     # Per-request payloads (`read.payloads`): requests read (each also an interval, exact or bounded), those
@@ -64,10 +64,9 @@ class EngineTally(Struct, frozen=True):
             intervals=self.intervals + other.intervals,
             recovered=self.recovered + other.recovered,
             bounded=self.bounded + other.bounded,
-            bounded_accepted=self.bounded_accepted + other.bounded_accepted,
-            bounded_draft_tokens=self.bounded_draft_tokens + other.bounded_draft_tokens,
-            bounded_examined_low=self.bounded_examined_low + other.bounded_examined_low,
-            bounded_examined_high=self.bounded_examined_high + other.bounded_examined_high,
+            units=self.units + other.units
+            if self.units is not None and other.units is not None
+            else self.units or other.units,
             unquantified=self.unquantified + other.unquantified,
             running_totals=self.running_totals + other.running_totals,
             assumed=self.assumed + other.assumed,
@@ -80,6 +79,22 @@ class EngineTally(Struct, frozen=True):
             null_payloads=self.null_payloads + other.null_payloads,
             drift=tuple(dict.fromkeys(self.drift + other.drift)),
         )
+
+    @property
+    def bounded_accepted(self) -> int:
+        return 0 if self.units is None else self.units.total("accepted")
+
+    @property
+    def bounded_draft_tokens(self) -> int:
+        return 0 if self.units is None else self.units.total("drafted")
+
+    @property
+    def bounded_examined_low(self) -> int:
+        return 0 if self.units is None else self.units.total("examined_low")
+
+    @property
+    def bounded_examined_high(self) -> int:
+        return 0 if self.units is None else self.units.total("examined_high")
 
     def alpha_bounds_with(self, accepted: int, examined: int) -> tuple[float, float] | None:
         """Bounds on alpha over every interval with token counts: the exact ones (`accepted`,
@@ -120,6 +135,7 @@ class EngineTally(Struct, frozen=True):
             "assumed_full_draft_intervals": self.assumed,
             "assumed_examined_tokens": [self.assumed_examined, self.assumed_examined_low, self.assumed_examined_high],
             "examples": list(self.examples),
+            "bounded_units": None if self.units is None else self.units.to_dict(),
             "requests": self.requests,
             "requests_assuming_full_drafts": self.requests_assuming_full_drafts,
             "null_payloads": self.null_payloads,
@@ -129,6 +145,15 @@ class EngineTally(Struct, frozen=True):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EngineTally:
         low, high = data["bounded_examined_tokens"]
+        units = data.get("bounded_units")
+        if units is not None:
+            bounded_units: BoundedUnits | None = BoundedUnits.from_dict(units)
+        elif data["bounded_intervals"]:  # a file written before the rows: its totals as one unit
+            accepted, drafted = data["bounded_accepted_tokens"], data["bounded_drafted_tokens"]
+            steps = steps_bounds(None, None, accepted, drafted, (low, high), None)
+            bounded_units = BoundedUnits.one(0, steps, accepted, drafted, (low, high), None)
+        else:
+            bounded_units = None
         assumed = data.get("assumed_examined_tokens", [0, 0, 0])  # absent from files written before it
         return cls(
             engines=tuple(data["engines"]),
@@ -141,10 +166,7 @@ class EngineTally(Struct, frozen=True):
             intervals=data["intervals"],
             recovered=data["recovered_intervals"],
             bounded=data["bounded_intervals"],
-            bounded_accepted=data["bounded_accepted_tokens"],
-            bounded_draft_tokens=data["bounded_drafted_tokens"],
-            bounded_examined_low=low,
-            bounded_examined_high=high,
+            units=bounded_units,
             unquantified=data["unquantified_intervals"],
             running_totals=data.get("running_totals", 0),
             assumed=data.get("assumed_full_draft_intervals", 0),

@@ -9,11 +9,13 @@ is recomputed on every read.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
 from specaccept_cli.summary import formulas
@@ -100,14 +102,94 @@ class Clustering(Struct, frozen=True):
         return {"over": "runs" if self.field is None else "requests", "field": self.field, "requests": self.requests}
 
 
+EXACT, ASSUMED, BOUNDED, UNKNOWN = "exact", "exact if every draft was full", "bounded", "unknown"
+
+
+class StepPosition(Struct, frozen=True):
+    """Draft position j over every verify step of the whole input, as vLLM defines its per-position rate:
+    `accepted` = steps that kept token j (a >= j, exact from the accepted-length histograms), `rate` =
+    accepted / steps. `conditional_bounds` bound the conditional rate accepted / reached, which needs each
+    step's draft length: a step with a = j - 1 reached j only if it drafted more than j - 1 tokens."""
+
+    position: int
+    accepted: int
+    rate: float | None
+    conditional_bounds: tuple[float, float] | None
+
+
+class Identified(Struct, frozen=True):
+    """What the input pins down, figure by figure: `how[figure]` is EXACT, ASSUMED, BOUNDED or UNKNOWN.
+
+    Units are requests (payloads) or intervals (engine lines): `exact_units` have every run pinned down,
+    `bounded_units` give totals only, `rates_only` give printed rates and no counts (in no figure).
+    """
+
+    how: dict[str, str]
+    exact_units: int
+    bounded_units: int
+    rates_only: int
+    unit: str  # "request" or "interval"
+    runs_bounds: tuple[int, int] | None = None
+    examined_bounds: tuple[int, int] | None = None
+    alpha_bounds: tuple[float, float] | None = None
+    alpha_bounds_standard_errors: tuple[float, float] | None = None
+    alpha_bounds_ci: tuple[float, float] | None = None
+    tokens_per_pass_bounds: tuple[float, float] | None = None
+    tokens_per_pass_bounds_ci: tuple[float, float] | None = None
+    step_positions: tuple[StepPosition, ...] = ()
+
+    def of(self, figure: str) -> str:
+        return self.how.get(figure, EXACT)
+
+    def reason(self) -> str:
+        """Why some figure is bounded, in the headline's words."""
+        if not self.bounded_units:
+            return ""
+        total = self.exact_units + self.bounded_units + self.rates_only
+        plural = "s" if total != 1 else ""
+        why = (
+            "drafted short, so their examined tokens are not logged"
+            if self.unit == "request"
+            else "give totals only, so their examined tokens are not logged"
+        )
+        return f"{self.bounded_units:,} of {total:,} {self.unit}{plural} {why}"
+
+    def to_dict(self) -> dict[str, Any]:
+        def listed(pair: tuple[float, float] | tuple[int, int] | None) -> list[float] | list[int] | None:
+            return None if pair is None else list(pair)
+
+        return {
+            "identification": dict(self.how),
+            f"{self.unit}s_exact": self.exact_units,
+            f"{self.unit}s_bounded": self.bounded_units,
+            f"{self.unit}s_rates_only": self.rates_only,
+            "runs_bounds": listed(self.runs_bounds),
+            "examined_bounds": listed(self.examined_bounds),
+            "alpha_bounds": listed(self.alpha_bounds),
+            "alpha_bounds_standard_errors": listed(self.alpha_bounds_standard_errors),
+            "alpha_bounds_ci": listed(self.alpha_bounds_ci),
+            "tokens_per_pass_bounds": listed(self.tokens_per_pass_bounds),
+            "tokens_per_pass_bounds_ci": listed(self.tokens_per_pass_bounds_ci),
+            "per_position_over_steps": [
+                {
+                    "position": row.position,
+                    "accepted": row.accepted,
+                    "rate": row.rate,
+                    "conditional_bounds": listed(row.conditional_bounds),
+                }
+                for row in self.step_positions
+            ],
+        }
+
+
 class Estimates(Struct, frozen=True):
     """The numbers of one summary (None where there is nothing to estimate from)."""
 
     runs: int
     drafted_tokens: int
     accepted_tokens: int
-    examined_tokens: int
-    emitted_tokens: int
+    examined_tokens: int | None  # None when only bounded (`identified.examined_bounds`)
+    emitted_tokens: int | None
     alpha: float | None  # maximum-likelihood per-token acceptance: accepted / examined
     alpha_standard_error: float | None
     alpha_ci: tuple[float, float] | None
@@ -131,6 +213,14 @@ class Estimates(Struct, frozen=True):
     runs_by_k: tuple[int, ...] = ()  # runs by draft length, 0 .. max_k
     # Evidence that acceptance was not the exact rule at work (summary.fingerprints): plain data for any view.
     fingerprints: tuple[Fingerprint, ...] = ()
+    # How each figure is identified by the input (see `Identified`), and the bounds of those that are only
+    # bounded: sums of every unit's bounds over the whole input, with Imbens-Manski 95% intervals.
+    identified: Identified | None = None
+
+    @property
+    def bounded(self) -> bool:
+        """Some figure is only bounded: engine totals that do not pin every run down."""
+        return self.identified is not None and self.identified.bounded_units > 0
 
     @property
     def clustering(self) -> Clustering:
@@ -151,7 +241,7 @@ class Estimates(Struct, frozen=True):
 
     def speedup(self, cost_ratio: float) -> float | None:
         """Observed walltime improvement: sum(a + 1) / sum(k c + 1) over runs."""
-        if not self.runs:
+        if not self.runs or self.emitted_tokens is None:
             return None
         return self.emitted_tokens / (self.drafted_tokens * cost_ratio + self.runs)
 
@@ -161,7 +251,16 @@ class Estimates(Struct, frozen=True):
 
 
 def estimate(summary: Summary) -> Estimates:
-    """Every estimate of `summary`, computed once.
+    """Every estimate of `summary`, computed once: over its runs, or over the whole input with its bounded units."""
+    plain = _estimate_runs(summary)
+    engine = summary.engine
+    if engine is None or (engine.units is None and not engine.assumed and not engine.unquantified):
+        return plain
+    return _with_engine_units(summary, plain)
+
+
+def _estimate_runs(summary: Summary) -> Estimates:
+    """Every estimate of the runs `summary` pins down, computed once.
 
     Variances sum over independent units: the clusters of `--cluster-field` when given, else
     the runs. Either way a variance is the sandwich G/(G-1) sum_g psi_g^2 of each unit's
@@ -247,11 +346,23 @@ def _ratio_error(
     units: Units, numerator: npt.NDArray[np.float64], denominator: npt.NDArray[np.float64], ratio: float | None
 ) -> float | None:
     """Delta-method (linearised) standard error of ratio = sum(numerator) / sum(denominator) over units."""
-    total = float(np.sum(units.weight * denominator))
-    if ratio is None or total == 0.0:
+    return _weighted_ratio_error(units.weight, numerator, denominator, ratio)
+
+
+def _weighted_ratio_error(
+    weight: npt.NDArray[np.float64],
+    numerator: npt.NDArray[np.float64],
+    denominator: npt.NDArray[np.float64],
+    ratio: float | None,
+) -> float | None:
+    """The same over units given as columns, each `weight` times (identical runs counted once)."""
+    total = float(np.sum(weight * denominator))
+    count = round(float(weight.sum()))
+    if ratio is None or total == 0.0 or count < 2:
         return None
-    variance = _sandwich(units, (numerator - ratio * denominator) / total)
-    return None if variance is None else float(np.sqrt(max(0.0, variance)))
+    influence = (numerator - ratio * denominator) / total
+    variance = float(count / (count - 1) * np.sum(weight * influence * influence))
+    return float(np.sqrt(max(0.0, variance)))
 
 
 CONTINUITY = 0.5  # half Yates' correction: the rate is shifted by 0.5 / (2 n) towards each bound
@@ -453,3 +564,209 @@ def _accepted_histogram(summary: Summary) -> dict[str, int]:
     """Runs by accepted length, "0" .. str(max_k), zeros included (JSON keys are strings)."""
     by_accepted = summary.counts.sum(axis=0)
     return {str(a): int(by_accepted[a]) for a in range(summary.max_k + 1)}
+
+
+# --- the whole input when some units give only totals -----------------------------------------
+# Accepted, drafted and (usually) verify steps are exact for every unit with counts, so every figure
+# they make is over the whole input; examined tokens, hence alpha, are bounded by the sums of every
+# unit's bounds. A bound's standard error is the sandwich over the same units as the exact figures'
+# (requests, or runs and intervals), and its 95% interval Imbens and Manski's (2004).
+
+
+def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
+    engine = summary.engine
+    assert engine is not None
+    units = engine.units
+    rows = units.rows if units is not None else None
+    count = len(rows) if rows is not None else 0
+    exact_units = plain.clusters if plain.clusters is not None else engine.recovered
+    unit = "request" if engine.requests else "interval"
+    how = {name: EXACT for name in ("runs", "accepted", "drafted", "acceptance_rate", "tokens_per_pass")}
+    how["alpha"] = how["per_position"] = ASSUMED if engine.assumed else EXACT
+    if rows is None or not count:
+        identified = Identified(
+            how=how,
+            exact_units=exact_units or 0,
+            bounded_units=0,
+            rates_only=engine.unquantified,
+            unit=unit,
+            examined_bounds=_assumed_examined(summary) if engine.assumed else None,
+            alpha_bounds=engine.alpha_bounds_with(summary.accepted_tokens, summary.examined_tokens),
+        )
+        return replace(plain, identified=identified)
+
+    accepted = summary.accepted_tokens + int(rows.accepted.sum())
+    drafted = summary.drafted_tokens + int(rows.drafted.sum())
+    steps = (summary.runs + int(rows.steps_low.sum()), summary.runs + int(rows.steps_high.sum()))
+    examined_exact = _assumed_examined(summary)
+    examined = (examined_exact[0] + int(rows.examined_low.sum()), examined_exact[1] + int(rows.examined_high.sum()))
+    steps_known = steps[0] == steps[1]
+
+    # The units every standard error sums over: the exact part's (clusters, or runs) and one per bounded unit.
+    exact = (
+        Units.of_runs(summary.counts, summary.max_k)
+        if summary.clusters is None
+        else Units.of_clusters(summary.clusters.sums, summary.max_k)
+    )
+    weight = np.concatenate([exact.weight, np.ones(count)])
+    numerator = np.concatenate([exact.accepted, rows.accepted.astype(np.float64)])
+    below = np.concatenate([exact.examined, rows.examined_low.astype(np.float64)])
+    above = np.concatenate([exact.examined, rows.examined_high.astype(np.float64)])
+    unit_count = round(float(weight.sum()))
+    df = unit_count - 1 if unit_count >= 2 else None
+
+    alpha_bounds = (accepted / examined[1], accepted / examined[0]) if examined[0] else None
+    errors = None
+    alpha_ci = None
+    if alpha_bounds is not None:
+        low_error = _weighted_ratio_error(weight, numerator, above, alpha_bounds[0])
+        high_error = _weighted_ratio_error(weight, numerator, below, alpha_bounds[1])
+        if low_error is not None and high_error is not None:
+            errors = (low_error, high_error)
+            alpha_ci = bounds_interval(alpha_bounds, errors, df, ceiling=1.0)
+    how["alpha"] = BOUNDED if alpha_bounds is None or alpha_bounds[0] != alpha_bounds[1] else EXACT
+    how["per_position"] = BOUNDED
+
+    step_weights = np.concatenate([exact.runs, rows.steps_low.astype(np.float64)])
+    tokens_per_pass = tokens_error = tokens_ci = tokens_bounds = tokens_bounds_ci = None
+    if steps_known and steps[0]:
+        tokens_per_pass = (accepted + steps[0]) / steps[0]
+        tokens_error = _weighted_ratio_error(weight, numerator + step_weights, step_weights, tokens_per_pass)
+        if tokens_error is not None and df is not None:
+            crit = _critical(df)
+            tokens_ci = (max(1.0, tokens_per_pass - crit * tokens_error), tokens_per_pass + crit * tokens_error)
+    elif steps[0]:
+        how["runs"] = how["tokens_per_pass"] = BOUNDED
+        tokens_bounds = (1 + accepted / steps[1], 1 + accepted / steps[0])
+        most = np.concatenate([exact.runs, rows.steps_high.astype(np.float64)])
+        low_error = _weighted_ratio_error(weight, numerator + most, most, tokens_bounds[0])
+        high_error = _weighted_ratio_error(weight, numerator + step_weights, step_weights, tokens_bounds[1])
+        if low_error is not None and high_error is not None:
+            tokens_bounds_ci = bounds_interval(tokens_bounds, (low_error, high_error), df, ceiling=None)
+    else:
+        how["runs"] = how["tokens_per_pass"] = UNKNOWN
+
+    histogram = _whole_histogram(summary, units) if units is not None else None
+    how["accepted_histogram"] = EXACT if histogram is not None else UNKNOWN
+    identified = Identified(
+        how=how,
+        exact_units=exact_units or 0,
+        bounded_units=count,
+        rates_only=engine.unquantified,
+        unit=unit,
+        runs_bounds=None if steps_known else steps,
+        examined_bounds=examined,
+        alpha_bounds=alpha_bounds,
+        alpha_bounds_standard_errors=errors,
+        alpha_bounds_ci=alpha_ci,
+        tokens_per_pass_bounds=tokens_bounds,
+        tokens_per_pass_bounds_ci=tokens_bounds_ci,
+        step_positions=_step_positions(summary, histogram, steps[0] if steps_known else None),
+    )
+    alpha = alpha_bounds[0] if how["alpha"] == EXACT and alpha_bounds is not None else None
+    return replace(
+        plain,
+        runs=steps[0],
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
+        examined_tokens=examined[0] if examined[0] == examined[1] else None,
+        emitted_tokens=accepted + steps[0] if steps_known else None,
+        alpha=alpha,
+        alpha_standard_error=None,
+        alpha_ci=None if alpha is None else alpha_ci,
+        expected_alpha=None,
+        expected_alpha_drafted=None,
+        acceptance_rate=accepted / drafted if drafted else None,
+        mean_accepted=accepted / steps[0] if steps_known and steps[0] else None,
+        tokens_per_pass=tokens_per_pass,
+        tokens_per_pass_standard_error=tokens_error,
+        tokens_per_pass_ci=tokens_ci,
+        tokens_per_pass_predicted=None,  # the i.i.d. prediction needs alpha and each run's k
+        iid_check=None,
+        per_position=(),
+        accepted_histogram={} if histogram is None else {str(a): n for a, n in enumerate(histogram)},
+        conventions={},
+        runs_by_k=(),
+        clusters=unit_count if plain.clusters is not None else plain.clusters,
+        degrees_of_freedom=df,
+        identified=identified,
+    )
+
+
+def _assumed_examined(summary: Summary) -> tuple[int, int]:
+    """The exact part's examined tokens, as bounds that do not assume full drafts where an interval did."""
+    engine = summary.engine
+    examined = summary.examined_tokens
+    if engine is None or not engine.assumed:
+        return (examined, examined)
+    surely = examined - engine.assumed_examined
+    return (surely + engine.assumed_examined_low, surely + engine.assumed_examined_high)
+
+
+def _whole_histogram(summary: Summary, units: Any) -> tuple[int, ...] | None:
+    """Steps by accepted length over the whole input, when every bounded unit wrote its histogram."""
+    if not units.histogram_complete:
+        return None
+    exact = summary.counts.sum(axis=0).tolist()
+    size = max(len(exact), len(units.histogram))
+    padded = [int(n) for n in exact] + [0] * (size - len(exact))
+    for a, n in enumerate(units.histogram):
+        padded[a] += n
+    while len(padded) > 1 and padded[-1] == 0:
+        padded.pop()
+    return tuple(padded)
+
+
+def _step_positions(summary: Summary, histogram: tuple[int, ...] | None, steps: int | None) -> tuple[StepPosition, ...]:
+    """vLLM's per-position rate over every step, and bounds on the conditional rate (see `StepPosition`)."""
+    if histogram is None or not steps:
+        return ()
+    at_least = np.cumsum(np.array(histogram[::-1], dtype=np.int64))[::-1]
+    # The exact part's reached counts are known; a bounded step with a = j - 1 may or may not have reached j.
+    exact_reached = [row.reached for row in _per_position_counts(summary)]
+    exact_at_least = np.cumsum(summary.counts.sum(axis=0)[::-1])[::-1]
+    rows = []
+    for position in range(1, len(histogram)):
+        kept = int(at_least[position])
+        known = exact_reached[position - 1] if position - 1 < len(exact_reached) else 0
+        exact_prior = int(exact_at_least[position - 1]) if position - 1 < exact_at_least.shape[0] else 0
+        exact_kept = int(exact_at_least[position]) if position < exact_at_least.shape[0] else 0
+        bounded_kept = kept - exact_kept
+        bounded_prior = int(at_least[position - 1]) - exact_prior
+        fewest, most = known + bounded_kept, known + bounded_prior
+        bounds = (kept / most, kept / fewest) if fewest else None
+        rows.append(StepPosition(position, kept, kept / steps, bounds))
+    return tuple(rows)
+
+
+def _per_position_counts(summary: Summary) -> list[PositionRate]:
+    units = Units.of_runs(summary.counts, summary.max_k)
+    return list(_per_position(summary, units, None))
+
+
+def bounds_interval(
+    bounds: tuple[float, float], errors: tuple[float, float], df: int | None, ceiling: float | None
+) -> tuple[float, float] | None:
+    """Imbens and Manski's (2004) 95% interval for a value known to lie in [low, high]: [low - c s_low,
+    high + c s_high], with c solving T(c + (high - low) / max(s)) - T(-c) = 0.95 (T: Student t with df
+    degrees of freedom, the normal in their paper). c is the two-sided quantile when the bounds meet and
+    falls to the one-sided one as they widen: the interval covers the value, not the whole identified set."""
+    if df is None:
+        return None
+    (low, high), (s_low, s_high) = bounds, errors
+    spread = max(s_low, s_high)
+    width = (high - low) / spread if spread > 0 else math.inf
+
+    def covered(c: float) -> float:
+        return student_t_cdf(c + width, df) - student_t_cdf(-c, df) if math.isfinite(width) else 1 - student_t_cdf(-c, df)
+
+    lo_c, hi_c = 0.0, _critical(df)
+    for _ in range(60):
+        mid = (lo_c + hi_c) / 2
+        lo_c, hi_c = (mid, hi_c) if covered(mid) < LEVEL else (lo_c, mid)
+    c = hi_c
+    result_low = max(0.0, low - c * s_low)
+    result_high = high + c * s_high
+    if ceiling is not None:
+        result_high = min(ceiling, result_high)
+    return (result_low, result_high)

@@ -29,7 +29,12 @@ from specaccept_cli.summary.state import Summary, shown_groups
 from specaccept_cli.summary.windows import Drift, WindowTally, design_effect, drift_test, window_estimates
 from specaccept_cli.text import json_controls_escaped
 
-SCHEMA = "specaccept.summary/1"
+SCHEMA = "specaccept.summary/2"
+# /2 (this version): figures over the whole input when some requests or intervals give totals only: `alpha` is
+# null unless identified, `alpha_bounds`, `alpha_bounds_ci`, `identification` and the unit counts beside it,
+# `runs` null when only bounded (`runs_bounds`). The state is the same but for the bounded units' rows, so /1
+# files are read too.
+READABLE_SCHEMAS = frozenset({"specaccept.summary/1", SCHEMA})
 GROUPS_KEY = "groups"
 INT64_MAX = 2**63 - 1
 
@@ -85,7 +90,10 @@ def summary_object(
         "expected_alpha_drafted": numbers.expected_alpha_drafted,
         "draft_length_histogram": {str(k): runs for k, runs in enumerate(numbers.runs_by_k)},
         "fingerprints": [item.to_dict() for item in numbers.fingerprints],
+        **_identification_keys(numbers),
     }
+    if numbers.identified is not None and numbers.identified.runs_bounds is not None:
+        data["runs"] = None
     if cost_ratio is not None:
         data["cost_ratio"] = cost_ratio
         data["speedup"] = numbers.speedup(cost_ratio)
@@ -162,9 +170,20 @@ def windows_keys(
     }
 
 
+def _identification_keys(numbers: Estimates) -> dict[str, Any]:
+    """How each figure is identified, and the bounds of those only bounded (null keys when nothing is)."""
+    if numbers.identified is None:
+        return {
+            "identification": None,
+            "alpha_bounds": None,
+            "alpha_bounds_ci": None,
+        }
+    return numbers.identified.to_dict()
+
+
 def engine_keys(engine: EngineTally, numbers: Estimates) -> dict[str, Any]:
     """What a summary read from engine metrics rests on: exact intervals, bounded ones, lines read."""
-    bounds = engine.alpha_bounds_with(numbers.accepted_tokens, numbers.examined_tokens)
+    bounds = numbers.identified.alpha_bounds if numbers.identified is not None else None
     return engine.to_dict() | {"alpha_bounds_all_intervals": None if bounds is None else list(bounds)}
 
 
@@ -173,7 +192,7 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
 
     Raises ValueError when the object is not a specaccept summary this version can read.
     """
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         if not isinstance(data, dict):
             raise ValueError(f"not a {SCHEMA} object (a JSON {type(data).__name__})")
         raise ValueError(f"not a {SCHEMA} object (schema: {data.get('schema')!r})")

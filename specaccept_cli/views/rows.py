@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from msgspec import Struct
 
 from specaccept_cli.checks import shown_against, shown_threshold
+from specaccept_cli.summary.estimates import ASSUMED, BOUNDED, UNKNOWN
 from specaccept_cli.summary.server import RULES
-from specaccept_cli.views.format import interval, number
+from specaccept_cli.views.format import MISSING, interval, number
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult, MetricComparison
@@ -53,24 +54,88 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     i.i.d. prediction, vLLM's acceptance rate, then the verdict: every check that failed or warns on a line
     of its own, the checks that passed together on the last."""
     numbers = findings.numbers
+    identified = numbers.identified
+    rows: list[HeadlineRow] = [("runs", [runs_text(numbers)])]
+    if not numbers.clustering.over_runs:  # over runs, the verdict warns (in the same words everywhere)
+        rows.append(("intervals", [numbers.clustering.describe()]))
+    rows += [("alpha", [alpha_text(numbers)]), ("tokens per pass", [tokens_per_pass_text(numbers)])]
+    rate = f"{number(numbers.acceptance_rate)} accepted / drafted"
+    for label, name in rate_names(findings.summary):
+        rows.append((label, [f"{rate} ({name})" if name else rate]))
+    if identified is not None and identified.rates_only:
+        rows.append(
+            (
+                "not counted",
+                [
+                    Marked(
+                        f"{identified.rates_only:,} {identified.unit}s print rates only, no token counts: "
+                        "they are in no figure above",
+                        "warn",
+                    )
+                ],
+            )
+        )
+    return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
+
+
+RATE_NAMES = {
+    "vllm": ("vLLM's rate", '"Avg Draft acceptance rate"'),
+    "sglang": ("SGLang's accept rate", "spec_accept_rate"),
+    "llama.cpp": ("llama.cpp's draft acceptance", '"draft acceptance"'),
+    "tensorrt-llm": ("TensorRT-LLM's acceptance rate", "acceptance_rate"),
+}
+
+
+def rate_names(summary: Summary) -> list[tuple[str, str]]:
+    """accepted / drafted under each engine's own name: the engines the input came from, or vLLM's for runs."""
+    engines = summary.engine.engines if summary.engine is not None else ()
+    named = [RATE_NAMES[name] for name in engines if name in RATE_NAMES]
+    return named or [("accepted / drafted", "")] if engines else [RATE_NAMES["vllm"]]
+
+
+def runs_text(numbers: Estimates) -> str:
+    """Verify steps: a count, or bounds when the input gives only a rounded mean length."""
+    identified = numbers.identified
+    if identified is not None and identified.runs_bounds is not None:
+        low, high = identified.runs_bounds
+        return f"between {low:,} and {high:,} (steps not logged: bounded by the totals)"
+    if identified is not None and identified.of("runs") == UNKNOWN:
+        return MISSING
+    return f"{numbers.runs:,}"
+
+
+def alpha_text(numbers: Estimates) -> str:
+    """alpha with its interval, or its bounds over the whole input with their 95% interval and why."""
+    identified = numbers.identified
+    if identified is not None and identified.of("alpha") == BOUNDED and identified.alpha_bounds is not None:
+        low, high = identified.alpha_bounds
+        text = f"between {number(low)} and {number(high)}"
+        if identified.alpha_bounds_ci is not None:
+            text += f" (95%: {number(identified.alpha_bounds_ci[0])}-{number(identified.alpha_bounds_ci[1])})"
+        return f"{text}: {identified.reason()}"
     alpha = number(numbers.alpha)
     if numbers.alpha_ci is not None:
         alpha += f", 95% interval {interval(numbers.alpha_ci)}"
-    rows: list[HeadlineRow] = [("runs", [f"{numbers.runs:,}"])]
-    if not numbers.clustering.over_runs:  # over runs, the verdict warns (in the same words everywhere)
-        rows.append(("intervals", [numbers.clustering.describe()]))
-    rows += [
-        ("alpha", [alpha]),
-        (
-            "tokens per pass",
-            [
-                f"{number(numbers.tokens_per_pass)} observed, "
-                f"{number(numbers.tokens_per_pass_predicted)} predicted (i.i.d.)"
-            ],
-        ),
-        ("vLLM's rate", [f'{number(numbers.acceptance_rate)} accepted / drafted ("Avg Draft acceptance rate")']),
-    ]
-    return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
+    if identified is not None and identified.of("alpha") == ASSUMED and identified.alpha_bounds is not None:
+        alpha += f"; exact only if every draft was full, else in {interval(identified.alpha_bounds)}"
+    return alpha
+
+
+def tokens_per_pass_text(numbers: Estimates) -> str:
+    identified = numbers.identified
+    if identified is not None and identified.tokens_per_pass_bounds is not None:
+        low, high = identified.tokens_per_pass_bounds
+        text = f"between {number(low)} and {number(high)}"
+        if identified.tokens_per_pass_bounds_ci is not None:
+            ci = identified.tokens_per_pass_bounds_ci
+            text += f" (95%: {number(ci[0])}-{number(ci[1])})"
+        return text
+    text = f"{number(numbers.tokens_per_pass)} observed"
+    if numbers.tokens_per_pass_ci is not None and identified is not None and identified.bounded_units:
+        return f"{text}, 95% interval {interval(numbers.tokens_per_pass_ci)}"
+    if numbers.tokens_per_pass_predicted is None and identified is not None:
+        return text
+    return f"{text}, {number(numbers.tokens_per_pass_predicted)} predicted (i.i.d.)"
 
 
 def verdict_rows(findings: Findings, words: Words = entry_text) -> list[HeadlineRow]:

@@ -46,7 +46,7 @@ def test_audit_json_summary_by_hand(id_log: Path) -> None:
     result = invoke("audit", str(id_log), "-o", "json")
     assert result.exit_code == 0, result.stderr
     summary = orjson.loads(result.stdout)
-    assert summary["schema"] == "specaccept.summary/1"
+    assert summary["schema"] == "specaccept.summary/2"
     assert summary["runs"] == 3
     assert summary["drafted_tokens"] == 5
     assert summary["accepted_tokens"] == 3

@@ -87,8 +87,8 @@ def test_a_summary_file_alone_is_a_baseline(hand_log: Path, tmp_path: Path) -> N
             "implausible draft length 100000",
         ),
         (b"{not json", "not a JSON summary"),
-        (b"[1, 2]", "not a specaccept.summary/1 object (a JSON list)"),
-        (b'{"schema": "other/1"}', "not a specaccept.summary/1 object (schema: 'other/1')"),
+        (b"[1, 2]", "not a specaccept.summary/2 object (a JSON list)"),
+        (b'{"schema": "other/1"}', "not a specaccept.summary/2 object (schema: 'other/1')"),
         (b'{"schema": "specaccept.summary/1", "state": {}}', "summary state is incomplete"),
         (
             b'{"schema": "specaccept.summary/1", "state": {"joint_counts": [[2, 3, 1]], "passing_tokens": 0, '
@@ -144,7 +144,7 @@ def test_merge_refuses_to_mix_grouped_and_plain_summaries(tmp_path: Path) -> Non
     (tmp_path / "broken.json").write_bytes(orjson.dumps({**a, "group_by": "g", "groups": {"x": [1]}}))
     result = invoke("merge", str(tmp_path / "broken.json"))
     assert result.exit_code == 2
-    assert "broken.json: not a usable summary: not a specaccept.summary/1 object (a JSON list)" in result.stderr
+    assert "broken.json: not a usable summary: not a specaccept.summary/2 object (a JSON list)" in result.stderr
     (tmp_path / "other.json").write_bytes(orjson.dumps({**a, "group_by": "h", "groups": {"x": a}}))
     result = invoke("merge", str(tmp_path / "grouped.json"), str(tmp_path / "other.json"))
     assert result.exit_code == 2

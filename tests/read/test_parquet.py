@@ -220,7 +220,7 @@ def test_damaged_parquet_is_an_input_error_never_a_crash(
             assert result.stderr.startswith(f"specaccept: {path}") and len(result.stderr.splitlines()) == 1
         else:
             summary = orjson.loads(result.stdout)
-            assert summary["schema"] == "specaccept.summary/1"
+            assert summary["schema"] == "specaccept.summary/2"
             # Exit 1 only for what skip mode left out when nothing valid was read at all.
             nothing_valid = summary["runs"] == 0 and (summary["skipped_rows"] or summary["skipped_sources"])
             assert result.exit_code == (1 if nothing_valid else 0)
