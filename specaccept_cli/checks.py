@@ -76,16 +76,37 @@ class Issue(Struct, frozen=True):
 
 
 class GateResult(Struct, frozen=True):
-    """One threshold checked against a summary. A metric with no value (no runs) fails."""
+    """One threshold checked against a summary. A metric with no value (no runs) fails.
+
+    A metric the input only bounds is checked on the 95% interval of its bounds (`bounds`): the floor
+    fails when even the interval's top is below it, passes when its bottom is at least the floor, and is
+    inconclusive when the floor lies inside (the view says what would decide it).
+    """
 
     metric: str  # e.g. "tokens_per_pass"
     label: str  # e.g. "tokens per pass"
     threshold: float
     value: float | None
+    bounds: tuple[float, float] | None = None  # the bounds' 95% interval, when the value is only bounded
+    identified_bounds: tuple[float, float] | None = None  # the bounds themselves
+
+    @property
+    def outcome(self) -> str:
+        """ "passed", "failed" or "inconclusive" (bounds straddling the floor)."""
+        if self.bounds is not None:
+            low, high = self.bounds
+            if low >= self.threshold:
+                return "passed"
+            return "failed" if high < self.threshold else "inconclusive"
+        return "passed" if self.value is not None and self.value >= self.threshold else "failed"
 
     @property
     def passed(self) -> bool:
-        return self.value is not None and self.value >= self.threshold
+        return self.outcome == "passed"
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.outcome == "inconclusive"
 
     @property
     def shown_value(self) -> str:
@@ -131,10 +152,22 @@ def check_gates(summary: Estimates, thresholds: Sequence[tuple[str, float]]) -> 
     if unknown:
         raise KeyError(f"unknown gates: {sorted(unknown)}")
     return [
-        GateResult(metric, label, given[metric], getattr(summary, metric))
+        GateResult(metric, label, given[metric], getattr(summary, metric), *_bounded(summary, metric))
         for metric, label in GATE_METRICS
         if metric in given
     ]
+
+
+def _bounded(summary: Estimates, metric: str) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """(the bounds' 95% interval, the bounds) of a metric the input only bounds; (None, None) when identified."""
+    identified = summary.identified
+    if identified is None or getattr(summary, metric) is not None:
+        return None, None
+    found = getattr(identified, f"{metric}_bounds", None)
+    interval = getattr(identified, f"{metric}_bounds_ci", None)
+    if found is None:
+        return None, None
+    return (interval or found), found
 
 
 # --- baseline comparison ----------------------------------------------------------------
@@ -162,10 +195,18 @@ class MetricComparison(Struct, frozen=True):
     minimum_detectable_drop: float | None = None
     requests_needed: int | None = None
     underpowered: bool = False
+    # On input that only bounds a metric: its bounds on each side (baseline and current are then the most
+    # favourable values, the bottom of the baseline's bounds and the top of the current run's).
+    baseline_bounds: tuple[float, float] | None = None
+    current_bounds: tuple[float, float] | None = None
+    # The whole relative drop flagged with 80% power: --max-drop plus minimum_detectable_drop (one definition
+    # for the headline, the comparison table and `plan`).
+    detectable_drop: float | None = None
 
     @property
     def failed(self) -> bool:
-        return self.verdict != "ok"
+        """Regressed or untestable; an inconclusive comparison on bounds warns (fails only with strict bounds)."""
+        return self.verdict in ("regressed", "untestable")
 
     @property
     def beyond_tolerance(self) -> bool:
@@ -186,8 +227,11 @@ class MetricComparison(Struct, frozen=True):
             "verdict",
             "p_adjusted",
             "minimum_detectable_drop",
+            "detectable_drop",
             "requests_needed",
             "underpowered",
+            "baseline_bounds",
+            "current_bounds",
         )
 
 
@@ -339,20 +383,49 @@ def compare(
     df_b, df_c = baseline.degrees_of_freedom, current.degrees_of_freedom
     df = math.inf if df_b is None or df_c is None else float(min(df_b, df_c))
     runs = (baseline.runs, current.runs)
+    unfavourable: dict[int, float] = {}  # bounded rows: the p of the least favourable values
     for metric, label, _ in COMPARED_METRICS:
-        b, c = getattr(baseline, metric), getattr(current, metric)
-        se_b, se_c = baseline.testing_standard_error(metric), current.testing_standard_error(metric)
-        change = (c - b) / b if b is not None and c is not None and b != 0 else None
-        if b is None or c is None or se_b is None or se_c is None or min(df_b or 0, df_c or 0) < MIN_UNITS - 1:
+        b_sides, c_sides = baseline.sides(metric), current.sides(metric)
+        if b_sides is None or c_sides is None or min(df_b or 0, df_c or 0) < MIN_UNITS - 1:
+            b, c = getattr(baseline, metric), getattr(current, metric)
+            se_b, se_c = baseline.testing_standard_error(metric), current.testing_standard_error(metric)
+            change = (c - b) / b if b is not None and c is not None and b != 0 else None
             rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, None, None, "untestable", *runs))
             continue
+        # On bounds the comparison regresses only when even the most favourable values regress: the baseline at
+        # the bottom of its bounds, the current run at the top (the same value twice when identified).
+        (b, se_b), (c, se_c) = b_sides[0], c_sides[1]
+        change = (c - b) / b if b != 0 else None
         z, p = drop_test(b, se_b, c, se_c, max_drop, df)
-        rows.append(MetricComparison(metric, label, b, c, se_b, se_c, change, z, p, "ok", *runs))
+        bounded = b_sides[0] != b_sides[1] or c_sides[0] != c_sides[1]
+        rows.append(
+            MetricComparison(
+                metric,
+                label,
+                b,
+                c,
+                se_b,
+                se_c,
+                change,
+                z,
+                p,
+                "ok",
+                *runs,
+                baseline_bounds=(b_sides[0][0], b_sides[1][0]) if bounded else None,
+                current_bounds=(c_sides[0][0], c_sides[1][0]) if bounded else None,
+            )
+        )
+        if bounded:
+            (worst_b, worst_se_b), (worst_c, worst_se_c) = b_sides[1], c_sides[0]
+            unfavourable[len(rows) - 1] = drop_test(worst_b, worst_se_b, worst_c, worst_se_c, max_drop, df)[1]
     tested = [index for index, row in enumerate(rows) if row.p is not None]
     adjusted = holm([rows[index].p or 0.0 for index in tested])
+    worst = dict(zip(tested, holm([unfavourable.get(index, rows[index].p or 0.0) for index in tested])))
     units = (current.degrees_of_freedom or 0) + 1
     for index, p_adjusted in zip(tested, adjusted):
         verdict = "regressed" if p_adjusted < significance else "ok"
+        if verdict == "ok" and index in unfavourable and worst[index] < significance:
+            verdict = "inconclusive"  # the bounds straddle: some values they allow regress, others do not
         rows[index] = replace(
             rows[index],
             p_adjusted=p_adjusted,
@@ -374,6 +447,7 @@ def _power(row: MetricComparison, units: int, tested: int, max_drop: float, sign
         needed = units_needed(row.baseline, row.baseline_standard_error, variance, max_drop, level, max_drop)
     return {
         "minimum_detectable_drop": drop,
+        "detectable_drop": None if drop is None else max_drop + drop,
         "requests_needed": needed,
         "underpowered": drop is not None and max_drop > 0.0 and drop > max_drop,
     }
@@ -420,7 +494,9 @@ def plan_requests(
     units = "runs" if baseline.cluster_field is None else "requests"
     plans = []
     for metric, label, _ in COMPARED_METRICS:
-        value, error = getattr(baseline, metric), baseline.testing_standard_error(metric)
+        # A bounded baseline is compared at the bottom of its bounds (see `compare`): plan at that side too.
+        sides = baseline.sides(metric)
+        value, error = sides[0] if sides is not None else (getattr(baseline, metric), None)
         needed = each_side = None
         if value is not None and error is not None and count >= MIN_UNITS:
             variance = error * error * count

@@ -213,6 +213,12 @@ if TYPE_CHECKING:
     help="With --on-error skip: exit 1 when more than N rows (or sources) were skipped.",
 )
 @click.option(
+    "--strict-bounds",
+    is_flag=True,
+    help="Exit 1 when a gate or baseline comparison is inconclusive because the input only bounds the figure "
+    "(engine totals; by default that warns).",
+)
+@click.option(
     "--allow-empty",
     is_flag=True,
     help="With --on-error skip: exit 0 even when every row was skipped (by default no valid run is exit 1).",
@@ -343,6 +349,7 @@ class AuditOptions(Struct, frozen=True):
     html_path: str | None = None
     full: bool = False
     follow: bool = False
+    strict_bounds: bool = False
     every: int = 10
     alert: bool = False
     # `watch`: endpoints scraped instead of inputs read (a live audit of their counters)
@@ -485,6 +492,7 @@ def gate_spec(options: AuditOptions) -> GateSpec:
         strict_drift=options.check_drift,
         max_errors=options.max_errors,
         allow_empty=options.allow_empty,
+        strict_bounds=options.strict_bounds,
     )
 
 

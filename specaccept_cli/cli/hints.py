@@ -31,6 +31,8 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("baseline", "unclustered"): "--cluster-field",
     ("baseline", "k_mix"): None,
     ("baseline", "underpowered"): None,
+    ("gate", "inconclusive"): "--strict-bounds",
+    ("baseline", "inconclusive"): "--strict-bounds",
     ("intervals", "engine_intervals"): None,  # no option clusters an engine's aggregate lines
     ("baseline", "cluster_fields_differ"): None,
 }
@@ -39,7 +41,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
 def option_of(entry: VerdictEntry) -> str | None:
     """The option a verdict entry answers to (None for the i.i.d. check, which no option gates)."""
     issue = entry.issue
-    if entry.check == "gate" and issue is not None and issue.metric is not None:
+    if entry.check == "gate" and issue is not None and issue.metric is not None and issue.kind != "inconclusive":
         return GATE_OPTIONS[issue.metric]
     if issue is not None and (entry.check, issue.kind) in OPTIONS:
         return OPTIONS[entry.check, issue.kind]
@@ -58,6 +60,18 @@ def _number(value: float | None) -> str:
 
 def gate_message(gate: GateResult) -> str:
     option, threshold = GATE_OPTIONS[gate.metric], shown_threshold(gate.threshold)
+    if gate.bounds is not None:
+        low, high = gate.bounds
+        if gate.inconclusive:
+            return (
+                f"{gate.label} is between {low:.6g} and {high:.6g} (the 95% interval of its bounds): {option} "
+                f"{threshold} lies inside, undecided (--strict-bounds fails it)"
+            )
+        if gate.passed:
+            return (
+                f"{gate.label} is at least {low:.6g} (the bottom of its bounds' 95% interval): {option} {threshold} met"
+            )
+        return f"{gate.label} is at most {high:.6g} (the top of its bounds' 95% interval), below {option} {threshold}"
     if gate.value is None:
         return f"{gate.label} has no value (no runs to estimate it from); {option} {threshold} fails"
     relation = "is at least" if gate.passed else "is below"
@@ -112,9 +126,14 @@ def failure_line(findings: Findings, entry: VerdictEntry) -> str:
     """The stderr line of a failed check, as the command line has always printed it."""
     issue = entry.issue
     assert issue is not None, "a failed entry carries its issue"
+    if entry.check == "gate" and issue.kind == "inconclusive":
+        gate = next(gate for gate in findings.gates if gate.metric == issue.metric)
+        return f"gate inconclusive: {gate_message(gate)}"
     if entry.check == "gate":
         gate = next(gate for gate in findings.gates if gate.metric == issue.metric)
         return f"gate failed: {gate_message(gate)}"
+    if entry.check == "baseline" and issue.kind == "inconclusive":
+        return f"{entry.text} (--strict-bounds)"
     if entry.check == "baseline" and findings.comparison is not None and issue.metric is not None:
         return comparison_message(findings.comparison, issue.metric)
     if entry.check == "server" and findings.reported is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from specaccept_cli.checks import DEFAULT_MAX_DROP
 from specaccept_cli.cli.options import FiniteFloat, output_option
 from specaccept_cli.cli.output import printing_to_stdout, write_stdout
 
@@ -27,7 +28,7 @@ from specaccept_cli.cli.output import printing_to_stdout, write_stdout
 @click.option(
     "--max-drop",
     type=FiniteFloat(0.0, 1.0, max_open=True),
-    default=0.0,
+    default=DEFAULT_MAX_DROP,
     show_default=True,
     metavar="FRACTION",
     help="The --max-drop the CI run's comparison will tolerate (below --drop).",
@@ -51,8 +52,8 @@ def plan(baseline_path: str, drop: float, max_drop: float, significance: float, 
 
     \b
     Example:
-      specaccept plan --baseline main.json --drop 0.02
-      specaccept audit pr.jsonl --baseline main.json --max-drop 0
+      specaccept plan --baseline main.json --drop 0.05
+      specaccept audit pr.jsonl --baseline main.json
     """
     from specaccept_cli.checks import POWER, plan_requests
     from specaccept_cli.errors import UsageError

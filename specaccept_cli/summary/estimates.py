@@ -136,6 +136,7 @@ class Identified(Struct, frozen=True):
     alpha_bounds_ci: tuple[float, float] | None = None
     tokens_per_pass_bounds: tuple[float, float] | None = None
     tokens_per_pass_bounds_ci: tuple[float, float] | None = None
+    tokens_per_pass_bounds_standard_errors: tuple[float, float] | None = None
     step_positions: tuple[StepPosition, ...] = ()
 
     def of(self, figure: str) -> str:
@@ -170,6 +171,7 @@ class Identified(Struct, frozen=True):
             "alpha_bounds_ci": listed(self.alpha_bounds_ci),
             "tokens_per_pass_bounds": listed(self.tokens_per_pass_bounds),
             "tokens_per_pass_bounds_ci": listed(self.tokens_per_pass_bounds_ci),
+            "tokens_per_pass_bounds_standard_errors": listed(self.tokens_per_pass_bounds_standard_errors),
             "per_position_over_steps": [
                 {
                     "position": row.position,
@@ -226,6 +228,22 @@ class Estimates(Struct, frozen=True):
     def clustering(self) -> Clustering:
         """The units every interval and test here is over (plain data, for views and verdicts)."""
         return Clustering(self.cluster_field, self.clusters)
+
+    def sides(self, metric: str) -> tuple[tuple[float, float], tuple[float, float]] | None:
+        """((low, its standard error), (high, its standard error)) of a metric for a comparison: the value
+        twice when identified, the bounds when only bounded; None when there is no value or no error."""
+        value = getattr(self, metric)
+        if value is not None:
+            error = self.testing_standard_error(metric)
+            return None if error is None else ((value, error), (value, error))
+        identified = self.identified
+        if identified is None:
+            return None
+        bounds = getattr(identified, f"{metric}_bounds", None)
+        errors = getattr(identified, f"{metric}_bounds_standard_errors", None)
+        if bounds is None or errors is None:
+            return None
+        return (bounds[0], errors[0]), (bounds[1], errors[1])
 
     def testing_standard_error(self, metric: str) -> float | None:
         """The standard error a comparison uses: the estimate's, but never below what its interval implies.
@@ -628,7 +646,7 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
     how["per_position"] = BOUNDED
 
     step_weights = np.concatenate([exact.runs, rows.steps_low.astype(np.float64)])
-    tokens_per_pass = tokens_error = tokens_ci = tokens_bounds = tokens_bounds_ci = None
+    tokens_per_pass = tokens_error = tokens_ci = tokens_bounds = tokens_bounds_ci = tokens_bounds_errors = None
     if steps_known and steps[0]:
         tokens_per_pass = (accepted + steps[0]) / steps[0]
         tokens_error = _weighted_ratio_error(weight, numerator + step_weights, step_weights, tokens_per_pass)
@@ -642,7 +660,8 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
         low_error = _weighted_ratio_error(weight, numerator + most, most, tokens_bounds[0])
         high_error = _weighted_ratio_error(weight, numerator + step_weights, step_weights, tokens_bounds[1])
         if low_error is not None and high_error is not None:
-            tokens_bounds_ci = bounds_interval(tokens_bounds, (low_error, high_error), df, ceiling=None)
+            tokens_bounds_errors = (low_error, high_error)
+            tokens_bounds_ci = bounds_interval(tokens_bounds, tokens_bounds_errors, df, ceiling=None)
     else:
         how["runs"] = how["tokens_per_pass"] = UNKNOWN
 
@@ -661,6 +680,7 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
         alpha_bounds_ci=alpha_ci,
         tokens_per_pass_bounds=tokens_bounds,
         tokens_per_pass_bounds_ci=tokens_bounds_ci,
+        tokens_per_pass_bounds_standard_errors=tokens_bounds_errors,
         step_positions=_step_positions(summary, histogram, steps[0] if steps_known else None),
     )
     alpha = alpha_bounds[0] if how["alpha"] == EXACT and alpha_bounds is not None else None
@@ -733,7 +753,12 @@ def _step_positions(summary: Summary, histogram: tuple[int, ...] | None, steps: 
         exact_kept = int(exact_at_least[position]) if position < exact_at_least.shape[0] else 0
         bounded_kept = kept - exact_kept
         bounded_prior = int(at_least[position - 1]) - exact_prior
-        fewest, most = known + bounded_kept, known + bounded_prior
+        # Every step drafted at least one token, so every step reached position 1.
+        fewest, most = (
+            (known + bounded_prior, known + bounded_prior)
+            if position == 1
+            else (known + bounded_kept, known + bounded_prior)
+        )
         bounds = (kept / most, kept / fewest) if fewest else None
         rows.append(StepPosition(position, kept, kept / steps, bounds))
     return tuple(rows)
@@ -758,7 +783,9 @@ def bounds_interval(
     width = (high - low) / spread if spread > 0 else math.inf
 
     def covered(c: float) -> float:
-        return student_t_cdf(c + width, df) - student_t_cdf(-c, df) if math.isfinite(width) else 1 - student_t_cdf(-c, df)
+        return (
+            student_t_cdf(c + width, df) - student_t_cdf(-c, df) if math.isfinite(width) else 1 - student_t_cdf(-c, df)
+        )
 
     lo_c, hi_c = 0.0, _critical(df)
     for _ in range(60):

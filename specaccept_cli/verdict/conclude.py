@@ -35,7 +35,8 @@ def conclude(
     spec = spec or GateSpec()
     numbers = estimate(summary)
     shown, other = shown_groups(summary, max_groups) if summary.groups is not None else ([], None)
-    tally = summary.windows
+    # Windows hold runs: on input some of whose units give totals only they would be a subset's, so none.
+    tally = summary.windows if not numbers.bounded else None
     sampler = summary.sampler
     findings = Findings(
         summary=summary,
@@ -65,6 +66,11 @@ def _entry(check: str, status: Status, text: str, issue: Issue | None = None) ->
 
 def iid_entries(findings: Findings) -> list[VerdictEntry]:
     check = findings.numbers.iid_check
+    identified = findings.numbers.identified
+    if check is None and identified is not None and identified.bounded_units:
+        return [
+            _entry("iid", "ok", "i.i.d. check needs every run's draft and accepted length, which totals do not give")
+        ]
     if check is None:
         return [_entry("iid", "ok", "i.i.d. check needs more runs")]
     if check.consistent:
@@ -81,11 +87,29 @@ def gate_entries(findings: Findings) -> list[VerdictEntry]:
     for gate in findings.gates:
         issue = Issue("gate", "below", gate.metric, gate.value, gate.threshold)
         threshold = shown_threshold(gate.threshold)
-        if gate.value is None:
+        if gate.value is None and gate.bounds is None:
             text = f"{gate.label} has no value (no runs to estimate it from): its minimum {threshold} fails"
             entries.append(_entry("gate", "fail", text, replace(issue, kind="no_value")))
+        elif gate.inconclusive and gate.bounds is not None and gate.identified_bounds is not None:
+            low, high = gate.identified_bounds
+            text = (
+                f"{gate.label} between {low:.6g} and {high:.6g} (95%: {gate.bounds[0]:.6g}-{gate.bounds[1]:.6g}): "
+                f"its minimum {threshold} is inside, so the input cannot decide it; per-step counts (or full "
+                "drafts) would"
+            )
+            status: Status = "fail" if findings.spec.strict_bounds else "warn"
+            entries.append(_entry("gate", status, text, replace(issue, kind="inconclusive")))
+        elif gate.passed and gate.bounds is not None:
+            low = gate.bounds[0]
+            text = f"{gate.label} is at least {low:.6g} (the bottom of its bounds' 95% interval): {threshold} met"
+            entries.append(_entry("gate", "ok", text))
         elif gate.passed:
             entries.append(_entry("gate", "ok", f"{gate.label} = {gate.shown_value} is at least {threshold}"))
+        elif gate.bounds is not None:
+            text = (
+                f"{gate.label} is at most {gate.bounds[1]:.6g} (the top of its bounds' 95% interval), below {threshold}"
+            )
+            entries.append(_entry("gate", "fail", text, issue))
         else:
             entries.append(_entry("gate", "fail", f"{gate.label} = {gate.shown_value} is below {threshold}", issue))
     return entries
@@ -108,6 +132,14 @@ def baseline_entries(findings: Findings) -> list[VerdictEntry]:
                 f"{number(row.current)} from {row.current_runs:,} runs)"
             )
             entries.append(_entry("baseline", "fail", text, issue))
+        elif row.verdict == "inconclusive":
+            text = (
+                f"{row.label} against the baseline is inconclusive: bounds "
+                f"{_bounds(row.baseline_bounds, row.baseline)} -> {_bounds(row.current_bounds, row.current)}; "
+                f"the most favourable values show no drop beyond {comparison.max_drop:g}, the least favourable do (exact per-step counts would decide it)"
+            )
+            strict: Status = "fail" if findings.spec.strict_bounds else "warn"
+            entries.append(_entry("baseline", strict, text, replace(issue, kind="inconclusive")))
         elif row.verdict == "regressed":
             text = (
                 f"{row.label} regressed: {_moved(row)}, a drop of more than {comparison.max_drop:g} "
@@ -123,7 +155,13 @@ def baseline_entries(findings: Findings) -> list[VerdictEntry]:
         else:
             within.append(row)
     if within:
-        moves = ", ".join(f"{row.label} {_change(row)}" for row in within)
+        moves = ", ".join(
+            f"{row.label} {_change(row)}"
+            if row.baseline_bounds is None and row.current_bounds is None
+            else f"{row.label} {_bounds(row.baseline_bounds, row.baseline)} -> "
+            f"{_bounds(row.current_bounds, row.current)}"
+            for row in within
+        )
         entries.append(_entry("baseline", "ok", f"no drop beyond {comparison.max_drop:g} from the baseline ({moves})"))
     for warning in comparison.warnings:
         if warning.kind == "cluster_fields_differ":
@@ -145,12 +183,18 @@ def baseline_entries(findings: Findings) -> list[VerdictEntry]:
             needed = "" if row.requests_needed is None else f"; that needs about {row.requests_needed:,} {units}"
             text = (
                 f"{row.label} comparison is underpowered: with 80% power it flags a drop of "
-                f"{comparison.max_drop + row.minimum_detectable_drop:.2%} or more, not one just beyond the "
+                f"{row.detectable_drop or 0.0:.2%} or more, not one just beyond the "
                 f"tolerated {comparison.max_drop:.2%}{needed}"
             )
             issue = Issue("baseline", "underpowered", row.metric, row.minimum_detectable_drop, comparison.max_drop)
             entries.append(_entry("baseline", "warn", text, issue))
     return entries
+
+
+def _bounds(bounds: tuple[float, float] | None, value: float | None) -> str:
+    if bounds is None:
+        return number(value)
+    return f"[{number(bounds[0])}, {number(bounds[1])}]"
 
 
 def fingerprint_entries(findings: Findings) -> list[VerdictEntry]:
@@ -174,6 +218,12 @@ def drift_entries(findings: Findings) -> list[VerdictEntry]:
     from specaccept_cli.summary.windows import MIN_DRIFT_WINDOWS, describe_position
 
     tally, drift, spec = findings.window_tally, findings.drift, findings.spec
+    identified = findings.numbers.identified
+    if findings.summary.windows is not None and identified is not None and identified.bounded_units:
+        text = f"drift not tested: {identified.reason()}, and a window of runs cannot hold their totals"
+        if spec.strict_drift:
+            return [_entry("drift", "fail", text, Issue("drift", "untestable"))]
+        return [_entry("drift", "ok", text)]
     if drift is None or tally is None:
         if spec.strict_drift:
             text = f"drift cannot be tested: it needs at least {MIN_DRIFT_WINDOWS} windows holding runs"

@@ -35,6 +35,7 @@ class GateSpec(Struct, frozen=True):
     strict_drift: bool = False  # drift, or a log too short to test it, fails (else it warns)
     max_errors: int | None = None  # more skipped rows or sources than this fail
     allow_empty: bool = False  # no valid run at all (every row skipped) passes
+    strict_bounds: bool = False  # a gate or comparison that bounds leave undecided fails (else it warns)
 
     @property
     def thresholds(self) -> tuple[tuple[str, float], ...]:
@@ -97,7 +98,8 @@ class Findings(Struct, frozen=True, eq=False):
 
     @property
     def window_tally(self) -> WindowTally | None:
-        return self.summary.windows
+        """The windows the views draw: none on input that only bounds some units (see `conclude`)."""
+        return self.summary.windows if not self.numbers.bounded else None
 
     @property
     def failures(self) -> tuple[Issue, ...]:

@@ -15,13 +15,20 @@ from typing import TYPE_CHECKING
 
 from specaccept_cli import __version__
 from specaccept_cli.summary.conventions import DEFINITIONS
-from specaccept_cli.summary.estimates import Z_95, Estimates
+from specaccept_cli.summary.estimates import BOUNDED, Z_95, Estimates
 from specaccept_cli.summary.probability import kolmogorov_sf
 from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, THRESHOLD_BINS, ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import WindowTally, describe_position, excludes
 from specaccept_cli.views.format import MISSING, interval, number
-from specaccept_cli.views.rows import AuditTable, engine_table, verdict_word
+from specaccept_cli.views.rows import (
+    AuditTable,
+    alpha_text,
+    engine_table,
+    runs_text,
+    tokens_per_pass_text,
+    verdict_word,
+)
 from specaccept_cli.views.svg import Axis, Chart, text
 from specaccept_cli.views.timeline import window_width_text
 
@@ -110,7 +117,7 @@ def render_report(findings: Findings, sources: Sequence[str], cost_ratio: float 
             '<h2>Plots</h2><div class="plots">\n',
             "\n".join(figures),
             "</div>\n",
-            "" if summary.engine is None else audit_table_html(engine_table(summary, summary.engine)),
+            "" if summary.engine is None else audit_table_html(engine_table(findings.numbers, summary.engine)),
             "<h2>What each engine would report</h2>\n",
             conventions_table(numbers),
             "</body></html>\n",
@@ -134,13 +141,21 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
     """The headline numbers, then one card per check that ran, coloured by its verdict."""
     numbers = findings.numbers
     check = numbers.iid_check
+    identified = numbers.identified
+    if identified is not None and identified.of("alpha") == BOUNDED:
+        alpha_card = _card(
+            "alpha (accepted / examined), bounds", interval(identified.alpha_bounds), alpha_text(numbers)
+        )
+    else:
+        alpha_card = _card(
+            "alpha (accepted / examined)", number(numbers.alpha), f"95% interval {interval(numbers.alpha_ci)}"
+        )
     parts = [
-        _card("alpha (accepted / examined)", number(numbers.alpha), f"95% interval {interval(numbers.alpha_ci)}"),
-        _card(
-            "tokens per pass",
-            number(numbers.tokens_per_pass, ".3f"),
-            f"95% interval {interval(numbers.tokens_per_pass_ci)}; i.i.d. model predicts "
-            f"{number(numbers.tokens_per_pass_predicted, '.3f')}",
+        alpha_card,
+        _card("tokens per pass", number(numbers.tokens_per_pass, ".3f"), tokens_per_pass_text(numbers))
+        if identified is None or identified.tokens_per_pass_bounds is None
+        else _card(
+            "tokens per pass, bounds", interval(identified.tokens_per_pass_bounds), tokens_per_pass_text(numbers)
         ),
         _card(
             "i.i.d. check",
@@ -148,7 +163,7 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
             MISSING if check is None or check.combined_p_value is None else f"p = {check.combined_p_value:.3g}",
             "" if check is None else "good" if check.consistent else "bad",
         ),
-        _card("runs", f"{numbers.runs:,}", f"{numbers.drafted_tokens:,} drafted, {numbers.accepted_tokens:,} accepted"),
+        _card("runs", runs_text(numbers), f"{numbers.drafted_tokens:,} drafted, {numbers.accepted_tokens:,} accepted"),
     ]
     for check_name, label in CARDS:
         entries = findings.entries(check_name)

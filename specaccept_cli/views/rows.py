@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from msgspec import Struct
 
 from specaccept_cli.checks import shown_against, shown_threshold
-from specaccept_cli.summary.estimates import ASSUMED, BOUNDED, UNKNOWN
+from specaccept_cli.summary.estimates import ASSUMED, BOUNDED, EXACT, UNKNOWN
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.views.format import MISSING, interval, number
 
@@ -159,15 +159,54 @@ def verdict_word(findings: Findings, check: str) -> tuple[str, Literal["good", "
     return status, _STATUS_TONES[status]
 
 
+STEP_POSITION_COLUMNS = ("position", "kept", "rate over steps", "conditional rate")
+STEP_POSITION_CAPTION = (
+    "Over every verify step of the input: kept = steps that accepted at least i drafts (exact, from the "
+    'accepted-length histograms); rate over steps = kept / steps, vLLM\'s "Per-position acceptance rate". '
+    "The conditional rate kept / reached needs each step's draft length, which totals do not give: bounds."
+)
+
+
+def step_position_rows(numbers: Estimates) -> list[tuple[str, str, str, str]]:
+    identified = numbers.identified
+    rows = [] if identified is None else identified.step_positions
+    return [
+        (str(row.position), f"{row.accepted:,}", number(row.rate), interval(row.conditional_bounds)) for row in rows
+    ]
+
+
+def _count(value: int | None, bounds: tuple[int, int] | None = None) -> str:
+    """A count, its bounds when only bounded, or MISSING."""
+    if value is None or bounds is not None:
+        return MISSING if bounds is None else f"{bounds[0]:,} to {bounds[1]:,}"
+    return f"{value:,}"
+
+
 def summary_rows(summary: Summary, numbers: Estimates) -> list[tuple[str, str, str]]:
     """(metric, formatted value, meaning): the rows every summary view shows (Rich table, markdown)."""
+    identified = numbers.identified
+    runs_bounds = identified.runs_bounds if identified is not None else None
+    examined_bounds = identified.examined_bounds if identified is not None and identified.bounded_units else None
+    alpha_row = ("alpha", number(numbers.alpha), "accepted / examined: per-token acceptance")
+    alpha_ci_row = ("alpha 95% interval", interval(numbers.alpha_ci), interval_meaning(numbers))
+    if identified is not None and identified.of("alpha") == BOUNDED:
+        alpha_row = ("alpha bounds", interval(identified.alpha_bounds), identified.reason())
+        alpha_ci_row = (
+            "  95% interval",
+            interval(identified.alpha_bounds_ci),
+            "Imbens-Manski: covers alpha, bounds of every unit summed, " + interval_meaning(numbers),
+        )
     rows = [
-        ("runs", f"{numbers.runs:,}", "target passes (drafted runs)"),
+        ("runs", _count(numbers.runs, runs_bounds), "target passes (drafted runs)"),
         ("drafted tokens", f"{numbers.drafted_tokens:,}", "sum of k"),
         ("accepted tokens", f"{numbers.accepted_tokens:,}", "sum of a"),
-        ("examined tokens", f"{numbers.examined_tokens:,}", "tokens actually tested: a + 1, or k if all kept"),
-        ("alpha", number(numbers.alpha), "accepted / examined: per-token acceptance"),
-        ("alpha 95% interval", interval(numbers.alpha_ci), interval_meaning(numbers)),
+        (
+            "examined tokens",
+            _count(numbers.examined_tokens, examined_bounds),
+            "tokens actually tested: a + 1, or k if all kept",
+        ),
+        alpha_row,
+        alpha_ci_row,
         (
             "expected alpha",
             number(numbers.expected_alpha),
@@ -253,14 +292,15 @@ COMPARISON_COLUMNS = ("metric", "baseline", "current", "change", "z", "p", "Holm
 def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
     """(metric, baseline, current, change, z, p, Holm-adjusted p, detectable drop, verdict) for every metric.
 
-    The detectable drop is what the comparison flags with 80% power beyond --max-drop; when that is more
-    than --max-drop, the units (requests, or runs) that would bring it down to --max-drop follow it.
+    The detectable drop is the whole relative drop the comparison flags with 80% power (--max-drop and the
+    noise beyond it, as the verdict says it); when the part beyond is more than --max-drop, the units
+    (requests, or runs) that would bring it down to --max-drop follow it.
     """
     return [
         (
             row.label,
-            number(row.baseline),
-            number(row.current),
+            number(row.baseline) if row.baseline_bounds is None else interval(row.baseline_bounds),
+            number(row.current) if row.current_bounds is None else interval(row.current_bounds),
             number(row.change, "+.2%"),
             number(row.z, "+.2f"),
             number(row.p, ".3g"),
@@ -273,7 +313,7 @@ def comparison_rows(comparison: Comparison) -> list[tuple[str, ...]]:
 
 
 def _detectable(row: MetricComparison) -> str:
-    shown = number(row.minimum_detectable_drop, ".2%")
+    shown = number(row.detectable_drop, ".2%")
     if row.underpowered:
         shown += " (underpowered" + ("" if row.requests_needed is None else f": {row.requests_needed:,} needed") + ")"
     return shown
@@ -335,23 +375,20 @@ def audit_tables(findings: Findings, full: bool = True) -> list[AuditTable]:
     if summary.sampler is not None and sampler_shown:
         tables.append(_sampler_table(summary.sampler, findings.sampler_tests))
     if summary.engine is not None:
-        tables.append(engine_table(summary, summary.engine))
+        tables.append(engine_table(findings.numbers, summary.engine))
     return tables
 
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
 
 
-def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
-    """What the engine printed beside what it means, over the exact intervals (the counts above)."""
-    runs, drafted, accepted = summary.runs, summary.drafted_tokens, summary.accepted_tokens
-    examined = summary.examined_tokens
-    bounds = engine.alpha_bounds_with(accepted, examined)
-    # accepted / drafted is exact over every interval with token counts, bounded ones included.
-    all_drafted = drafted + engine.bounded_draft_tokens
-    rate = (accepted + engine.bounded_accepted) / all_drafted if all_drafted else None
-    alpha = interval(bounds) if bounds is not None else number(accepted / examined if examined else None)
-    per_pass = 1 + accepted / runs if runs and not engine.bounded else None
+def engine_table(numbers: Estimates, engine: EngineTally) -> AuditTable:
+    """What the engine printed beside what it means, over the whole input (`Estimates` says how each is known)."""
+    identified = numbers.identified
+    bounds = identified.alpha_bounds if identified is not None and identified.of("alpha") != EXACT else None
+    rate = numbers.acceptance_rate
+    alpha = interval(bounds) if bounds is not None else number(numbers.alpha)
+    per_pass = numbers.tokens_per_pass
     rows = [
         AuditRow(
             (
@@ -421,8 +458,8 @@ def engine_table(summary: Summary, engine: EngineTally) -> AuditTable:
         columns=("figure", "value", "meaning"),
         right=("value",),
         rows=rows,
-        note="The engine's figures recomputed over the whole log (tokens per pass over the exact intervals); "
-        "r was not logged, so r-based results are empty.",
+        note="The engine's figures recomputed over the whole input, exact where the counts pin them down, bounds "
+        "where not; r was not logged, so r-based results are empty.",
     )
 
 

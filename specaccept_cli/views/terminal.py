@@ -173,6 +173,19 @@ def position_strip(numbers: Estimates) -> RenderableType:
         table.add_column(name, justify="right")
     for row in numbers.per_position:
         table.add_row(str(row.position), f"{row.reached:,}", number(row.rate), interval(row.rate_ci))
+    if not numbers.per_position and numbers.identified is not None and numbers.identified.step_positions:
+        return step_positions_table(numbers)
+    return table
+
+
+def step_positions_table(numbers: Estimates) -> Table:
+    """On input that bounds some units: per position over every step, exact, and the conditional rate's bounds."""
+    table = FitTable(title="Per position, over every verify step", title_justify="left", caption_justify="left")
+    for name in shared.STEP_POSITION_COLUMNS:
+        table.add_column(name, justify="right")
+    for cells in shared.step_position_rows(numbers):
+        table.add_row(*cells)
+    table.caption = shared.STEP_POSITION_CAPTION
     return table
 
 
@@ -207,7 +220,7 @@ def comparison_view(comparison: Comparison) -> RenderableType:
     table = FitTable(title="Baseline comparison", title_justify="left", drop=("z", "change"))
     for name in shared.COMPARISON_COLUMNS:
         table.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
-    styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow"}
+    styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow", "inconclusive": "yellow"}
     for row, cells in zip(comparison.metrics, shared.comparison_rows(comparison)):
         table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
     return Group(table, Text(shared.comparison_rule(comparison), style="dim"))  # warnings: stderr, once
@@ -259,7 +272,10 @@ def iid_verdict(summary: Estimates) -> Text:
     """One line: does one per-token probability explain the observed tokens per pass?"""
     check = summary.iid_check
     if check is None:
-        reason = "at least two runs" if summary.runs < 2 else "examined tokens (every draft here is empty)"
+        if summary.bounded:
+            reason = "every run's draft and accepted length, which totals do not give"
+        else:
+            reason = "at least two runs" if summary.runs < 2 else "examined tokens (every draft here is empty)"
         return Text(f"i.i.d. check: needs {reason}.", style="dim")
     z = check.z
     z_text = "inf" if z is None else f"{z:+.1f}"
@@ -285,6 +301,8 @@ def per_position_table(summary: Estimates) -> Table:
     )
     for name in ("position", "drafts", "reached", "accepted", "rate", "rate 95%", "unconditional", "unconditional 95%"):
         table.add_column(name, justify="right")
+    if not summary.per_position and summary.identified is not None and summary.identified.step_positions:
+        return step_positions_table(summary)
     for row in summary.per_position:
         table.add_row(
             str(row.position),
