@@ -136,7 +136,8 @@ def baseline_entries(findings: Findings) -> list[VerdictEntry]:
             text = (
                 f"{row.label} against the baseline is inconclusive: bounds "
                 f"{_bounds(row.baseline_bounds, row.baseline)} -> {_bounds(row.current_bounds, row.current)}; "
-                f"the most favourable values show no drop beyond {comparison.max_drop:g}, the least favourable do (exact per-step counts would decide it)"
+                f"the most favourable values show no drop beyond {comparison.max_drop:g}, the least favourable do "
+                "(exact per-step counts would decide it)"
             )
             strict: Status = "fail" if findings.spec.strict_bounds else "warn"
             entries.append(_entry("baseline", strict, text, replace(issue, kind="inconclusive")))
