@@ -199,7 +199,10 @@ def bounded_unit(record: RequestRecord, key: int) -> BoundedUnits | None:
     bounds = record.examined_bounds()
     if bounds is None or record.accepted is None or record.drafted is None:
         return None
-    steps = steps_bounds(record.steps, None, record.accepted, record.drafted, bounds, record.k)
+    # Every step emits its accepted drafts and one token more, all within the output: steps <= output - accepted.
+    output = record.completion_tokens
+    emitted = (0, output - record.accepted) if output is not None and output > record.accepted else None
+    steps = steps_bounds(record.steps, emitted, record.accepted, record.drafted, bounds, record.k)
     return BoundedUnits.one(key, steps, record.accepted, record.drafted, bounds, record.histogram)
 
 

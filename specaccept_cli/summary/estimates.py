@@ -150,7 +150,7 @@ class Identified(Struct, frozen=True):
         plural = "s" if total != 1 else ""
         why = (
             "drafted short, so their examined tokens are not logged"
-            if self.unit == "request"
+            if self.unit == "request" and self.runs_bounds is None
             else "give totals only, so their examined tokens are not logged"
         )
         return f"{self.bounded_units:,} of {total:,} {self.unit}{plural} {why}"
@@ -707,7 +707,12 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
         accepted_histogram={} if histogram is None else {str(a): n for a, n in enumerate(histogram)},
         conventions={},
         runs_by_k=(),
-        clusters=unit_count if plain.clusters is not None else plain.clusters,
+        # Per-request payloads are clustered by request whether or not any request was exact.
+        cluster_field=plain.cluster_field or ("request_id" if unit == "request" else None),
+        clusters=unit_count if unit == "request" or plain.clusters is not None else None,
+        interval_method=plain.interval_method
+        if unit != "request"
+        else f"cluster-robust over {unit_count:,} requests (sandwich variance, Student t)",
         degrees_of_freedom=df,
         identified=identified,
     )
