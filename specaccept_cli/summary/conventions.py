@@ -41,11 +41,17 @@ def _ratio(numerator: int, denominator: int) -> float | None:
 
 
 def engine_conventions(
-    runs: int, drafted: int, accepted: int, passing: int, accepted_at: Sequence[int], rates: Sequence[float | None]
+    runs: int,
+    drafted: int,
+    accepted: int,
+    passing: int | None,
+    accepted_at: Sequence[int],
+    rates: Sequence[float | None],
 ) -> dict[str, dict[str, Any]]:
     """{engine: {metric: value}} for vllm, vllm_v0, sglang, llama_cpp, spec_bench and eagle.
 
-    `passing` counts tokens that pass their own test, also after a rejection (vLLM v0's counter);
+    `passing` counts tokens that pass their own test, also after a rejection (vLLM v0's counter); None when
+    r was not logged (engine output), so v0's rate is unknown, never 0;
     `accepted_at[i]` counts runs that kept draft position i + 1, `rates[i]` is its conditional rate.
     """
     emitted = accepted + runs  # a + 1 per run
@@ -69,7 +75,7 @@ def engine_conventions(
         # uniform_rand < capped_ratio, strictly; passing_tokens uses the rule's inclusive <=, which
         # differs only where r equals min(1, p/q) exactly.
         "vllm_v0": {
-            "acceptance_rate": _ratio(passing, drafted),
+            "acceptance_rate": None if passing is None else _ratio(passing, drafted),
             "system_efficiency": _ratio(emitted, drafted + runs),
         },
         # python/sglang/srt/managers/scheduler_metrics_mixin.py: update_spec_metrics adds

@@ -219,6 +219,12 @@ class Estimates(Struct, frozen=True):
     # bounded: sums of every unit's bounds over the whole input, with Imbens-Manski 95% intervals.
     identified: Identified | None = None
 
+    def identification_keys(self) -> dict[str, Any]:
+        """How each figure is identified and the bounds of those only bounded, for the machine formats."""
+        if self.identified is None:
+            return {"identification": None, "alpha_bounds": None, "alpha_bounds_ci": None}
+        return self.identified.to_dict()
+
     @property
     def bounded(self) -> bool:
         """Some figure is only bounded: engine totals that do not pin every run down."""
@@ -324,7 +330,7 @@ def _estimate_runs(summary: Summary) -> Estimates:
             runs,
             drafted,
             accepted,
-            summary.passing_tokens,
+            summary.passing_tokens if summary.engine is None else None,  # engine output logs no r
             [row.accepted for row in positions],
             [row.rate for row in positions],
         ),

@@ -90,7 +90,7 @@ def summary_object(
         "expected_alpha_drafted": numbers.expected_alpha_drafted,
         "draft_length_histogram": {str(k): runs for k, runs in enumerate(numbers.runs_by_k)},
         "fingerprints": [item.to_dict() for item in numbers.fingerprints],
-        **_identification_keys(numbers),
+        **numbers.identification_keys(),
     }
     if numbers.identified is not None and numbers.identified.runs_bounds is not None:
         data["runs"] = None
@@ -168,17 +168,6 @@ def windows_keys(
         "windows": [window.to_dict() for window in window_estimates(tally, clusters)],
         "drift": None if drift is None else drift.to_dict(),
     }
-
-
-def _identification_keys(numbers: Estimates) -> dict[str, Any]:
-    """How each figure is identified, and the bounds of those only bounded (null keys when nothing is)."""
-    if numbers.identified is None:
-        return {
-            "identification": None,
-            "alpha_bounds": None,
-            "alpha_bounds_ci": None,
-        }
-    return numbers.identified.to_dict()
 
 
 def engine_keys(engine: EngineTally, numbers: Estimates) -> dict[str, Any]:

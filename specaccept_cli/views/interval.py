@@ -28,6 +28,8 @@ def _numbers(numbers: Estimates) -> dict[str, Any]:
         "alpha_ci": None if numbers.alpha_ci is None else list(numbers.alpha_ci),
         "tokens_per_pass": numbers.tokens_per_pass,
         "tokens_per_pass_ci": None if numbers.tokens_per_pass_ci is None else list(numbers.tokens_per_pass_ci),
+        "acceptance_rate": numbers.acceptance_rate,
+        **numbers.identification_keys(),
         "over": "runs" if numbers.cluster_field is None else "clusters",
         "cluster_field": numbers.cluster_field,
         "clusters": numbers.clusters,
@@ -55,7 +57,14 @@ def interval_record(judged: Judged) -> dict[str, Any]:
             "drifting": judged.drifting,
         },
         "gates": [
-            {"metric": gate.metric, "threshold": gate.threshold, "value": gate.value, "passed": gate.passed}
+            {
+                "metric": gate.metric,
+                "threshold": gate.threshold,
+                "value": gate.value,
+                "passed": gate.passed,
+                "outcome": gate.outcome,
+                "bounds_ci": None if gate.bounds is None else list(gate.bounds),
+            }
             for gate in judged.gates
         ],
         "skipped_rows": judged.skipped_rows,

@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from specaccept_cli.text import safe_text
-from specaccept_cli.views.format import interval, number
+from specaccept_cli.views.format import number
 from specaccept_cli.views.interval import moment
+from specaccept_cli.views.rows import alpha_text, runs_text, tokens_per_pass_text
 from specaccept_cli.views.timeline import BARS, bar_levels
 
 if TYPE_CHECKING:
@@ -46,9 +47,9 @@ def live_view(judged: Judged, source: str) -> RenderableType:
     head.add_column(justify="right", style="bold")
     head.add_column()
     head.add_row("verdict", verdict)
-    head.add_row("total", f"{total.runs:,} runs  alpha {number(total.alpha)} {interval(total.alpha_ci)} {unit}")
-    head.add_row("", f"tokens per pass {number(total.tokens_per_pass, '.3f')} {interval(total.tokens_per_pass_ci)}")
-    head.add_row("this period", f"{current.runs:,} runs  alpha {number(current.alpha)} {interval(current.alpha_ci)}")
+    head.add_row("total", f"{runs_text(total)} runs  alpha {alpha_text(total)} {unit}")
+    head.add_row("", f"tokens per pass {tokens_per_pass_text(total)}")
+    head.add_row("this period", f"{runs_text(current)} runs  alpha {alpha_text(current)}")
     alphas = list(judged.recent_alphas)
     shown = [value for value in alphas if value is not None]
     span = f"  {min(shown):.3f}..{max(shown):.3f}" if shown else ""
@@ -63,7 +64,10 @@ def live_view(judged: Judged, source: str) -> RenderableType:
         style = "red" if judged.drifting else ""
         head.add_row("drift", Text(f"p = {drift.p_value:.3g} over {drift.windows} periods", style=style))
     for gate in judged.gates:
-        mark = Text("pass", style="green") if gate.passed else Text("FAIL", style="bold red")
+        if gate.inconclusive:
+            mark = Text("undecided", style="yellow")  # bounds straddle the floor
+        else:
+            mark = Text("pass", style="green") if gate.passed else Text("FAIL", style="bold red")
         head.add_row(gate.label, Text.assemble(mark, f"  {number(gate.value)} vs {gate.threshold:g}"))
     if judged.skipped_rows:
         head.add_row("skipped", f"{judged.skipped_rows:,} bad rows (listed at the end)")

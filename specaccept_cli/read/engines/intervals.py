@@ -216,4 +216,8 @@ def describe_interval(interval: EngineInterval) -> str:
             f"llama.cpp {interval.labels.get('drafter', '')} statistics #acc tokens/#gen tokens = "
             f"{interval.accepted}/{interval.draft_tokens} (running total); {alpha}; {tpp}"
         )
-    return f"llama.cpp 'draft acceptance' {p.get('draft acceptance')} = accepted/generated draft tokens; {alpha}; {tpp}"
+    if "draft acceptance" in p:
+        head = f"llama.cpp 'draft acceptance' {p['draft acceptance']} = accepted/generated draft tokens"
+    else:
+        head = f"llama.cpp: {interval.accepted} accepted of {interval.draft_tokens} generated draft tokens"
+    return f"{head}; {alpha}; {tpp}"
