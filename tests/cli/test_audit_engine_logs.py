@@ -187,9 +187,18 @@ def test_gates_baseline_summary_out_and_merge_work_on_engine_metrics(tmp_path: P
 
 def test_bounds_only_logs_give_bounds_not_a_number(tmp_path: Path) -> None:
     data = audit_json(str(SAMPLES / "llamacpp.log"))
-    assert data["runs"] == 0 and data["alpha"] is None
-    low, high = data["engine"]["alpha_bounds_all_intervals"]
-    assert 0 < low < high < 1
+    # The four per-request lines' totals, over the whole log: 158 + 200 + 105 + 381 of 289 + 347 + 198 + 620.
+    assert data["accepted_tokens"] == 844 and data["drafted_tokens"] == 1454
+    assert data["acceptance_rate"] == 844 / 1454 and data["identification"]["acceptance_rate"] == "exact"
+    # llama.cpp writes no step count: runs, tokens per pass and alpha are bounds, never a subset's number.
+    assert data["runs"] is None and data["alpha"] is None and data["tokens_per_pass"] is None
+    low_steps, high_steps = data["runs_bounds"]
+    assert 4 <= low_steps < high_steps <= 1454  # each step drafted at least one token
+    low, high = data["alpha_bounds"]
+    assert 0 < low < high < 1 and data["engine"]["alpha_bounds_all_intervals"] == [low, high]
+    ci_low, ci_high = data["alpha_bounds_ci"]
+    assert ci_low < low and high < ci_high <= 1
+    assert data["identification"]["alpha"] == "bounded" and data["intervals_bounded"] == 4
     assert data["engine"]["running_totals"] == 1  # llama.cpp's statistics line repeats the requests' counts
     markdown = invoke("audit", str(SAMPLES / "llamacpp.log"), "-o", "markdown")
     assert "### Engine metrics: llama.cpp" in markdown.stdout and "draft acceptance" in markdown.stdout
