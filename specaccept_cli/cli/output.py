@@ -217,6 +217,9 @@ def conclude_findings(
 
     for warning in warnings:
         click.echo(f"specaccept: warning: {warning_text(warning)}", err=True)
+    for entry in findings.verdict:  # a gate the bounds leave undecided passes: say so where CI logs look
+        if entry.status == "warn" and entry.issue is not None and entry.issue.kind == "inconclusive":
+            click.echo(f"specaccept: warning: {hinted(entry)}", err=True)
     failed = [entry for entry in findings.verdict if entry.status == "fail"]
     lines = [failure_line(findings, entry) for entry in failed]
     if github_markdown is not None:

@@ -278,7 +278,7 @@ def estimate(summary: Summary) -> Estimates:
     """Every estimate of `summary`, computed once: over its runs, or over the whole input with its bounded units."""
     plain = _estimate_runs(summary)
     engine = summary.engine
-    if engine is None or (engine.units is None and not engine.assumed and not engine.unquantified):
+    if engine is None:
         return plain
     return _with_engine_units(summary, plain)
 

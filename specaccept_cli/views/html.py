@@ -152,7 +152,12 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
         )
     parts = [
         alpha_card,
-        _card("tokens per pass", number(numbers.tokens_per_pass, ".3f"), tokens_per_pass_text(numbers))
+        _card(
+            "tokens per pass",
+            number(numbers.tokens_per_pass, ".3f"),
+            f"95% interval {interval(numbers.tokens_per_pass_ci)}; i.i.d. model predicts "
+            f"{number(numbers.tokens_per_pass_predicted, '.3f')}",
+        )
         if identified is None or identified.tokens_per_pass_bounds is None
         else _card(
             "tokens per pass, bounds", interval(identified.tokens_per_pass_bounds), tokens_per_pass_text(numbers)

@@ -70,7 +70,10 @@ def test_totals_only_give_bounds_that_contain_the_truth(tmp_path: Path) -> None:
     data = audit_json(str(write(tmp_path / "llama.jsonl", sim.jsonl([sim.llamacpp_completion(r) for r in batch]))))
     low, high = data["engine"]["alpha_bounds_all_intervals"]
     assert low <= truth_alpha(batch) <= high
-    assert data["runs"] == 0 and data["engine"]["bounded_intervals"] == 30
+    assert data["engine"]["bounded_intervals"] == 30 and data["alpha_bounds"] == [low, high]
+    # Totals without a step count: runs are bounds holding the truth, never the 0 of no exact request.
+    low_steps, high_steps = data["runs_bounds"]
+    assert data["runs"] is None and low_steps <= sum(r.steps for r in batch) <= high_steps
 
 
 def test_a_bad_payload_is_file_and_line_exit_2_or_skipped_and_counted(tmp_path: Path) -> None:
