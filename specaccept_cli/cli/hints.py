@@ -33,7 +33,8 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("baseline", "underpowered"): None,
     ("gate", "inconclusive"): "--strict-bounds",
     ("baseline", "inconclusive"): "--strict-bounds",
-    ("intervals", "engine_intervals"): None,  # no option clusters an engine's aggregate lines
+    ("intervals", "engine_intervals"): None,
+    ("intervals", "rates_only"): None,  # no option clusters an engine's aggregate lines
     ("baseline", "cluster_fields_differ"): None,
 }
 

@@ -148,11 +148,11 @@ class Identified(Struct, frozen=True):
             return ""
         total = self.exact_units + self.bounded_units + self.rates_only
         plural = "s" if total != 1 else ""
-        why = (
-            "drafted short, so their examined tokens are not logged"
-            if self.unit == "request" and self.runs_bounds is None
-            else "give totals only, so their examined tokens are not logged"
-        )
+        one = self.bounded_units == 1
+        if self.unit == "request" and self.runs_bounds is None:
+            why = f"drafted short, so {'its' if one else 'their'} examined tokens are not logged"
+        else:
+            why = f"give{'s' if one else ''} totals only, so {'its' if one else 'their'} examined tokens are not logged"
         return f"{self.bounded_units:,} of {total:,} {self.unit}{plural} {why}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -67,6 +67,8 @@ def _entry(check: str, status: Status, text: str, issue: Issue | None = None) ->
 def iid_entries(findings: Findings) -> list[VerdictEntry]:
     check = findings.numbers.iid_check
     identified = findings.numbers.identified
+    if check is None and identified is not None and not (identified.exact_units + identified.bounded_units):
+        return []  # nothing was counted: the verdict says so once
     if check is None and identified is not None and identified.bounded_units:
         return [
             _entry("iid", "ok", "i.i.d. check needs every run's draft and accepted length, which totals do not give")
@@ -320,6 +322,20 @@ def skipped_entries(findings: Findings) -> list[VerdictEntry]:
 
 
 def interval_entries(findings: Findings) -> list[VerdictEntry]:
+    numbers = findings.numbers
+    identified = numbers.identified
+    entries = []
+    if identified is not None and identified.rates_only:
+        units = identified.exact_units + identified.bounded_units + identified.rates_only
+        text = (
+            f"{identified.rates_only:,} of {units:,} {identified.unit}s print rates only, no token counts: they are "
+            "in no figure" + ("" if identified.exact_units + identified.bounded_units else ", so nothing is measured")
+        )
+        entries.append(_entry("intervals", "warn", text, Issue("intervals", "rates_only")))
+    return entries + _clustering_entries(findings)
+
+
+def _clustering_entries(findings: Findings) -> list[VerdictEntry]:
     numbers = findings.numbers
     if numbers.runs < 2:
         return []

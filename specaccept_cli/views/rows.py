@@ -54,7 +54,6 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     i.i.d. prediction, vLLM's acceptance rate, then the verdict: every check that failed or warns on a line
     of its own, the checks that passed together on the last."""
     numbers = findings.numbers
-    identified = numbers.identified
     rows: list[HeadlineRow] = [("runs", [runs_text(numbers)])]
     if not numbers.clustering.over_runs:  # over runs, the verdict warns (in the same words everywhere)
         rows.append(("intervals", [numbers.clustering.describe()]))
@@ -62,19 +61,6 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     rate = f"{number(numbers.acceptance_rate)} accepted / drafted"
     for label, name in rate_names(findings.summary):
         rows.append((label, [f"{rate} ({name})" if name else rate]))
-    if identified is not None and identified.rates_only:
-        rows.append(
-            (
-                "not counted",
-                [
-                    Marked(
-                        f"{identified.rates_only:,} {identified.unit}s print rates only, no token counts: "
-                        "they are in no figure above",
-                        "warn",
-                    )
-                ],
-            )
-        )
     return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
 
 
@@ -99,7 +85,9 @@ def runs_text(numbers: Estimates) -> str:
     if identified is not None and identified.runs_bounds is not None:
         low, high = identified.runs_bounds
         return f"between {low:,} and {high:,} (steps not logged: bounded by the totals)"
-    if identified is not None and identified.of("runs") == UNKNOWN:
+    if identified is not None and (
+        identified.of("runs") == UNKNOWN or not (identified.exact_units + identified.bounded_units)
+    ):
         return MISSING
     return f"{numbers.runs:,}"
 
@@ -130,6 +118,8 @@ def tokens_per_pass_text(numbers: Estimates) -> str:
             ci = identified.tokens_per_pass_bounds_ci
             text += f" (95%: {number(ci[0])}-{number(ci[1])})"
         return text
+    if numbers.tokens_per_pass is None:
+        return MISSING
     text = f"{number(numbers.tokens_per_pass)} observed"
     if numbers.tokens_per_pass_ci is not None and identified is not None and identified.bounded_units:
         return f"{text}, 95% interval {interval(numbers.tokens_per_pass_ci)}"
