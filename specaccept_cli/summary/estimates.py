@@ -606,7 +606,8 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
     exact_units = plain.clusters if plain.clusters is not None else engine.recovered
     unit = "request" if engine.requests else "interval"
     how = {name: EXACT for name in ("runs", "accepted", "drafted", "acceptance_rate", "tokens_per_pass")}
-    how["alpha"] = how["per_position"] = ASSUMED if engine.assumed else EXACT
+    assumed = engine.assumed or engine.requests_assuming_full_drafts  # SGLang's nominal proposed count
+    how["alpha"] = how["per_position"] = ASSUMED if assumed else EXACT
     if rows is None or not count:
         identified = Identified(
             how=how,

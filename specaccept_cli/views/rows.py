@@ -104,8 +104,10 @@ def alpha_text(numbers: Estimates) -> str:
     alpha = number(numbers.alpha)
     if numbers.alpha_ci is not None:
         alpha += f", 95% interval {interval(numbers.alpha_ci)}"
-    if identified is not None and identified.of("alpha") == ASSUMED and identified.alpha_bounds is not None:
-        alpha += f"; exact only if every draft was full, else in {interval(identified.alpha_bounds)}"
+    if identified is not None and identified.of("alpha") == ASSUMED:
+        alpha += "; exact only if every draft was full"
+        if identified.alpha_bounds is not None:
+            alpha += f", else in {interval(identified.alpha_bounds)}"
     return alpha
 
 

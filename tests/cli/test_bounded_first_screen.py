@@ -12,7 +12,17 @@ import pytest
 
 from tests.engines import counters, llama_perpos_line, simulate
 from tests.helpers import invoke, invoke_env
-from tests.payloads import Request, jsonl, llamacpp_completion, requests, vllm_response, vllm_summary_only
+from tests.payloads import (
+    Request,
+    aiperf_record,
+    jsonl,
+    llamacpp_completion,
+    requests,
+    sglang_generate,
+    trtllm_response,
+    vllm_response,
+    vllm_summary_only,
+)
 
 
 class Truth:
@@ -193,3 +203,50 @@ def test_exact_payloads_keep_their_point_estimate(tmp_path: Path) -> None:
     data = audit_json(str(path))
     assert data["alpha"] == pytest.approx(truth.alpha, rel=1e-12) and data["alpha_bounds"] is None
     assert data["identification"]["alpha"] == "exact"
+
+
+def aiperf_summary(request: Request) -> dict:
+    """An AIPerf record without the optional per-step arrays: a histogram and totals."""
+    record = aiperf_record(request)
+    for key in ("per_step_accepted", "per_step_drafted"):
+        del record["spec_decode_acceptance"][key]
+    return record
+
+
+@pytest.mark.parametrize(
+    "writer", [vllm_summary_only, trtllm_response, aiperf_summary, llamacpp_completion], ids=lambda w: w.__name__
+)
+def test_every_payload_shape_gives_whole_input_figures_and_bounds_holding_the_truth(writer, tmp_path: Path) -> None:
+    batch = requests(51, count=60, ragged=0.15)
+    truth = Truth(batch)
+    path = tmp_path / "payloads.jsonl"
+    path.write_bytes(jsonl([writer(r) for r in batch]))
+    data = audit_json(str(path))
+    assert data["accepted_tokens"] == truth.accepted and data["drafted_tokens"] == truth.drafted
+    assert data["acceptance_rate"] == pytest.approx(truth.rate, rel=1e-12)
+    how = data["identification"]
+    if how["runs"] == "exact":
+        assert data["runs"] == truth.steps
+        assert data["tokens_per_pass"] == pytest.approx(truth.tokens_per_pass, rel=1e-12)
+    else:
+        low, high = data["runs_bounds"]
+        assert low <= truth.steps <= high
+        low, high = data["tokens_per_pass_bounds"]
+        assert low <= truth.tokens_per_pass <= high
+    assert how["alpha"] == "bounded" and data["alpha"] is None
+    low, high = data["alpha_bounds"]
+    assert low <= truth.alpha <= high
+    headline = " ".join(invoke("audit", str(path)).stdout.replace("│", " ").split())
+    assert shown_bounds(headline) == (round(low, 4), round(high, 4)) and "ok runs 0" not in headline
+
+
+def test_sglang_payloads_say_their_full_drafts_assumption(tmp_path: Path) -> None:
+    batch = requests(52, count=40)
+    truth = Truth(batch)
+    path = tmp_path / "sglang.jsonl"
+    path.write_bytes(jsonl([sglang_generate(r) for r in batch]))
+    data = audit_json(str(path))
+    assert data["alpha"] == pytest.approx(truth.alpha, rel=1e-12) and data["runs"] == truth.steps
+    assert data["identification"]["alpha"] == "exact if every draft was full"
+    headline = " ".join(invoke("audit", str(path)).stdout.replace("│", " ").split())
+    assert "SGLang's accept rate" in headline and "exact only if every draft was full" in headline
