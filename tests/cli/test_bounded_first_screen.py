@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
-from tests.engines import counters, llama_perpos_line, simulate
+from tests.engines import counters, llama_perpos_line, prom_text, simulate, vllm_full_line
 from tests.helpers import invoke, invoke_env
 from tests.payloads import (
     Request,
@@ -250,3 +251,37 @@ def test_sglang_payloads_say_their_full_drafts_assumption(tmp_path: Path) -> Non
     assert data["identification"]["alpha"] == "exact if every draft was full"
     headline = " ".join(invoke("audit", str(path)).stdout.replace("│", " ").split())
     assert "SGLang's accept rate" in headline and "exact only if every draft was full" in headline
+
+
+def test_vllm_lines_and_scrapes_of_ragged_drafts_give_whole_input_figures(tmp_path: Path) -> None:
+    """Variable draft lengths (an n-gram drafter): vLLM's counters pin steps, accepted and drafted, not alpha."""
+    log, scrape, totals, examined = [], [], [0, 0, 0, [0] * 5], 0
+    first = (0, 0, 0)
+    for seed in range(8):
+        lengths, accepted = simulate(100 + seed, 300, 5, 0.72, variable=True)
+        drafts, drafted, kept, per_position = counters(lengths, accepted, 5)
+        log.append(vllm_full_line(drafts, drafted, kept, per_position))
+        examined += int(np.minimum(accepted + 1, lengths).sum())
+        totals = [
+            totals[0] + drafts,
+            totals[1] + drafted,
+            totals[2] + kept,
+            [a + b for a, b in zip(totals[3], per_position)],
+        ]
+        scrape += [*prom_text((totals[0], totals[1], totals[2], totals[3])), ""]
+        first = first if seed else (drafts, drafted, kept)
+    steps, drafted, kept = totals[0], totals[1], totals[2]
+    for name, lines in (("server.log", log), ("metrics.prom", scrape)):
+        path = tmp_path / name
+        path.write_text("\n".join(lines) + "\n")
+        data = audit_json(str(path))
+        # A series of scrapes counts from its first scrape: the differences after it.
+        base = (0, 0, 0) if name == "server.log" else first
+        assert data["accepted_tokens"] == kept - base[2] and data["drafted_tokens"] == drafted - base[1], name
+        assert data["runs"] == steps - base[0], name
+        if name == "server.log":
+            assert data["tokens_per_pass"] == pytest.approx(1 + kept / steps, rel=1e-12)
+            low, high = data["alpha_bounds"]
+            assert low <= kept / examined <= high and data["alpha"] is None
+        headline = " ".join(invoke("audit", str(path)).stdout.replace("│", " ").split())
+        assert "vLLM's rate" in headline and "ok runs 0" not in headline
