@@ -5,6 +5,8 @@ the GitHub step summary)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -285,3 +287,22 @@ def test_vllm_lines_and_scrapes_of_ragged_drafts_give_whole_input_figures(tmp_pa
             assert low <= kept / examined <= high and data["alpha"] is None
         headline = " ".join(invoke("audit", str(path)).stdout.replace("│", " ").split())
         assert "vLLM's rate" in headline and "ok runs 0" not in headline
+
+
+def test_a_followed_stream_of_bounded_payloads_shows_the_bounds_live(short_drafts: tuple[Path, Truth, list]) -> None:
+    path, truth, _ = short_drafts
+    with path.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "specaccept_cli", "audit", "--follow", "--every", "1s", "-o", "jsonl"],
+            stdin=stdin,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    records = [orjson.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    total = next(record["total"] for record in reversed(records) if "total" in record)
+    assert total["runs"] == truth.steps and total["accepted_tokens"] == truth.accepted
+    assert total["alpha"] is None and total["identification"]["alpha"] == "bounded"
+    low, high = total["alpha_bounds"]
+    assert low <= truth.alpha <= high
