@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,13 @@ def audit_json(*args: str) -> dict:
     assert result.exit_code in (0, 1), result.stderr
     data: dict = orjson.loads(result.stdout)
     return data
+
+
+def audited(directory: Path, writer: Callable[[Request], dict], batch: list[Request]) -> tuple[Path, dict]:
+    """The batch written by `writer` as a JSONL file, and its `audit -o json`."""
+    path = directory / f"{writer.__name__}.jsonl"
+    path.write_bytes(jsonl([writer(r) for r in batch]))
+    return path, audit_json(str(path))
 
 
 def shown_bounds(text: str) -> tuple[float, float]:
@@ -163,9 +171,7 @@ def test_a_baseline_on_bounds_regresses_only_when_the_favourable_values_do(tmp_p
 def test_llama_cpp_timings_are_never_a_blank_ok(tmp_path: Path) -> None:
     batch = requests(31, count=50, ragged=0.2)
     truth = Truth(batch)
-    path = tmp_path / "timings.jsonl"
-    path.write_bytes(jsonl([llamacpp_completion(r) for r in batch]))
-    data = audit_json(str(path))
+    path, data = audited(tmp_path, llamacpp_completion, batch)
     assert data["accepted_tokens"] == truth.accepted and data["drafted_tokens"] == truth.drafted
     low_steps, high_steps = data["runs_bounds"]
     assert low_steps <= truth.steps <= high_steps and data["runs"] is None
@@ -201,11 +207,13 @@ def test_llama_cpp_lines_name_the_engine_and_v0_is_null(tmp_path: Path) -> None:
 def test_exact_payloads_keep_their_point_estimate(tmp_path: Path) -> None:
     batch = requests(41, count=40, ragged=0.2)
     truth = Truth(batch)
-    path = tmp_path / "detailed.jsonl"
-    path.write_bytes(jsonl([vllm_response(r, detailed=True) for r in batch]))
-    data = audit_json(str(path))
+    _, data = audited(tmp_path, detailed, batch)
     assert data["alpha"] == pytest.approx(truth.alpha, rel=1e-12) and data["alpha_bounds"] is None
     assert data["identification"]["alpha"] == "exact"
+
+
+def detailed(request: Request) -> dict:
+    return vllm_response(request, detailed=True)
 
 
 def aiperf_summary(request: Request) -> dict:
@@ -222,9 +230,7 @@ def aiperf_summary(request: Request) -> dict:
 def test_every_payload_shape_gives_whole_input_figures_and_bounds_holding_the_truth(writer, tmp_path: Path) -> None:
     batch = requests(51, count=60, ragged=0.15)
     truth = Truth(batch)
-    path = tmp_path / "payloads.jsonl"
-    path.write_bytes(jsonl([writer(r) for r in batch]))
-    data = audit_json(str(path))
+    path, data = audited(tmp_path, writer, batch)
     assert data["accepted_tokens"] == truth.accepted and data["drafted_tokens"] == truth.drafted
     assert data["acceptance_rate"] == pytest.approx(truth.rate, rel=1e-12)
     how = data["identification"]
@@ -246,9 +252,7 @@ def test_every_payload_shape_gives_whole_input_figures_and_bounds_holding_the_tr
 def test_sglang_payloads_say_their_full_drafts_assumption(tmp_path: Path) -> None:
     batch = requests(52, count=40)
     truth = Truth(batch)
-    path = tmp_path / "sglang.jsonl"
-    path.write_bytes(jsonl([sglang_generate(r) for r in batch]))
-    data = audit_json(str(path))
+    path, data = audited(tmp_path, sglang_generate, batch)
     assert data["alpha"] == pytest.approx(truth.alpha, rel=1e-12) and data["runs"] == truth.steps
     assert data["identification"]["alpha"] == "exact if every draft was full"
     headline = " ".join(invoke("audit", str(path)).stdout.replace("│", " ").split())
