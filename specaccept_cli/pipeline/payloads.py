@@ -94,7 +94,9 @@ class _Block:
         self.formats: dict[str, None] = {}
         self.examples: list[str] = []
         self.recovered = self.assumed = self.bounded = self.unquantified = 0
-        self.units: BoundedUnits | None = None
+        self.rows: list[tuple[int, int, int, int, int, int, int]] = []  # bounded requests: key, then COLUMNS
+        self.histogram: list[int] = []
+        self.without_histogram = 0
 
     def add(self, record: RequestRecord, line: int) -> None:
         self.requests += 1
@@ -107,12 +109,18 @@ class _Block:
             self.examples.append(f"{where}: " + "; ".join((said, *record.notes)))
         key = request_key(record, where)
         if found is None:
-            unit = bounded_unit(record, key)
-            if unit is None:
+            row = bounded_row(record, key)
+            if row is None:
                 self.unquantified += 1
                 return
             self.bounded += 1
-            self.units = unit if self.units is None else self.units + unit
+            self.rows.append(row)
+            if record.histogram is None:
+                self.without_histogram += 1
+            else:
+                self.histogram += [0] * (len(record.histogram) - len(self.histogram))
+                for length, steps in enumerate(record.histogram):
+                    self.histogram[length] += steps
             return
         k, accepted = found
         self.recovered += 1
@@ -132,7 +140,7 @@ class _Block:
             recovered=self.recovered,
             requests_assuming_full_drafts=self.assumed,
             bounded=self.bounded,
-            units=self.units,
+            units=BoundedUnits.of_rows(self.rows, tuple(self.histogram), self.without_histogram) if self.rows else None,
             unquantified=self.unquantified,
             examples=tuple(self.examples),
         )
@@ -194,8 +202,9 @@ def request_key(record: RequestRecord, where: str) -> int:
     return cluster_hash(record.request_id if record.request_id is not None else f"{where}#{record.fmt}")
 
 
-def bounded_unit(record: RequestRecord, key: int) -> BoundedUnits | None:
-    """A request whose runs are not pinned down, as one bounded unit; None when it gives no token counts."""
+def bounded_row(record: RequestRecord, key: int) -> tuple[int, int, int, int, int, int, int] | None:
+    """A request whose runs are not pinned down, as one bounded row (key, then `bounded.COLUMNS`); None when it
+    gives no token counts."""
     bounds = record.examined_bounds()
     if bounds is None or record.accepted is None or record.drafted is None:
         return None
@@ -203,7 +212,15 @@ def bounded_unit(record: RequestRecord, key: int) -> BoundedUnits | None:
     output = record.completion_tokens
     emitted = (0, output - record.accepted) if output is not None and output > record.accepted else None
     steps = steps_bounds(record.steps, emitted, record.accepted, record.drafted, bounds, record.k)
-    return BoundedUnits.one(key, steps, record.accepted, record.drafted, bounds, record.histogram)
+    return (key, steps[0], steps[1], record.accepted, record.drafted, bounds[0], bounds[1])
+
+
+def bounded_unit(record: RequestRecord, key: int) -> BoundedUnits | None:
+    """`bounded_row` as a summary's bounded units."""
+    row = bounded_row(record, key)
+    if row is None:
+        return None
+    return BoundedUnits.of_rows([row], record.histogram or (), 0 if record.histogram is not None else 1)
 
 
 def _groups(record: RequestRecord, part: Summary, plan: Plan) -> Groups | None:

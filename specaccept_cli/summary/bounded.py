@@ -83,6 +83,16 @@ class BoundedUnits(Struct, frozen=True, dict=True):
     without_histogram: int = 0
 
     @classmethod
+    def of_rows(
+        cls, rows: list[tuple[int, int, int, int, int, int, int]], histogram: tuple[int, ...], without_histogram: int
+    ) -> BoundedUnits:
+        """Units from rows of (key, then COLUMNS), with their summed histogram and how many wrote none."""
+        keys = np.array([row[0] for row in rows], dtype=np.uint64)
+        table = np.array([row[1:] for row in rows], dtype=np.int64).reshape(len(rows), len(COLUMNS))
+        columns = {name: np.ascontiguousarray(table[:, index]) for index, name in enumerate(COLUMNS)}
+        return cls((BoundedRows(keys, **columns),), histogram, without_histogram)
+
+    @classmethod
     def one(
         cls,
         key: int,
