@@ -95,7 +95,16 @@ def test_a_followed_pipe_shows_intervals_as_they_happen_and_a_signal_ends_it_nor
         runs >= 3
         and sum(expected_accepted([json.loads(line) for line in written])) == final["total"]["accepted_tokens"]
     )
-    assert final["gates"] == [{"metric": "alpha", "threshold": 0.01, "value": final["total"]["alpha"], "passed": True}]
+    assert final["gates"] == [
+        {
+            "metric": "alpha",
+            "threshold": 0.01,
+            "value": final["total"]["alpha"],
+            "passed": True,
+            "outcome": "passed",
+            "bounds_ci": None,
+        }
+    ]
     assert b"Traceback" not in err
 
 
