@@ -233,7 +233,6 @@ def test_a_named_format_reads_only_its_engine():
         (lambda r: sim.vllm_response(r, detailed=True), 0.3),
         (sim.vllm_summary_only, 0.0),  # full drafts: drafted = steps x k proves it
         (sim.trtllm_response, 0.0),
-        (sim.sglang_generate, 0.0),
         (sim.aiperf_record, 0.3),
     ],
 )
@@ -243,6 +242,25 @@ def test_seeded_round_trips_recover_every_request_exactly(seed, writer, ragged):
     assert errors == [] and len(records) == len(batch)
     for record, truth in zip(records, batch):
         assert np.array_equal(_padded(record.counts(), truth.k), sim.truth_counts([truth]))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_seeded_sglang_requests_are_exact_only_when_a_pass_proves_the_chain(seed):
+    """SGLang's proposed count is passes x width for a chain and for an EAGLE tree's nodes alike: a request is
+    read as a chain of k only when some pass accepted all k drafts; the others are bounded, and the bounds hold."""
+    batch = sim.requests(seed, count=30)
+    records, errors, _ = parse(*sim.jsonl([sim.sglang_generate(r) for r in batch]).splitlines())
+    assert errors == [] and len(records) == len(batch)
+    proven = 0
+    for record, truth in zip(records, batch):
+        if max(truth.accepted) == truth.k:
+            proven += 1
+            assert np.array_equal(_padded(record.counts(), truth.k), sim.truth_counts([truth]))
+            continue
+        assert record.counts() is None and record.k is None
+        low, high = record.examined_bounds()  # type: ignore[misc]
+        assert low <= truth.examined <= high
+    assert 0 < proven < len(batch)
 
 
 @pytest.mark.parametrize("seed", [4, 5, 6, 7])

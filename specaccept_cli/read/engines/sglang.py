@@ -39,8 +39,15 @@ from specaccept_cli.read.engines.recovery import (
 # {:.2f}, " (newer), then "cuda graph: ..., gen throughput (token/s): %.2f, #queue-req: %d".
 # accept len = accepted tokens (drafts + the bonus token) / forward passes. The "accept rate"
 # denominator changed between versions (forward_ct x (num_steps + 1), x num_draft_tokens, or pure
-# drafts / (forward_ct x (num_draft_tokens - 1))), so it is kept as printed and not used.
-SGLANG_DECODE = re.compile(r"Decode batch[.,].*?accept len: " + NUM + r", (?:accept rate: " + NUM + r", )?")
+# drafts / (forward_ct x (num_draft_tokens - 1))), so it is kept as printed and not used. With
+# SGLANG_LOG_FORWARD_ITERS=1 (python/sglang/srt/environ.py; scheduler_metrics_mixin.py report_decode_stats(),
+# read 2026-12) the batch's forward iteration follows: f"Decode batch{iter_msg}, ..." with iter_msg
+# f" [{batch_iter}]", so "Decode batch [1234], #running-req: ...". Under EAGLE with topk > 1 the mixin's
+# draft_per_round is speculative_num_draft_tokens - 1, the tree's nodes, not its depth: 'accept rate' is
+# then accepted / nodes, one more reason it is not used.
+SGLANG_DECODE = re.compile(
+    r"Decode batch(?: \[\d+\])?[.,].*?accept len: " + NUM + r", (?:accept rate: " + NUM + r", )?"
+)
 SGLANG_MARKER = "accept len"
 SGLANG_PREFIX = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]+\d+)*)\]")
 
@@ -168,6 +175,20 @@ def sglang_request_intervals(
     return out
 
 
+def _chain_k(k: int | None, width: int | None, top: int, has_hist: bool) -> tuple[int | None, tuple[str, ...]]:
+    """The draft length to read a request with, and why. drafted = passes x (speculative_num_draft_tokens - 1)
+    is an EAGLE tree's nodes under topk > 1, not a depth: only a pass that accepted `width` drafts proves a
+    chain that long (as payloads/sglang.py chain_width)."""
+    if k is not None or width is None:
+        return k, ()
+    if has_hist and top == width:
+        return width, (f"every verify pass taken to have drafted k = {width} tokens (drafted = k x passes)",)
+    return None, (
+        f"drafted = {width} per pass, but no pass accepted more than {top}: a chain's k or an EAGLE tree's "
+        "nodes (topk > 1), not read as a chain",
+    )
+
+
 def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | None) -> EngineInterval | str:
     fields: dict[str, int | None] = {}
     printed: dict[str, str] = {}
@@ -204,10 +225,9 @@ def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | Non
     head = ("sglang", "sglang-request", source, number, None, labels, printed)
     if accepted is None:
         return make_interval(head, drafts=verify, k=k, notes=("no accepted-token count in this meta_info",))
-    notes: tuple[str, ...] = ()
-    if k is None and drafted is not None and verify and drafted % verify == 0:
-        k = drafted // verify
-        notes = (f"every verify pass taken to have drafted k = {k} tokens (drafted = k x passes)",)
+    width = drafted // verify if drafted is not None and verify and drafted % verify == 0 else None
+    top = max((a for a, n in enumerate(hist or ()) if n), default=0)
+    k, notes = _chain_k(k, width, top, hist is not None)
     if drafted is None and k is not None:
         drafted = verify * k
     if hist is not None and k is not None:
@@ -222,9 +242,10 @@ def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | Non
         rec.notes.extend(notes)
         return make_interval(head, draft_tokens=drafted, accepted=accepted, **rec.fields())
     if hist is not None:  # k unknown: passes at the top bin may have run out of draft rather than been rejected
-        top = len(hist) - 1
+        top = max(1, top)
+        cap = max(top, width) if width is not None else None
         low = sum(min(a + 1, top) * n for a, n in enumerate(hist))
-        high = sum((a + 1) * n for a, n in enumerate(hist))
+        high = sum((a + 1 if cap is None else min(a + 1, cap)) * n for a, n in enumerate(hist))
         return make_interval(
             head,
             drafts=verify,
@@ -234,7 +255,7 @@ def _sglang_request(meta: dict[str, Any], source: str, number: int, k: int | Non
             examined_bounds=(low, high),
             alpha_bounds=alpha_range(accepted, (low - accepted, high - accepted)),
             tokens_per_pass=1 + accepted / verify if verify else None,
-            notes=("the draft length is unknown: give the server's draft length to make this request exact",),
+            notes=(*notes, "the draft length is unknown: give the server's draft length to make this request exact"),
         )
     if drafted is None:
         return make_interval(

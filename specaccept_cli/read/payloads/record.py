@@ -120,6 +120,8 @@ class RequestRecord(Struct, frozen=True):
         extra = self.drafted - self.accepted
         if extra <= 0:
             return (self.accepted, self.accepted)
+        if self.k is None and self.histogram is not None and self.drafted_nominal and self.steps:
+            return self._nominal_width_bounds()
         high = extra if self.steps is None else min(extra, self.steps)
         low = 1
         if self.k is not None and self.histogram is not None:
@@ -136,6 +138,20 @@ class RequestRecord(Struct, frozen=True):
         elif self.k:
             low = -(-extra // self.k)
         return (self.accepted + max(low, 1), self.accepted + max(high, 1))
+
+    def _nominal_width_bounds(self) -> tuple[int, int]:
+        """Examined tokens of a histogram whose draft length is unknown but fixed (SGLang's nominal width).
+
+        Every pass drafted the same d tokens, d at least the longest accepted run and at most the nominal
+        width (drafted / steps, which may count a tree's nodes): a pass that accepted a drafts examined
+        min(a + 1, d) tokens. Bounded over that range of d, so a tree is never read as a chain.
+        """
+        assert self.histogram is not None and self.steps and self.drafted is not None
+        top = max(1, max((a for a, n in enumerate(self.histogram) if n), default=0))
+        width = max(top, self.drafted // self.steps)
+        low = sum(min(a + 1, top) * n for a, n in enumerate(self.histogram))
+        high = sum(min(a + 1, width) * n for a, n in enumerate(self.histogram))
+        return (low, high)
 
     # --- identities ------------------------------------------------------------------------
 

@@ -113,9 +113,11 @@ def _record(
             rates["acceptance_rate"] = printed(rate, "spec_accept_rate")
         k, notes = None, []
         if proposed is not None and verify and proposed % verify == 0:
-            k = proposed // verify
+            k, tree = chain_width(proposed // verify, hist)
             notes.append(
-                f"proposed drafts = {verify} passes x {k}: nominal, so exact only if every draft had {k} tokens"
+                tree
+                if tree is not None
+                else f"proposed drafts = {verify} passes x {k}: nominal, so exact only if every draft had {k} tokens"
             )
         per_acc = per_ver = None
         if stats is not None:
@@ -149,6 +151,32 @@ def _record(
         return record.check()
     except BadRecord as exc:
         return exc
+
+
+def chain_width(width: int, hist: tuple[int, ...] | None) -> tuple[int | None, str | None]:
+    """The draft length k that proposed / passes = `width` proves, or None and why it may be a tree's nodes.
+
+    SGLang counts proposed drafts as passes x (speculative_num_draft_tokens - 1)
+    (scheduler_metrics_mixin.py draft_per_round; the request counters alike). For a chain that is k; for an
+    EAGLE tree (speculative_eagle_topk > 1) it is the tree's nodes, more than its depth, and a tree read as a
+    chain of that width makes every pass that stopped at the tree's depth a rejection. Only a pass that
+    accepted `width` drafts proves a chain that long (a tree of `width` nodes and topk > 1 is never that deep).
+    """
+    top = max((a for a, n in enumerate(hist or ()) if n), default=0)
+    if hist is not None and top == width:
+        return width, None
+    if hist is None:
+        return None, (
+            f"proposed drafts are {width} per pass: SGLang counts a chain's k and an EAGLE tree's nodes (topk > 1: "
+            "passes x (speculative_num_draft_tokens - 1)) the same way, and without a histogram nothing tells them "
+            "apart, so examined tokens are bounded without a draft length"
+        )
+    return None, (
+        f"proposed drafts are {width} per pass, but no pass accepted more than {top}: SGLang counts an EAGLE tree's "
+        f"nodes (topk > 1: passes x (speculative_num_draft_tokens - 1)) the same way as a chain's k, so this is "
+        f"not read as a chain of {width}: examined tokens are bounded over chains {max(top, 1)} to {width} deep "
+        "(a chain that never accepted all its drafts reads the same)"
+    )
 
 
 def _steps(
