@@ -83,6 +83,7 @@ if TYPE_CHECKING:
             "sglang-requests",
             "llamacpp-log",
             "prometheus",
+            "trtllm-iteration-stats",
             "vllm-payload",
             "trtllm-payload",
             "sglang-payload",

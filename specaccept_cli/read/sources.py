@@ -37,6 +37,7 @@ EngineFormat = Literal[
     "sglang-requests",
     "llamacpp-log",
     "prometheus",
+    "trtllm-iteration-stats",
     "aiperf-records",
     "vllm-payload",
     "trtllm-payload",
@@ -58,6 +59,7 @@ ENGINE_FORMATS: tuple[EngineFormat, ...] = (
     "sglang-requests",
     "llamacpp-log",
     "prometheus",
+    "trtllm-iteration-stats",
     *PAYLOAD_FORMATS,
 )
 
@@ -299,7 +301,7 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
     if suffix in PROMETHEUS_SUFFIXES:
         return "prometheus"
     if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or per-request payloads (decided by their markers)
-        return _sniff_payload(sample(1 << 16)) or "jsonl"
+        return _sniff_payload(sample(1 << 16)) or _sniff_json_engine(sample(1 << 16)) or "jsonl"
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
     return _sniff_payload(sample(1 << 16)) or _sniff_engine(sample(SNIFF_BYTES)) or "jsonl"
@@ -347,9 +349,19 @@ def _sniff_payload(sample: bytes) -> PayloadFormat | None:
     return cast(PayloadFormat | None, sniff_payload(lines, limit=len(lines)))
 
 
+def _sniff_json_engine(sample: bytes) -> EngineFormat | None:
+    """Engine output written as JSON documents that are not per-request payloads (TensorRT-LLM's /metrics)."""
+    if b"specDecodingStats" not in sample:
+        return None
+    return _sniff_engine(sample)
+
+
 def _sniff_engine(sample: bytes) -> EngineFormat | None:
     stripped = sample.lstrip()
-    if not stripped or (stripped[:1] == b"{" and b'"spec_verify_ct"' not in stripped[: stripped.find(b"\n")]):
+    first = stripped[: stripped.find(b"\n")]
+    if not stripped or (
+        stripped[:1] == b"{" and b'"spec_verify_ct"' not in first and b"specDecodingStats" not in first
+    ):
         return None  # JSONL rows, not SGLang responses: the common case decides here, without the engine parsers
     from specaccept_cli.read.engines import sniff_engine_format
 

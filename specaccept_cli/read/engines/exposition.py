@@ -76,7 +76,9 @@ def _parse_labels(text: str) -> LabelKey | None:
 
 
 def _interesting(name: str) -> bool:
-    return name.startswith(("vllm:spec_decode", "sglang:spec_", "llamacpp:spec_decode"))
+    return name.startswith(
+        ("vllm:spec_decode", "sglang:spec_", "llamacpp:spec_decode", "lmdeploy:spec_decode", "tgi_request_skipped")
+    )
 
 
 def read_prometheus_scrapes(

@@ -60,7 +60,7 @@ class EngineInterval(Struct, frozen=True):
     the per-position counts are exact but draft lengths varied. Bounds are closed intervals.
     """
 
-    engine: str  # "vllm", "sglang", "llama.cpp"
+    engine: str  # "vllm", "sglang", "llama.cpp", "lmdeploy", "tensorrt-llm"
     fmt: str  # the exact variant, e.g. "vllm-log-v1-full", "vllm-prometheus", "llamacpp-stats"
     source: str
     line: int | None
@@ -190,15 +190,27 @@ def describe_interval(interval: EngineInterval) -> str:
         if interval.tokens_per_pass is not None
         else f"tokens per pass {_fmt_bounds(interval.tokens_per_pass_bounds)}"
     )
-    if interval.engine == "vllm":
-        if interval.fmt == "vllm-prometheus":
-            head = f"vLLM counters: accepted/drafted = {interval.accepted}/{interval.draft_tokens}" + (
+    if interval.fmt == "vllm-log-v0":
+        return (
+            f"vLLM v0 running totals 'Draft acceptance rate' {p['Draft acceptance rate']} (every passing token / "
+            f"drafted, since the start); this interval: {interval.accepted} accepted prefix tokens of "
+            f"{interval.draft_tokens} drafted; {alpha}; {tpp}"
+        )
+    if interval.engine in ("vllm", "lmdeploy"):
+        if interval.fmt in ("vllm-prometheus", "lmdeploy-prometheus"):
+            who = "vLLM" if interval.engine == "vllm" else "LMDeploy"
+            head = f"{who} counters: accepted/drafted = {interval.accepted}/{interval.draft_tokens}" + (
                 f" over {interval.drafts} drafts" if interval.drafts is not None else ""
             )
         else:
             name = "Avg Draft acceptance rate" if "Avg Draft acceptance rate" in p else "Draft acceptance rate"
             head = f"vLLM '{name}' {p[name]} = accepted/drafted"
         return f"{head}; {alpha}; {tpp}"
+    if interval.fmt == "trtllm-iteration-stats":
+        return (
+            f"TensorRT-LLM iteration {p.get('iter', '?')}: specDecodingStats {interval.accepted} accepted of "
+            f"{interval.draft_tokens} drafted in {interval.drafts} requests' steps; {alpha}; {tpp}"
+        )
     if interval.fmt == "sglang-request":
         passes = f"{interval.drafts} verify passes" if interval.drafts is not None else "verify passes unknown"
         rate = f", spec_accept_rate {p['spec_accept_rate']} = accepted/drafted" if "spec_accept_rate" in p else ""

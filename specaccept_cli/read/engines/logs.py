@@ -18,10 +18,20 @@ from specaccept_cli.read.engines.sglang import (
     sglang_line,
     sglang_request_intervals,
 )
-from specaccept_cli.read.engines.vllm import VLLM_MARKER, vllm_line
+from specaccept_cli.read.engines.tensorrt_llm import TRTLLM_STATS_MARKER, trtllm_stats_line
+from specaccept_cli.read.engines.vllm import VLLM_MARKER, VLLM_V0_MARKER, VllmV0Lines, vllm_line
 
-FORMATS = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus")
+FORMATS = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus", "trtllm-iteration-stats")
 
+# The speculative series of each engine's /metrics (vllm, sglang, llamacpp, lmdeploy; TGI's, to refuse it).
+_SCRAPE_SERIES = (
+    "vllm:spec_decode",
+    "sglang:spec_",
+    "llamacpp:spec_decode",
+    "lmdeploy:spec_decode",
+    "tgi_request_skipped_tokens",
+)
+_SCRAPE_TYPES = ("vllm:", "sglang:", "llamacpp:spec_decode", "lmdeploy:spec_decode", "tgi_request_skipped_tokens")
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*[\[\]{\"])")
 
 
@@ -40,17 +50,18 @@ def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> st
         if looks_like_json(text):
             if SGLANG_REQUEST_MARKER in text and '"p":' not in text:  # responses, not logged (p, q, r) runs
                 return "sglang-requests"
+            if TRTLLM_STATS_MARKER in text and '"p":' not in text:  # trtllm-serve GET /metrics, captured
+                return "trtllm-iteration-stats"
             continue
-        if VLLM_MARKER in text:
+        if VLLM_MARKER in text or VLLM_V0_MARKER in text:
             return "vllm-log"
         if SGLANG_MARKER in text and "Decode batch" in text:
             return "sglang-log"
         if any(marker in text for marker in LLAMA_MARKERS):
             return "llamacpp-log"
         stripped = text.lstrip()
-        if stripped.startswith(("vllm:spec_decode", "sglang:spec_", "llamacpp:spec_decode")) or (
-            stripped.startswith("# TYPE ")
-            and (" vllm:" in stripped or " sglang:" in stripped or " llamacpp:spec_decode" in stripped)
+        if stripped.startswith(_SCRAPE_SERIES) or (
+            stripped.startswith("# TYPE ") and any(f" {series}" in stripped for series in _SCRAPE_TYPES)
         ):
             return "prometheus"
     return None
@@ -85,7 +96,11 @@ class EngineLogParse:
         if self.fmt == "sglang-requests":
             yield from self._requests()
             return
+        if self.fmt == "trtllm-iteration-stats":
+            yield from self._trtllm()
+            return
         llama = LlamaLines(self.source, self.k)
+        vllm_v0 = VllmV0Lines(self.source)
         for number, raw in enumerate(self.lines, start=1):
             self.tally.lines += 1
             text = decode_line(raw)
@@ -96,6 +111,8 @@ class EngineLogParse:
             yield from map(self._count, llama.flush())
             if kind is None:
                 self.tally.ignored += 1
+            elif kind == "vllm-log" and VLLM_V0_MARKER in text and VLLM_MARKER not in text:
+                yield self._count(vllm_v0.line(number, text))
             elif kind == "vllm-log":
                 yield self._count(
                     vllm_line(self.source, number, text, k=self.k, assume_full_drafts=self.assume_full_drafts)
@@ -114,6 +131,16 @@ class EngineLogParse:
             for item in found:
                 yield self._count(item)
 
+    def _trtllm(self) -> Iterator[EngineInterval | InputError]:
+        """TensorRT-LLM /metrics captures, one JSON document a line: every iteration that drafted is an interval."""
+        for number, raw in enumerate(self.lines, start=1):
+            self.tally.lines += 1
+            found = trtllm_stats_line(raw, self.source, number, k=self.k, assume_full_drafts=self.assume_full_drafts)
+            if not found:
+                self.tally.ignored += 1
+            for item in found:
+                yield self._count(item)
+
     def _count(self, item: EngineInterval | InputError) -> EngineInterval | InputError:
         if isinstance(item, InputError):
             self.tally.bad += 1
@@ -122,7 +149,7 @@ class EngineLogParse:
         return item
 
     def _kind(self, text: str) -> str | None:
-        if VLLM_MARKER in text:
+        if VLLM_MARKER in text or VLLM_V0_MARKER in text:
             kind = "vllm-log"
         elif SGLANG_MARKER in text and "Decode batch" in text:
             kind = "sglang-log"

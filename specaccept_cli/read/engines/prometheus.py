@@ -10,7 +10,7 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes
 from specaccept_cli.read.engines.intervals import EngineInterval, LineTally
 from specaccept_cli.read.engines.sglang import sglang_gauges
-from specaccept_cli.read.engines.vllm import COUNTERS, prometheus_intervals
+from specaccept_cli.read.engines.vllm import COUNTERS, VLLM_V0_REFUSAL, VLLM_V0_SERIES, prometheus_intervals
 
 
 class ScrapeSeries:
@@ -32,6 +32,11 @@ class ScrapeSeries:
                 yield item
                 continue
             yield from sglang_gauges(item, source)
+            refusal = _unreadable(item)
+            if refusal is not None:
+                tally.bad += 1
+                yield InputError(source, item.line, refusal)
+                continue
             if not any(name in COUNTERS for name, _ in item.samples):
                 continue
             self.vllm_scrapes += 1
@@ -43,6 +48,28 @@ class ScrapeSeries:
         """A lone vLLM scrape: the counts since the counters started."""
         if self.vllm_scrapes == 1 and self.previous is not None:
             yield from _tallied(prometheus_intervals(None, self.previous, self.previous_source), self.previous_tally)
+
+
+# Hugging Face text-generation-inference, router/src/infer/mod.rs (send_responses): metrics::histogram!(
+# "tgi_request_skipped_tokens").record((n - 1) as f64) for every generation sent, n the tokens of the step,
+# so the prefill step records 0 too; router/src/server.rs sets its buckets to 0..=speculate in some versions
+# and leaves them at the exporter's defaults (or commented out) in others. Drafted tokens are not exposed.
+TGI_SKIPPED = "tgi_request_skipped_tokens"
+TGI_REFUSAL = (
+    "TGI's tgi_request_skipped_tokens histogram (router/src/infer/mod.rs) holds the speculated tokens accepted "
+    "per step (n - 1), the prefill step's 0 included, and no drafted count: no acceptance counts can be read "
+    "from it, and none are guessed"
+)
+
+
+def _unreadable(scrape: PrometheusScrape) -> str | None:
+    """Why a scrape's speculative series cannot be read (a known engine whose counters are no counts), or None."""
+    names = {name for name, _ in scrape.samples}
+    if any(name in names for name in VLLM_V0_SERIES):
+        return VLLM_V0_REFUSAL
+    if any(name.startswith(TGI_SKIPPED) for name in names) and not any(name in COUNTERS for name in names):
+        return TGI_REFUSAL
+    return None
 
 
 def parse_prometheus_scrapes(

@@ -10,6 +10,13 @@ k + 1, like vLLM's; `num_spec_tokens` is null under `draft_len_schedule`; the ob
 request never drafted. In a stream it rides the terminal chunk's choice. There is no per-step data, and
 no mean length inside the object (`avg_decoded_tokens_per_iter` beside it counts the context step, so
 it is not checked against the counts). Under tree drafting `total_draft_tokens` counts paths.
+
+Shipped today, `GET /perf_metrics` (tensorrt_llm/serve/openai_server.py get_perf_metrics, read 2026-12; with
+`return_perf_metrics` and `perf_metrics_max_requests` set): a JSON array, drained on every call, of
+`{"request_id", "perf_metrics": {"first_iter", "last_iter", "timing_metrics", "kv_cache_metrics",
+"speculative_decoding"}}`, each a finished request (`_extract_metrics`); `speculative_decoding` is present
+only when the request drafted (`total_draft_tokens > 0`) and holds `acceptance_rate`,
+`total_accepted_draft_tokens` and `total_draft_tokens`: totals without steps, so each request bounds alpha.
 """
 
 from __future__ import annotations
@@ -34,8 +41,13 @@ SIGNATURE = ("total_accepted_draft_tokens", "total_draft_tokens")
 MARKERS = PAYLOAD_MARKERS["trtllm-payload"]
 
 
+PERF_KNOWN = frozenset({"acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens"})
+
+
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:
     out: list[RequestRecord | BadRecord | None] = []
+    if isinstance(obj.get("perf_metrics"), dict) and "choices" not in obj:
+        return [_perf_metrics(obj, drift)]
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return out
@@ -76,3 +88,27 @@ def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord
         except BadRecord as exc:
             out.append(exc)
     return out
+
+
+def _perf_metrics(obj: dict[str, Any], drift: Drift) -> RequestRecord | BadRecord | None:
+    """One request of a `GET /perf_metrics` capture; None when it did not draft (no `speculative_decoding`)."""
+    payload = obj["perf_metrics"].get("speculative_decoding")
+    if payload is None:
+        return None
+    if not isinstance(payload, dict) or not all(name in payload for name in SIGNATURE):
+        return BadRecord("perf_metrics.speculative_decoding without total_accepted_draft_tokens / total_draft_tokens")
+    drift.note("TensorRT-LLM /perf_metrics speculative_decoding", payload, PERF_KNOWN)
+    request = obj.get("request_id")
+    try:
+        return RequestRecord(
+            engine="tensorrt-llm",
+            fmt="trtllm-perf-metrics",
+            request_id=None if request is None else str(request),
+            accepted=count(payload, "total_accepted_draft_tokens"),
+            drafted=count(payload, "total_draft_tokens"),
+            labels={"engine": "tensorrt-llm"},
+            printed=printed_rates(payload, {"acceptance_rate": "acceptance_rate"}),
+            notes=("TensorRT-LLM /perf_metrics gives totals without verify steps: alpha is bounded",),
+        ).check()
+    except BadRecord as exc:
+        return exc
