@@ -84,6 +84,7 @@ if TYPE_CHECKING:
             "llamacpp-log",
             "prometheus",
             "trtllm-iteration-stats",
+            "aiperf-aggregate",
             "vllm-payload",
             "trtllm-payload",
             "sglang-payload",

@@ -38,6 +38,7 @@ EngineFormat = Literal[
     "llamacpp-log",
     "prometheus",
     "trtllm-iteration-stats",
+    "aiperf-aggregate",
     "aiperf-records",
     "vllm-payload",
     "trtllm-payload",
@@ -60,6 +61,7 @@ ENGINE_FORMATS: tuple[EngineFormat, ...] = (
     "llamacpp-log",
     "prometheus",
     "trtllm-iteration-stats",
+    "aiperf-aggregate",
     *PAYLOAD_FORMATS,
 )
 
@@ -301,10 +303,15 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
     if suffix in PROMETHEUS_SUFFIXES:
         return "prometheus"
     if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or per-request payloads (decided by their markers)
-        return _sniff_payload(sample(1 << 16)) or _sniff_json_engine(sample(1 << 16)) or "jsonl"
+        return _sniff_payload(sample(1 << 16)) or _sniff_json_engine(sample(1 << 16), named) or "jsonl"
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
-    return _sniff_payload(sample(1 << 16)) or _sniff_engine(sample(SNIFF_BYTES)) or "jsonl"
+    return (
+        _sniff_payload(sample(1 << 16))
+        or _sniff_json_engine(sample(1 << 16), named)
+        or _sniff_engine(sample(SNIFF_BYTES))
+        or "jsonl"
+    )
 
 
 class _TextSample:
@@ -349,8 +356,13 @@ def _sniff_payload(sample: bytes) -> PayloadFormat | None:
     return cast(PayloadFormat | None, sniff_payload(lines, limit=len(lines)))
 
 
-def _sniff_json_engine(sample: bytes) -> EngineFormat | None:
-    """Engine output written as JSON documents that are not per-request payloads (TensorRT-LLM's /metrics)."""
+def _sniff_json_engine(sample: bytes, named: PurePosixPath | Path | None = None) -> EngineFormat | None:
+    """Engine output written as JSON documents that are not per-request payloads: TensorRT-LLM's /metrics,
+    AIPerf's aggregate export (one pretty-printed document, known by its keys or its file name)."""
+    if b'"pooled_spec_decode_acceptance_histogram"' in sample or b'"total_spec_decode_steps"' in sample:
+        return "aiperf-aggregate"
+    if named is not None and named.name == "profile_export_aiperf.json":
+        return "aiperf-aggregate"
     if b"specDecodingStats" not in sample:
         return None
     return _sniff_engine(sample)

@@ -270,3 +270,57 @@ def test_tgi_skipped_tokens_are_refused_in_one_line() -> None:
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert "tgi_request_skipped_tokens" in line and "no drafted count" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# AIPerf's aggregate export
+
+
+def test_aiperf_aggregate_is_one_pooled_interval_exact_with_the_draft_length() -> None:
+    path = str(SAMPLES / "profile_export_aiperf.json")
+    bounded = invoke("audit", path, "-o", "json")
+    assert bounded.exit_code == 0, bounded.stderr
+    engine = orjson.loads(bounded.stdout)["engine"]
+    assert engine["formats"] == ["aiperf-aggregate"] and engine["bounded_intervals"] == 1
+    exact = orjson.loads(invoke("audit", path, "--draft-length", "5", "-o", "json").stdout)
+    hist = {0: 6400, 1: 4608, 2: 3840, 3: 3328, 4: 3072, 5: 4352}
+    accepted = sum(a * n for a, n in hist.items())
+    examined = sum(min(a + 1, 5) * n for a, n in hist.items())
+    assert exact["runs"] == sum(hist.values()) and exact["alpha"] == pytest.approx(accepted / examined)
+
+
+def test_aiperf_aggregate_whose_histogram_disagrees_with_its_totals_is_refused() -> None:
+    doc = orjson.loads((SAMPLES / "profile_export_aiperf.json").read_bytes())
+    doc["total_spec_decode_steps"]["avg"] = 25599.0
+    lines = orjson.dumps(doc, option=orjson.OPT_INDENT_2).splitlines()
+    assert sniff_engine_format(lines) == "aiperf-aggregate"
+    (error,) = list(parse_engine_log(lines, "profile_export_aiperf.json", "aiperf-aggregate"))
+    assert isinstance(error, InputError) and "counts 25600 steps, not total_spec_decode_steps 25599" in error.message
+    del doc["pooled_spec_decode_acceptance_histogram"]
+    (error,) = list(parse_engine_log([orjson.dumps(doc)], "profile_export_aiperf.json", "aiperf-aggregate"))
+    assert isinstance(error, InputError) and "no pooled_spec_decode_acceptance_histogram" in error.message
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 33, item 3: an unreadable engine line is never lost, and the error policy decides what follows
+
+
+def test_an_unreadable_engine_line_stops_the_default_policy_and_skip_reads_every_other_line(tmp_path: Path) -> None:
+    good, _ = v0_worker(6, logs=2, k=4)
+    future = "INFO 12-16 16:47:00 [metrics.py:439] Speculative metrics: Draft acceptance rate: 0.7, Drafted: 12 tokens"
+    other_engine = (
+        "[2026-11-30 13:00:02 TP0] Decode batch, #running-req: 4, #token: 5821, token usage: 0.03, accept len: 3.24, "
+    )
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([good[0], future, "INFO ordinary output", other_engine, good[1]]) + "\n")
+    default = invoke("audit", str(log))
+    assert default.exit_code == 2
+    assert default.stderr.strip().splitlines() == [
+        f"specaccept: {log}:2: a vLLM v0 'Speculative metrics' line in no known layout (vllm/engine/metrics.py)"
+    ]
+    skipped = invoke("audit", str(log), "--on-error", "skip", "-o", "json")
+    assert skipped.exit_code == 0, skipped.stderr
+    summary = orjson.loads(skipped.stdout)
+    assert summary["skipped_rows"] == 2 and [e["line"] for e in summary["errors"]] == [2, 4]
+    engine = summary["engine"]
+    assert (engine["lines"], engine["intervals"], engine["ignored_lines"], engine["bad_lines"]) == (5, 2, 1, 2)

@@ -368,8 +368,9 @@ def test_mixed_server_output_counts_ordinary_lines() -> None:
     ]
     parse = parse_engine_log(lines, "mixed.log")
     items = list(parse)
-    assert len(items) == 1  # the SGLang line is another engine's: ignored once vLLM is detected
-    assert parse.tally.lines == 6 and parse.tally.metrics == 1 and parse.tally.ignored == 5
+    assert len(items) == 2 and isinstance(items[1], InputError)  # the SGLang line is another engine's: reported
+    assert items[1].line == 6 and "a metrics line of SGLang in vllm-log output" in items[1].message
+    assert parse.tally.lines == 6 and parse.tally.metrics == 1 and parse.tally.ignored == 4 and parse.tally.bad == 1
     assert sniff_engine_format(lines) == "vllm-log"
     assert sniff_engine_format(["nothing", "here"]) is None
 

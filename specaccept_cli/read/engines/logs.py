@@ -9,7 +9,8 @@ import re
 from collections.abc import Iterable, Iterator
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, decode_line
+from specaccept_cli.read.engines.aiperf import AIPERF_AGGREGATE_MARKERS, AiperfAggregate
+from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, decode_line, line_error
 from specaccept_cli.read.engines.llamacpp import LLAMA_MARKERS, LlamaLines
 from specaccept_cli.read.engines.prometheus import parse_prometheus_scrapes
 from specaccept_cli.read.engines.sglang import (
@@ -21,7 +22,15 @@ from specaccept_cli.read.engines.sglang import (
 from specaccept_cli.read.engines.tensorrt_llm import TRTLLM_STATS_MARKER, trtllm_stats_line
 from specaccept_cli.read.engines.vllm import VLLM_MARKER, VLLM_V0_MARKER, VllmV0Lines, vllm_line
 
-FORMATS = ("vllm-log", "sglang-log", "sglang-requests", "llamacpp-log", "prometheus", "trtllm-iteration-stats")
+FORMATS = (
+    "vllm-log",
+    "sglang-log",
+    "sglang-requests",
+    "llamacpp-log",
+    "prometheus",
+    "trtllm-iteration-stats",
+    "aiperf-aggregate",
+)
 
 # The speculative series of each engine's /metrics (vllm, sglang, llamacpp, lmdeploy; TGI's, to refuse it).
 _SCRAPE_SERIES = (
@@ -32,6 +41,7 @@ _SCRAPE_SERIES = (
     "tgi_request_skipped_tokens",
 )
 _SCRAPE_TYPES = ("vllm:", "sglang:", "llamacpp:spec_decode", "lmdeploy:spec_decode", "tgi_request_skipped_tokens")
+_ENGINE_OF = {"vllm-log": "vLLM", "sglang-log": "SGLang", "llamacpp-log": "llama.cpp"}
 _JSON_START = re.compile(r"\s*(?:\{|\[\s*[\[\]{\"])")
 
 
@@ -47,6 +57,8 @@ def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> st
         if n >= limit:
             break
         text = decode_line(raw)
+        if any(marker in text for marker in AIPERF_AGGREGATE_MARKERS):  # one pretty-printed JSON document
+            return "aiperf-aggregate"
         if looks_like_json(text):
             if SGLANG_REQUEST_MARKER in text and '"p":' not in text:  # responses, not logged (p, q, r) runs
                 return "sglang-requests"
@@ -99,6 +111,13 @@ class EngineLogParse:
         if self.fmt == "trtllm-iteration-stats":
             yield from self._trtllm()
             return
+        if self.fmt == "aiperf-aggregate":
+            document = AiperfAggregate(self.source, self.k)
+            for raw in self.lines:
+                self.tally.lines += 1
+                document.add(raw)
+            yield from map(self._count, document.finish())
+            return
         llama = LlamaLines(self.source, self.k)
         vllm_v0 = VllmV0Lines(self.source)
         for number, raw in enumerate(self.lines, start=1):
@@ -111,6 +130,17 @@ class EngineLogParse:
             yield from map(self._count, llama.flush())
             if kind is None:
                 self.tally.ignored += 1
+            elif kind.startswith("foreign "):  # a recognised line is never dropped silently
+                other = _ENGINE_OF[kind.removeprefix("foreign ")]
+                yield self._count(
+                    line_error(
+                        self.source,
+                        number,
+                        text,
+                        f"a metrics line of {other} in {self.detected} output: one file holds one engine's metrics "
+                        "(split it to read both)",
+                    )
+                )
             elif kind == "vllm-log" and VLLM_V0_MARKER in text and VLLM_MARKER not in text:
                 yield self._count(vllm_v0.line(number, text))
             elif kind == "vllm-log":
@@ -159,7 +189,7 @@ class EngineLogParse:
             return None
         if self.detected is None:
             self.detected = kind
-        return kind if kind == self.detected else None
+        return kind if kind == self.detected else f"foreign {kind}"
 
 
 def parse_engine_log(
@@ -173,8 +203,9 @@ def parse_engine_log(
     """Intervals (and bad metrics lines as `InputError`) from server output, in input order.
 
     Iterate the result; its `tally` counts metrics lines, ignored ordinary lines and bad lines.
-    With fmt="auto" the first metrics line decides the engine; metrics lines of another engine
-    are then ignored (and counted). `k` is the draft length from the server's configuration when
-    the lines do not carry it (SGLang, old vLLM, llama.cpp); it tightens the bounds.
+    With fmt="auto" the first metrics line decides the engine; a metrics line of another engine
+    is then a bad line (one file holds one engine's output), never dropped silently. `k` is the draft
+    length from the server's configuration when the lines do not carry it (SGLang, old vLLM, llama.cpp,
+    TensorRT-LLM, AIPerf's aggregate); it tightens the bounds.
     """
     return EngineLogParse(lines, source, fmt, k=k, assume_full_drafts=assume_full_drafts)
