@@ -324,3 +324,25 @@ def test_an_unreadable_engine_line_stops_the_default_policy_and_skip_reads_every
     assert summary["skipped_rows"] == 2 and [e["line"] for e in summary["errors"]] == [2, 4]
     engine = summary["engine"]
     assert (engine["lines"], engine["intervals"], engine["ignored_lines"], engine["bad_lines"]) == (5, 2, 1, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile figures in the new formats: one bad line each, never a traceback or an unbounded loop
+
+
+def test_hostile_figures_in_the_new_formats_are_bad_lines() -> None:
+    huge_k = "INFO 12-16 16:46:04 [metrics.py:439] " + V0_FORMAT.format(0.5, 0.5, 2**52, 2, 2**52, 2**51)
+    (error,) = list(parse_engine_log([huge_k], "v0.log"))
+    assert isinstance(error, InputError) and "is not a draft length" in error.message
+    for spec in ({"numDraftTokens": 1e30}, {"numDraftTokens": True}, "x"):
+        line = orjson.dumps([{"iter": 1, "specDecodingStats": spec}])
+        (error,) = list(parse_engine_log([line], "m.jsonl", "trtllm-iteration-stats"))
+        assert isinstance(error, InputError), spec
+    (cut,) = list(parse_engine_log([b'[{"specDecodingStats": '], "m", "trtllm-iteration-stats"))
+    assert isinstance(cut, InputError) and "not JSON" in cut.message
+    doc = orjson.loads((SAMPLES / "profile_export_aiperf.json").read_bytes())
+    doc["pooled_spec_decode_acceptance_histogram"] = {"99999": 1}
+    (error,) = list(parse_engine_log([orjson.dumps(doc)], "a.json", "aiperf-aggregate"))
+    assert isinstance(error, InputError) and "more than any draft length" in error.message
+    (error,) = list(parse_engine_log([b"{", b'  "total_spec_decode_steps": '], "a.json", "aiperf-aggregate"))
+    assert isinstance(error, InputError) and "not JSON" in error.message

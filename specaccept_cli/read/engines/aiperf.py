@@ -23,7 +23,7 @@ import orjson
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.intervals import EngineInterval, count_too_large, make_interval
-from specaccept_cli.read.engines.recovery import Inconsistent, from_exact_positions, recover_counts
+from specaccept_cli.read.engines.recovery import MAX_DRAFT_LENGTH, Inconsistent, from_exact_positions, recover_counts
 
 AIPERF_AGGREGATE_MARKERS = ('"pooled_spec_decode_acceptance_histogram"', '"total_spec_decode_steps"')
 AIPERF_AGGREGATE_NAME = "profile_export_aiperf.json"
@@ -95,6 +95,8 @@ def _interval(doc: dict[str, Any], source: str, k: int | None) -> EngineInterval
         totals[name] = figure
     steps, accepted, drafted = (totals[name] for name in _TOTALS)
     top = max((a for a, n in hist.items() if n), default=0)
+    if top > MAX_DRAFT_LENGTH:
+        return bad(f"a step accepted {top} drafts: more than any draft length ({MAX_DRAFT_LENGTH})")
     dense = [hist.get(a, 0) for a in range(top + 1)]
     if sum(dense) != steps:
         return bad(f"the pooled histogram counts {sum(dense)} steps, not total_spec_decode_steps {steps}")

@@ -16,7 +16,14 @@ from msgspec import Struct, field
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
 from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
-from specaccept_cli.read.engines.recovery import Inconsistent, Recovery, fits, from_exact_positions, recover_counts
+from specaccept_cli.read.engines.recovery import (
+    MAX_DRAFT_LENGTH,
+    Inconsistent,
+    Recovery,
+    fits,
+    from_exact_positions,
+    recover_counts,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Log lines
@@ -280,8 +287,8 @@ class VllmV0Lines:
 
 def _v0_inconsistent(totals: V0Totals, rate: str, efficiency: str) -> str | None:
     """Why a v0 line's printed figures contradict each other (to the printed 3 decimals), or None."""
-    if totals.k <= 0:
-        return f"Number of speculative tokens {totals.k} is not a draft length"
+    if not 0 < totals.k <= MAX_DRAFT_LENGTH:
+        return f"Number of speculative tokens {totals.k} is not a draft length (1 to {MAX_DRAFT_LENGTH})"
     if totals.draft % totals.k:
         return f"{totals.draft} draft tokens are not a whole number of sequences of k = {totals.k}"
     sequences = totals.draft // totals.k
