@@ -309,7 +309,8 @@ def skipped_entries(findings: Findings) -> list[VerdictEntry]:
     if spec.max_errors is not None and skipped > spec.max_errors:
         issue = Issue("skipped", "too_many", value=skipped, limit=spec.max_errors)
         entries.append(_entry("skipped", "fail", f"skipped {phrase}: more than {spec.max_errors:,}", issue))
-    nothing_valid = not summary.runs and summary.engine is None  # engine metrics may only bound their runs
+    # Engine metrics may only bound their runs; engine input whose every metrics line was skipped holds nothing.
+    nothing_valid = not summary.runs and (summary.engine is None or not summary.engine.intervals)
     if nothing_valid and not spec.allow_empty:
         entries.append(
             _entry(
