@@ -69,6 +69,8 @@ RATE_NAMES = {
     "sglang": ("SGLang's accept rate", "spec_accept_rate"),
     "llama.cpp": ("llama.cpp's draft acceptance", '"draft acceptance"'),
     "tensorrt-llm": ("TensorRT-LLM's acceptance rate", "acceptance_rate"),
+    "lmdeploy": ("LMDeploy's acceptance rate", "accepted / draft tokens counters"),
+    "aiperf": ("AIPerf's draft acceptance rate", "draft_acceptance_rate"),
 }
 
 
@@ -371,7 +373,14 @@ def audit_tables(findings: Findings, full: bool = True) -> list[AuditTable]:
     return tables
 
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
+ENGINE_NAMES = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "llama.cpp": "llama.cpp",
+    "tensorrt-llm": "TensorRT-LLM",
+    "lmdeploy": "LMDeploy",
+    "aiperf": "AIPerf",
+}
 
 
 def engine_table(numbers: Estimates, engine: EngineTally) -> AuditTable:
@@ -472,7 +481,13 @@ def _printed_rows(engine: str, rate: float | None, per_pass: float | None, alpha
         ]
     if engine == "sglang":
         return [AuditRow(("SGLang 'accept len'", number(per_pass), "tokens per pass: (accepted + bonus) / passes"))]
-    return [AuditRow(("llama.cpp 'draft acceptance'", number(rate, ".5f"), f"accepted / generated; {per_token}"))]
+    if engine == "llama.cpp":
+        return [AuditRow(("llama.cpp 'draft acceptance'", number(rate, ".5f"), f"accepted / generated; {per_token}"))]
+    name = ENGINE_NAMES.get(engine, engine)
+    return [
+        AuditRow((f"{name} acceptance rate", number(rate), f"accepted / drafted; {per_token}")),
+        AuditRow((f"{name} acceptance length", number(per_pass), "tokens per pass: 1 + accepted / steps")),
+    ]
 
 
 def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
