@@ -76,7 +76,8 @@ class BoundedRows(Struct, frozen=True, eq=False):
 # eq stays on: the Struct's != then calls the __eq__ below (with eq=False it would compare identities)
 class BoundedUnits(Struct, frozen=True, dict=True):
     """Bounded units of one summary; `a + b` holds both. `histogram[a]` = steps that accepted exactly a drafts,
-    summed over the units that wrote one; `without_histogram` counts the units that did not."""
+    summed over the units that wrote one; `without_histogram` counts the rows added without one (a request
+    read in two shards counts twice, so it may exceed `units`)."""
 
     parts: tuple[BoundedRows, ...] = ()
     histogram: tuple[int, ...] = ()
@@ -178,7 +179,7 @@ class BoundedUnits(Struct, frozen=True, dict=True):
         count = data.get("units")
         histogram = data.get("histogram")
         without = data.get("without_histogram")
-        if type(count) is not int or count < 0 or type(without) is not int or not 0 <= without <= count:
+        if type(count) is not int or count < 0 or type(without) is not int or without < 0:
             raise ValueError("bounded units: 'units' and 'without_histogram' must be whole numbers")
         if not isinstance(histogram, list) or any(type(n) is not int or not 0 <= n <= 2**53 for n in histogram):
             raise ValueError("bounded units: 'histogram' must be a list of whole numbers")
