@@ -163,8 +163,13 @@ def llamacpp_completion(request: Request) -> dict[str, Any]:
     }
 
 
-def aiperf_record(request: Request) -> dict[str, Any]:
+def aiperf_record(request: Request, per_step: bool = True) -> dict[str, Any]:
+    """An AIPerf records line; `per_step=False`: the engine reported no per-step arrays (totals and histogram)."""
     accepted, drafted = sum(request.accepted), sum(request.drafted)
+    if not per_step:
+        record = aiperf_record(request)
+        del record["spec_decode_acceptance"]["per_step_accepted"], record["spec_decode_acceptance"]["per_step_drafted"]
+        return record
     return {
         "metadata": {"x_request_id": request.request_id, "request_start_ns": 1787366173000000000},
         "metrics": {},

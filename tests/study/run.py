@@ -1,9 +1,10 @@
 """The seeded study: coverage of every interval, false alarms and power of the baseline test, the i.i.d. check.
 
 `make test` runs the fast profile (tests/study/test_study.py); `make study` runs the deep one
-and writes its table into docs/statistics.md between the study markers:
+and writes its tables into docs/statistics.md between the study markers (the logged-runs study) and
+the payload-study markers (per-request payloads with short drafts, tests/study/payloads.py):
 
-    python -m tests.study.run [--profile deep|fast] [--write-docs]
+    python -m tests.study.run [--profile deep|fast] [--write-docs] [--only runs|payloads]
 
 Every log is seeded: the same profile gives the same table on every machine.
 """
@@ -18,10 +19,12 @@ from pathlib import Path
 
 from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import Estimates, estimate
+from tests.study.payloads import PAYLOAD_DEEP, PAYLOAD_FAST, payload_table
 from tests.study.scenarios import SCENARIOS, Scenario
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "statistics.md"
 START, END = "<!-- study:start -->", "<!-- study:end -->"
+PAYLOAD_START, PAYLOAD_END = "<!-- payload-study:start -->", "<!-- payload-study:end -->"
 
 
 @dataclass(frozen=True)
@@ -347,24 +350,32 @@ def table(profile: Profile) -> str:
     return text
 
 
-def write_page(text: str, page: Path = PAGE) -> None:
-    """Put the table between the page's study markers (the rest of the page stays as it is)."""
+def write_page(text: str, page: Path = PAGE, start: str = START, end: str = END) -> None:
+    """Put the table between the page's markers (the rest of the page stays as it is)."""
     content = page.read_text()
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(content):
-        raise SystemExit(f"{page}: no {START} ... {END} markers")
-    page.write_text(pattern.sub(lambda _: f"{START}\n{text}\n{END}", content))
+        raise SystemExit(f"{page}: no {start} ... {end} markers")
+    page.write_text(pattern.sub(lambda _: f"{start}\n{text}\n{end}", content))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--profile", choices=("fast", "deep"), default="deep")
     parser.add_argument("--write-docs", action="store_true", help=f"write the table into {PAGE.name}")
+    parser.add_argument("--only", choices=("runs", "payloads"), help="one study only (default: both)")
     args = parser.parse_args(argv)
-    text = table(DEEP if args.profile == "deep" else FAST)
-    print(text)
-    if args.write_docs:
-        write_page(text)
+    deep = args.profile == "deep"
+    if args.only != "payloads":
+        text = table(DEEP if deep else FAST)
+        print(text, flush=True)
+        if args.write_docs:
+            write_page(text)
+    if args.only != "runs":
+        payloads = payload_table(PAYLOAD_DEEP if deep else PAYLOAD_FAST)
+        print(payloads, flush=True)
+        if args.write_docs:
+            write_page(payloads, start=PAYLOAD_START, end=PAYLOAD_END)
     sys.stdout.flush()
 
 

@@ -14,7 +14,19 @@ import pytest
 
 from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import estimate
-from tests.study.run import FAST, Case, Outcome, planned_power, run_case, run_defaults, write_page
+from tests import payloads as sim
+from tests.study.payloads import PAYLOAD_FAST, STEPS, PayloadCase, log_truth, process_truth, run_payload_case
+from tests.study.run import (
+    FAST,
+    PAYLOAD_END,
+    PAYLOAD_START,
+    Case,
+    Outcome,
+    planned_power,
+    run_case,
+    run_defaults,
+    write_page,
+)
 from tests.study.scenarios import SCENARIOS
 
 LOGS = FAST.logs
@@ -110,3 +122,42 @@ def test_plan_predicts_requests_that_detect_the_drop() -> None:
     result = planned_power("serving", 5000, 0.15, reps=16, seed=3)
     assert result.requests_needed > 10 and result.current_runs > 100
     assert 0.5 <= result.power <= 1.0, result
+
+
+# --- per-request payloads with short drafts (tests/study/payloads.py) ----------------------------------
+
+
+def test_payload_truths_are_the_generators() -> None:
+    """The process truth in closed form: by hand at k = 1, and what a log of 6,000 requests realises."""
+    one = process_truth(PayloadCase("aiperf", 1, 0.0, k=1))
+    assert one.alpha == pytest.approx(0.7) and one.tokens_per_pass == pytest.approx(1.7)
+    assert one.acceptance_rate == pytest.approx(0.7)
+    for case in (PayloadCase("aiperf", 6000, 0.3, k=8, spread=1.0), PayloadCase("aiperf", 6000, 0.02, k=2)):
+        truth = process_truth(case)
+        log = log_truth(sim.requests(1, case.requests, case.k, STEPS, case.spread, case.ragged))
+        assert log.alpha == pytest.approx(truth.alpha, abs=0.01)
+        assert log.tokens_per_pass == pytest.approx(truth.tokens_per_pass, abs=0.05)
+        assert log.acceptance_rate == pytest.approx(truth.acceptance_rate, abs=0.01)
+
+
+@pytest.mark.parametrize("case", PAYLOAD_FAST.cases, ids=lambda case: f"{case.shape}-{case.requests}")
+def test_payload_bounds_hold_the_truth_and_the_whole_input_is_exact(case: PayloadCase) -> None:
+    """Every log: the whole-input figures equal its truth and its bounds hold its alpha; the bounds' 95%
+    interval covers the process's alpha (deep profile: 1,000 logs; this band holds for 60)."""
+    logs = PAYLOAD_FAST.logs_of(case)
+    outcome = run_payload_case(case, logs, seed=1)
+    assert outcome.logs == logs and outcome.requests_bounded > 0
+    assert outcome.exact_equal == logs, outcome.exact_failures
+    assert outcome.bounds_hold == logs
+    assert outcome.intervals == logs and outcome.covers_log == logs
+    assert outcome.covers_process / logs >= 0.85
+    assert outcome.tokens_intervals == logs and outcome.tokens_covered / logs >= 0.85
+
+
+def test_the_payload_table_goes_between_its_own_markers(tmp_path: Path) -> None:
+    page = tmp_path / "statistics.md"
+    page.write_text("<!-- study:start -->\nruns\n<!-- study:end -->\n<!-- payload-study:start -->\nold\n<!-- payload-study:end -->\n")
+    write_page("| new |", page, start=PAYLOAD_START, end=PAYLOAD_END)
+    assert page.read_text() == (
+        "<!-- study:start -->\nruns\n<!-- study:end -->\n<!-- payload-study:start -->\n| new |\n<!-- payload-study:end -->\n"
+    )
