@@ -414,14 +414,19 @@ def _proportion_interval(
     """
     if rate is None or error is None or df is None or tokens == 0 or units < 2:
         return None
+    crit = _critical(df)
+    return _score_end(rate, error, tokens, units, crit, -1), _score_end(rate, error, tokens, units, crit, +1)
+
+
+def _score_end(rate: float, error: float, tokens: int, units: int, crit: float, sign: int) -> float:
+    """One end (`sign` -1 low, +1 high) of `_proportion_interval` at critical value `crit`."""
     spread = rate * (1.0 - rate)
     n = min(float(tokens), spread / (error * error)) if spread > 0.0 and error > 0.0 else float(units)
-    crit = _critical(df)
     shift = CONTINUITY / (2 * n)
     # At rate 0 or 1 the interval's near end is the rate itself.
-    low = 0.0 if rate == 0.0 else _score_bound(max(0.0, rate - shift), n, crit, -1)
-    high = 1.0 if rate == 1.0 else _score_bound(min(1.0, rate + shift), n, crit, +1)
-    return max(0.0, low), min(1.0, high)
+    if sign < 0:
+        return 0.0 if rate == 0.0 else max(0.0, _score_bound(max(0.0, rate - shift), n, crit, -1))
+    return 1.0 if rate == 1.0 else min(1.0, _score_bound(min(1.0, rate + shift), n, crit, +1))
 
 
 def _tokens_per_pass_interval(
@@ -434,10 +439,16 @@ def _tokens_per_pass_interval(
     runs do not vary), mapped back. Far from the bounds it is the Student t interval; near them
     (few rejections) it is not symmetric, as the mean's distribution is not.
     """
-    if tokens_per_pass is None or error is None or df is None or not summary.max_k:
+    return _tokens_interval(summary.max_k, summary.drafted_tokens, tokens_per_pass, error, units, df)
+
+
+def _tokens_interval(
+    top: int, drafted: int, tokens_per_pass: float | None, error: float | None, units: int, df: int | None
+) -> tuple[float, float] | None:
+    """`_tokens_per_pass_interval` for drafts of at most `top` tokens, `drafted` of them."""
+    if tokens_per_pass is None or error is None or df is None or not top:
         return None
-    top = float(summary.max_k)
-    bounds = _proportion_interval((tokens_per_pass - 1.0) / top, error / top, summary.drafted_tokens, units, df)
+    bounds = _proportion_interval((tokens_per_pass - 1.0) / top, error / top, drafted, units, df)
     return None if bounds is None else (1.0 + top * bounds[0], 1.0 + top * bounds[1])
 
 
@@ -648,16 +659,21 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
         high_error = _weighted_ratio_error(weight, numerator, below, alpha_bounds[1])
         if low_error is not None and high_error is not None:
             errors = (low_error, high_error)
-            alpha_ci = bounds_interval(alpha_bounds, errors, df, ceiling=1.0)
+            alpha_ci = bounds_interval(alpha_bounds, errors, df, ceiling=1.0, tokens=(examined[1], examined[0]))
     how["alpha"] = BOUNDED if alpha_bounds is None or alpha_bounds[0] != alpha_bounds[1] else EXACT
     how["per_position"] = BOUNDED
 
     step_weights = np.concatenate([exact.runs, rows.steps_low.astype(np.float64)])
+    # The longest draft seen (the exact runs' k, the longest accepted length a histogram gives): tokens per
+    # pass is then 1 + top v with v in [0, 1], and its intervals are the exact path's (score ends, continuity).
+    top = max(summary.max_k, len(units.histogram) - 1 if units is not None else 0)
     tokens_per_pass = tokens_error = tokens_ci = tokens_bounds = tokens_bounds_ci = tokens_bounds_errors = None
     if steps_known and steps[0]:
         tokens_per_pass = (accepted + steps[0]) / steps[0]
         tokens_error = _weighted_ratio_error(weight, numerator + step_weights, step_weights, tokens_per_pass)
-        if tokens_error is not None and df is not None:
+        if tokens_error is not None and df is not None and top:
+            tokens_ci = _tokens_interval(top, drafted, tokens_per_pass, tokens_error, unit_count, df)
+        elif tokens_error is not None and df is not None:
             crit = _critical(df)
             tokens_ci = (max(1.0, tokens_per_pass - crit * tokens_error), tokens_per_pass + crit * tokens_error)
     elif steps[0]:
@@ -668,7 +684,18 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
         high_error = _weighted_ratio_error(weight, numerator + step_weights, step_weights, tokens_bounds[1])
         if low_error is not None and high_error is not None:
             tokens_bounds_errors = (low_error, high_error)
-            tokens_bounds_ci = bounds_interval(tokens_bounds, tokens_bounds_errors, df, ceiling=None)
+            if top and tokens_bounds[1] <= 1 + top:
+                scaled = bounds_interval(
+                    ((tokens_bounds[0] - 1) / top, (tokens_bounds[1] - 1) / top),
+                    (low_error / top, high_error / top),
+                    df,
+                    ceiling=1.0,
+                    tokens=(drafted, drafted),
+                )
+                if scaled is not None:
+                    tokens_bounds_ci = (1 + top * scaled[0], 1 + top * scaled[1])
+            else:
+                tokens_bounds_ci = bounds_interval(tokens_bounds, tokens_bounds_errors, df, ceiling=None)
     else:
         how["runs"] = how["tokens_per_pass"] = UNKNOWN
 
@@ -782,12 +809,21 @@ def _per_position_counts(summary: Summary) -> list[PositionRate]:
 
 
 def bounds_interval(
-    bounds: tuple[float, float], errors: tuple[float, float], df: int | None, ceiling: float | None
+    bounds: tuple[float, float],
+    errors: tuple[float, float],
+    df: int | None,
+    ceiling: float | None,
+    tokens: tuple[int, int] | None = None,
 ) -> tuple[float, float] | None:
     """Imbens and Manski's (2004) 95% interval for a value known to lie in [low, high]: [low - c s_low,
     high + c s_high], with c solving T(c + (high - low) / max(s)) - T(-c) = 0.95 (T: Student t with df
     degrees of freedom, the normal in their paper). c is the two-sided quantile when the bounds meet and
-    falls to the one-sided one as they widen: the interval covers the value, not the whole identified set."""
+    falls to the one-sided one as they widen: the interval covers the value, not the whole identified set.
+
+    For a rate in [0, 1] (`tokens`: the tokens behind the low and the high bound) each end is instead the
+    exact path's (`_proportion_interval`) at c: Wilson's score bound at the end's effective sample size,
+    moved by the continuity correction, so bounds that meet give the interval of an exact rate. On
+    request-clustered payloads of 6 requests the plain ends covered 91-93%, these 93-95% (tests/study)."""
     if df is None:
         return None
     (low, high), (s_low, s_high) = bounds, errors
@@ -804,6 +840,9 @@ def bounds_interval(
         mid = (lo_c + hi_c) / 2
         lo_c, hi_c = (mid, hi_c) if covered(mid) < LEVEL else (lo_c, mid)
     c = hi_c
+    if tokens is not None:
+        units = df + 1
+        return (_score_end(low, s_low, tokens[0], units, c, -1), _score_end(high, s_high, tokens[1], units, c, +1))
     result_low = max(0.0, low - c * s_low)
     result_high = high + c * s_high
     if ceiling is not None:

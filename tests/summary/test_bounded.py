@@ -3,6 +3,7 @@ the truth of random requests, and the Imbens-Manski interval's critical value wh
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from specaccept_cli.read.payloads.record import RequestRecord
 from specaccept_cli.summary.bounded import COLUMNS, BoundedUnits, steps_bounds
 from specaccept_cli.summary.clusters import encode_column
-from specaccept_cli.summary.estimates import bounds_interval
+from specaccept_cli.summary.estimates import _proportion_interval, bounds_interval
 from specaccept_cli.summary.probability import normal_cdf, student_t_quantile
 
 # --- random requests: steps of (drafted d, accepted a), a <= d <= k --------------------------------------
@@ -52,7 +53,9 @@ WRITTEN = st.sets(st.sampled_from(("k", "steps", "histogram")))
 
 
 @given(request_steps(), WRITTEN)
-def test_examined_bounds_hold_the_truth_of_random_requests(request: tuple[int, list[tuple[int, int]]], written: set[str]) -> None:
+def test_examined_bounds_hold_the_truth_of_random_requests(
+    request: tuple[int, list[tuple[int, int]]], written: set[str]
+) -> None:
     k, steps = request
     record = record_of(k, steps, written)
     bounds = record.examined_bounds()
@@ -105,7 +108,9 @@ def unit(row: tuple[Any, ...]) -> BoundedUnits:
     key, steps, more, accepted, low, wide, rest, histogram = row
     examined = (accepted + low, accepted + low + wide)
     drafted = examined[1] + rest
-    return BoundedUnits.one(key, (steps, steps + more), accepted, drafted, examined, None if histogram is None else tuple(histogram))
+    return BoundedUnits.one(
+        key, (steps, steps + more), accepted, drafted, examined, None if histogram is None else tuple(histogram)
+    )
 
 
 def added(rows: list[tuple[Any, ...]]) -> BoundedUnits:
@@ -164,8 +169,14 @@ def test_to_dict_from_dict_round_trip(rows: list[tuple[Any, ...]]) -> None:
 def _row_dict(**columns: int) -> dict[str, Any]:
     values = {"steps_low": 2, "steps_high": 3, "accepted": 5, "drafted": 9, "examined_low": 6, "examined_high": 7}
     values.update(columns)
-    units = BoundedUnits.one(1, (values["steps_low"], values["steps_high"]), values["accepted"], values["drafted"],
-                             (values["examined_low"], values["examined_high"]), (1, 1, 1))
+    units = BoundedUnits.one(
+        1,
+        (values["steps_low"], values["steps_high"]),
+        values["accepted"],
+        values["drafted"],
+        (values["examined_low"], values["examined_high"]),
+        (1, 1, 1),
+    )
     return units.to_dict()
 
 
@@ -186,7 +197,13 @@ def test_from_dict_refuses_impossible_rows(columns: dict[str, int]) -> None:
 def test_from_dict_refuses_bad_counts_and_keys() -> None:
     good = _row_dict()
     assert BoundedUnits.from_dict(good).total("accepted") == 5
-    for change in ({"units": -1}, {"units": 1.0}, {"without_histogram": -1}, {"histogram": [1, -1]}, {"histogram": "1"}):
+    for change in (
+        {"units": -1},
+        {"units": 1.0},
+        {"without_histogram": -1},
+        {"histogram": [1, -1]},
+        {"histogram": "1"},
+    ):
         with pytest.raises(ValueError):
             BoundedUnits.from_dict({**good, **change})
     two = (BoundedUnits.one(1, (1, 1), 1, 2, (2, 2), None) + BoundedUnits.one(2, (1, 1), 1, 2, (2, 2), None)).to_dict()
@@ -237,7 +254,7 @@ def test_bounds_interval_narrows_its_critical_value_as_the_bounds_widen(
     low: float, widths: list[float], error: float, df: int
 ) -> None:
     values = [critical((low, low + width), error, df) for width in sorted(widths)]
-    assert all(later <= earlier + 1e-9 for earlier, later in zip(values, values[1:]))
+    assert all(later <= earlier + 1e-9 for earlier, later in itertools.pairwise(values))
     assert all(student_t_quantile(0.95, df) - 1e-6 <= c <= student_t_quantile(0.975, df) + 1e-6 for c in values)
     for width in widths:
         interval = bounds_interval((low, low + width), (error, 2 * error), df, ceiling=1.0)
@@ -257,7 +274,39 @@ def test_bounds_interval_covers_at_the_level_when_the_value_sits_on_a_bound() ->
         lows = 0.5 + error * rng.standard_normal(draws)
         highs = 0.5 + width + error * rng.standard_normal(draws)
         c = critical((0.5, 0.5 + width), error, 10**6)
-        covered = np.mean((lows - c * error <= 0.5) & (0.5 <= highs + c * error))
+        covered = np.mean((lows - c * error <= 0.5) & (highs + c * error >= 0.5))
         assert covered >= 0.94, (width, covered)
         if width in (0.0, 0.1):
             assert covered == pytest.approx(0.95, abs=0.01), (width, covered)
+
+
+@given(st.floats(0.01, 0.99), st.floats(1e-4, 0.1), st.integers(10, 10**6), st.integers(1, 10**4))
+def test_bounds_of_a_rate_that_meet_give_the_interval_of_the_exact_rate(
+    rate: float, error: float, tokens: int, df: int
+) -> None:
+    """With `tokens`, the ends are the exact path's score ends at the IM critical value: bounds that meet give
+    exactly the interval an exact alpha of that rate and error has."""
+    exact = _proportion_interval(rate, error, tokens, df + 1, df)
+    assert exact is not None
+    met = bounds_interval((rate, rate), (error, error), df, 1.0, tokens=(tokens, tokens))
+    assert met == pytest.approx(exact, rel=1e-9, abs=1e-12)  # c by bisection, the t quantile by its own
+
+
+@given(
+    st.floats(0.05, 0.9),
+    st.floats(0.0, 0.3),
+    st.floats(1e-4, 0.05),
+    st.floats(1e-4, 0.05),
+    st.integers(50, 10**5),
+    st.integers(2, 10**4),
+)
+def test_score_ends_hold_the_bounds_and_stay_inside_zero_one(
+    low: float, width: float, s_low: float, s_high: float, tokens: int, df: int
+) -> None:
+    high = min(1.0, low + width)
+    interval = bounds_interval((low, high), (s_low, s_high), df, 1.0, tokens=(tokens, tokens))
+    assert interval is not None
+    assert 0.0 <= interval[0] < low and high <= interval[1] <= 1.0
+    assert high < interval[1] or high == 1.0
+    wider = bounds_interval((low, high), (2 * s_low, 2 * s_high), df, 1.0, tokens=(tokens, tokens))
+    assert wider is not None and wider[0] <= interval[0] and wider[1] >= interval[1]
