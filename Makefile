@@ -69,8 +69,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check specaccept_cli tests $(wildcard benchmarks)
 	$(BIN)/mypy
 
-# The seeded study of every interval and test (tests/study, deep profile: a few minutes);
-# writes its table into docs/statistics.md between the study markers. `make test` runs its fast profile.
+# The seeded study of every interval and test (tests/study, deep profile: a few minutes each for logged
+# runs and for payloads with short drafts); writes both tables into docs/statistics.md between their
+# markers. `make test` runs its fast profile.
 study: $(STAMP)
 	$(BIN)/python -m tests.study.run --profile deep --write-docs
 

@@ -1,5 +1,6 @@
-"""`audit -o json` of payloads with short drafts, through the CLI on real files: the whole-input figures equal the
-seeded truth, alpha is null and its bounds hold the truth, and the summaries of two halves merge to the whole's bounds."""
+"""`audit -o json` of payloads with short drafts, through the CLI on real files: the whole-input figures equal
+the seeded truth, alpha is null and its bounds hold the truth, and the summaries of two halves merge to the
+whole's bounds."""
 
 from __future__ import annotations
 

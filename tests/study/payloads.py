@@ -290,7 +290,8 @@ def payload_table(profile: PayloadProfile, seed: int = 0) -> str:
         logs = profile.logs_of(case)
         outcome = run_payload_case(case, logs, seed)
         lines.append(
-            f"| {SHAPES[case.shape][0]} | {case.requests:,} | {logs:,} | {case.ragged:g} | {case.spread:g} | {case.k} | "
+            f"| {SHAPES[case.shape][0]} | {case.requests:,} | {logs:,} | {case.ragged:g} | {case.spread:g} | "
+            f"{case.k} | "
             f"{_percent(outcome.requests_bounded / (outcome.logs * case.requests))} | "
             f"{_percent(outcome.share(outcome.exact_equal))} | {_percent(outcome.share(outcome.bounds_hold))} | "
             f"{_percent(outcome.share(outcome.covers_process, outcome.intervals))} | "

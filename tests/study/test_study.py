@@ -156,8 +156,7 @@ def test_payload_bounds_hold_the_truth_and_the_whole_input_is_exact(case: Payloa
 
 def test_the_payload_table_goes_between_its_own_markers(tmp_path: Path) -> None:
     page = tmp_path / "statistics.md"
-    page.write_text("<!-- study:start -->\nruns\n<!-- study:end -->\n<!-- payload-study:start -->\nold\n<!-- payload-study:end -->\n")
+    runs = "<!-- study:start -->\nruns\n<!-- study:end -->\n"
+    page.write_text(runs + f"{PAYLOAD_START}\nold\n{PAYLOAD_END}\n")
     write_page("| new |", page, start=PAYLOAD_START, end=PAYLOAD_END)
-    assert page.read_text() == (
-        "<!-- study:start -->\nruns\n<!-- study:end -->\n<!-- payload-study:start -->\n| new |\n<!-- payload-study:end -->\n"
-    )
+    assert page.read_text() == runs + "<!-- payload-study:start -->\n| new |\n<!-- payload-study:end -->\n"
