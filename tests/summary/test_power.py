@@ -92,11 +92,14 @@ def test_plan_command(tmp_path: Path) -> None:
     data = orjson.loads(invoke("plan", "--baseline", str(baseline), "--drop", "0.05", "-o", "json").stdout)
     assert data["schema"] == "specaccept.plan/1" and data["clustering"]["field"] == "request_id"
     assert data["alpha"]["requests_needed"] == data["metrics"][0]["requests_needed"] > 0
-    noisy = invoke("plan", "--baseline", str(baseline), "--drop", "0.004")
+    noisy = invoke("plan", "--baseline", str(baseline), "--drop", "0.004", "--max-drop", "0")
     assert noisy.exit_code == 0 and "no number suffices: the baseline alone is too noisy" in noisy.stdout
     refused = invoke("plan", "--baseline", str(baseline), "--drop", "0.02", "--max-drop", "0.02")
     assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "must exceed --max-drop" in refused.stderr
+    # plan's --max-drop is audit's (0.02): a drop at or below it is never flagged, whatever the requests.
+    default = invoke("plan", "--baseline", str(baseline), "--drop", "0.02")
+    assert default.exit_code == 2 and "must exceed --max-drop 0.02" in default.stderr
     missing = invoke("plan", "--baseline", str(tmp_path / "none.json"), "--drop", "0.05")
     assert missing.exit_code == 2 and "none.json" in missing.stderr
     # audit --baseline and diff show the detectable drop in their tables, the Action's markdown too
