@@ -192,6 +192,19 @@ def all_commands() -> dict[str, click.Command]:
     return {name: command for name in cli.list_commands(context) if (command := cli.get_command(context, name))}
 
 
+def table_column(text: str, column: int) -> str:
+    """A Rich table's column as one string: each line's cell stripped and joined to the next, so a file name
+    that a narrow terminal (or a long clone path) folds over several lines reads whole again."""
+    cells = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line[:1] in ("│", "┃"):
+            parts = line.strip("│┃").replace("┃", "│").split("│")
+            if column < len(parts):
+                cells.append(parts[column].strip())
+    return "".join(cells)
+
+
 def invoke(*args: str, input: bytes | str | None = None) -> Result:
     """Run the CLI in-process (stdout and stderr kept apart); an escaping exception fails the test."""
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)

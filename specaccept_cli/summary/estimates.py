@@ -18,7 +18,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
-from specaccept_cli.summary import formulas
+from specaccept_cli.summary import fixed, formulas
 from specaccept_cli.summary.clusters import Units
 from specaccept_cli.summary.conventions import engine_conventions
 from specaccept_cli.summary.fingerprints import Fingerprint, fingerprints
@@ -484,9 +484,9 @@ def _iid_check(
     positions = np.arange(1, units.drafts.shape[1] + 1)
     powers = alpha**positions
     slope_terms = positions * alpha ** (positions - 1)
-    drafts_total = units.weight @ units.drafts
-    slope = float(slope_terms @ drafts_total) / runs_total
-    predicted_by_unit = units.runs + units.drafts @ powers
+    drafts_total = units.weight @ units.drafts  # integer counts: exact in any order
+    slope = fixed.dot(slope_terms, drafts_total) / runs_total
+    predicted_by_unit = units.runs + fixed.matrix_vector(units.drafts, powers)
     difference = observed - predicted
     influence = (units.accepted + units.runs - predicted_by_unit - difference * units.runs) / runs_total - slope * (
         units.accepted - alpha * units.examined
@@ -540,14 +540,16 @@ def _equal_rates(units: Units) -> EqualRates | None:
     # rejected an i.i.d. log 2.4 times as often as it should).
     pooled = float(kept[tested].sum() / reached[tested].sum())
     influence = (units.kept[:, tested] - pooled * units.reached[:, tested]) / reached[tested]
-    covariance = count / (count - 1) * (influence * units.weight[:, None]).T @ influence
-    contrasts = np.eye(tested.shape[0])[1:] - np.eye(tested.shape[0])[0]
-    difference = contrasts @ theta
-    spread = contrasts @ covariance @ contrasts.T
-    rank = int(np.linalg.matrix_rank(spread))
+    # In an order fixed by the code (not BLAS's, which is the CPU's), so the statistic has one value everywhere.
+    correction = count / (count - 1)
+    covariance = [[correction * cell for cell in row] for row in fixed.weighted_gram(influence, units.weight)]
+    size = tested.shape[0]
+    contrasts = [[float(j == i + 1) - float(j == 0) for j in range(size)] for i in range(size - 1)]  # theta_j - theta_1
+    values = theta.tolist()
+    difference = [values[i + 1] - values[0] for i in range(size - 1)]
+    rank, wald = fixed.pseudo_inverse_form(fixed.congruence(contrasts, covariance), difference)
     if rank == 0 or count <= rank:
         return None
-    wald = float(difference @ np.linalg.pinv(spread) @ difference)
     statistic = wald * (count - rank) / (rank * (count - 1))
     return EqualRates(
         statistic=statistic,

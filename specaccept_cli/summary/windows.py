@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from msgspec import Struct
 
+from specaccept_cli.summary import fixed
 from specaccept_cli.summary.probability import kolmogorov_sf
 
 if TYPE_CHECKING:
@@ -542,7 +543,7 @@ def _cluster_variance(clusters: ClusterTally, alpha: float, runs: int) -> float:
     sums = clusters.sums
     count = len(sums)
     totals = sums.accepted - alpha * sums.examined
-    return count / (count - 1) * float(totals @ totals) / runs
+    return count / (count - 1) * fixed.dot(totals, totals) / runs
 
 
 def kolmogorov_sf_estimated_scale(x: float, degrees: int) -> float:

@@ -13,6 +13,7 @@ import pytest
 from tests.helpers import (
     CORPUS,
     invoke,
+    table_column,
 )
 
 # file, line named (None: the source as a whole), words the message holds
@@ -84,8 +85,8 @@ def test_bad_row_is_skipped_and_counted(name: str, line: int, words: list[str]) 
     [error] = summary["errors"]
     assert error["source"] == str(path) and error["line"] == line
     assert all(word in error["message"] for word in words)
-    # the stderr table names it too
-    assert f"{path.name}:{line}" in result.stderr and "Skipped 1 bad row" in result.stderr
+    # the stderr table names it too, however narrow the terminal and long the path (the name may fold)
+    assert f"{path.name}:{line}" in table_column(result.stderr, 0) and "Skipped 1 bad row" in result.stderr
 
 
 @pytest.mark.parametrize(("name", "words", "runs"), SOURCE_CLASSES)
