@@ -16,18 +16,15 @@ count as `accepted` (`--reported-field accepted`) and the request as `request_id
 from __future__ import annotations
 
 import atexit
-import contextlib
 import itertools
 import logging
 import operator
 import os
 import queue
-import re
 import signal
 import threading
 import time as clock
 import weakref
-from array import array
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
@@ -35,6 +32,16 @@ from typing import Any, Literal
 import numpy as np
 from msgspec import Struct
 
+from specaccept_cli.capture.parts import (
+    Block,
+    JsonlSink,
+    ParquetSink,
+    arrow_table,
+    checked,
+    conform,
+    jsonl_bytes,
+    publish,
+)
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 Format = Literal["parquet", "jsonl"]
@@ -44,7 +51,6 @@ RESERVED_SET = frozenset(RESERVED)
 
 LOG = logging.getLogger("specaccept.capture")
 
-_PART = re.compile(r"^part-(\d+)\.(parquet|jsonl)$")
 _STOP = object()
 
 
@@ -57,38 +63,6 @@ class RecorderStats(Struct, frozen=True):
     bad_values: int  # calls refused for their values (not numbers, lists of different lengths, ...)
     write_errors: int  # failed writes (a full disk, a file size limit, ...)
     parts: tuple[str, ...]  # finished part files, in the order they were published
-
-
-class _Block:
-    """Column buffers for a block of rows; `rows` is raised last, so a row half-appended when a
-    signal handler flushes is left out (`trimmed`)."""
-
-    __slots__ = ("accepted", "labels", "offsets", "p", "q", "r", "request_id", "rows", "step", "time")
-
-    def __init__(self) -> None:
-        self.offsets = array("q", [0])
-        self.p: list[Any] = []  # flat values, checked for numbers by the writer (`_checked`), not in record()
-        self.q: list[Any] = []
-        self.r: list[Any] = []
-        self.request_id: list[Any] = []
-        self.step: list[int | None] = []
-        self.accepted: list[int | None] = []
-        self.time: list[float] = []
-        self.labels: dict[str, list[Any]] = {}
-        self.rows = 0
-
-    def trimmed(self) -> _Block:
-        n = self.rows
-        del self.offsets[n + 1 :]
-        end = self.offsets[n]
-        for flat in (self.p, self.q, self.r):
-            del flat[end:]
-        for column in (self.request_id, self.step, self.accepted, self.time):
-            del column[n:]
-        for values in self.labels.values():
-            del values[n:]
-            values.extend([None] * (n - len(values)))
-        return self
 
 
 def _values(values: Any) -> list[Any] | tuple[Any, ...]:
@@ -182,11 +156,11 @@ class Recorder:
     def _fresh_state(self) -> None:
         """Everything a process owns alone (called again in a forked child)."""
         self._pid = os.getpid()
-        self._block = _Block()
+        self._block = Block()
         self._pending: queue.Queue[object] = queue.Queue(maxsize=self._max_pending + 1)
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._sink: _ParquetSink | _JsonlSink | None = None
+        self._sink: ParquetSink | JsonlSink | None = None
         self._sink_opened = 0.0
         self._parts: list[str] = []
         self._recorded = self._written = self._dropped = self._bad = self._write_errors = 0
@@ -281,7 +255,7 @@ class Recorder:
             self._pending.put_nowait(self._block.trimmed())
         except queue.Full:
             return False
-        self._block = _Block()
+        self._block = Block()
         return True
 
     def _count(self, bad: int = 0, dropped: int = 0, write_errors: int = 0) -> None:
@@ -316,7 +290,7 @@ class Recorder:
         with self._lock:
             if self._thread is None or self._block.rows == 0:
                 return
-            block, self._block = self._block.trimmed(), _Block()
+            block, self._block = self._block.trimmed(), Block()
         done = threading.Event()
         try:
             self._pending.put((block, done), timeout=timeout)
@@ -335,7 +309,7 @@ class Recorder:
             thread = self._thread
             if thread is None:
                 return
-            block, self._block = self._block.trimmed(), _Block()
+            block, self._block = self._block.trimmed(), Block()
         try:
             if block.rows:
                 self._pending.put(block, timeout=wait)
@@ -380,7 +354,7 @@ class Recorder:
         done = None
         if isinstance(item, tuple):
             item, done = item
-        if isinstance(item, _Block) and item.rows:
+        if isinstance(item, Block) and item.rows:
             with self._io_lock:
                 self._write(item)
         if done is not None:  # flush(): the part is finished so that a reader sees it
@@ -392,20 +366,20 @@ class Recorder:
             with self._io_lock:
                 self._finish_part()
 
-    def _take_current(self) -> _Block | None:
+    def _take_current(self) -> Block | None:
         """The rows recorded since the last block, so a quiet server's rows still reach the disk."""
         if not self._lock.acquire(timeout=1.0):
             return None
         try:
             if self._block.rows == 0:
                 return None
-            block, self._block = self._block.trimmed(), _Block()
+            block, self._block = self._block.trimmed(), Block()
             return block
         finally:
             self._lock.release()
 
-    def _write(self, block: _Block) -> None:
-        block, flats, refused = _checked(block)
+    def _write(self, block: Block) -> None:
+        block, flats, refused = checked(block)
         if refused:
             self._count(bad=refused)
             self._warn_once("bad", "rows holding values that are not numbers were refused (stats.bad_values)")
@@ -419,30 +393,30 @@ class Recorder:
         except Exception as exc:  # a full disk, a size limit, a vanished directory: count, log once, go on
             self._count(write_errors=1)
             self._lose("write", f"cannot write ({type(exc).__name__}: {exc})", block.rows)
-            if isinstance(self._sink, _JsonlSink):
+            if isinstance(self._sink, JsonlSink):
                 self._finish_part()  # its whole lines are kept; the next block starts a part of its own
             return
         if self._sink is not None and self._sink.size() >= self._rotate_bytes:
             self._finish_part()
 
-    def _open_sink(self) -> _ParquetSink | _JsonlSink:
+    def _open_sink(self) -> ParquetSink | JsonlSink:
         if self._sink is None:
             name = f".part-{os.getpid()}-{id(self):x}-{next(self._temp_names)}.{self.format}.tmp"
             temp = self.directory / name
-            self._sink = _ParquetSink(temp, self._compression) if self.format == "parquet" else _JsonlSink(temp)
+            self._sink = ParquetSink(temp, self._compression) if self.format == "parquet" else JsonlSink(temp)
             self._sink_opened = clock.monotonic()
         return self._sink
 
-    def _write_parquet(self, block: _Block, flats: list[np.ndarray]) -> None:
-        table = _table(block, flats)
+    def _write_parquet(self, block: Block, flats: list[np.ndarray]) -> None:
+        table = arrow_table(block, flats)
         sink = self._open_sink()
-        assert isinstance(sink, _ParquetSink)
+        assert isinstance(sink, ParquetSink)
         if sink.schema is not None and not table.schema.equals(sink.schema):
-            conformed = _conform(table, sink.schema)
+            conformed = conform(table, sink.schema)
             if conformed is None:  # new labels, or a label whose type changed: a part of its own
                 self._finish_part()
                 sink = self._open_sink()
-                assert isinstance(sink, _ParquetSink)
+                assert isinstance(sink, ParquetSink)
             else:
                 table = conformed
         try:
@@ -456,10 +430,10 @@ class Recorder:
             raise
         self._written += block.rows
 
-    def _write_jsonl(self, block: _Block, flats: list[np.ndarray]) -> None:
+    def _write_jsonl(self, block: Block, flats: list[np.ndarray]) -> None:
         sink = self._open_sink()
-        assert isinstance(sink, _JsonlSink)
-        sink.write(_jsonl(block, flats))  # a failed write is cut back to the last whole line
+        assert isinstance(sink, JsonlSink)
+        sink.write(jsonl_bytes(block, flats))  # a failed write is cut back to the last whole line
         self._written += block.rows
 
     def _finish_part(self) -> None:
@@ -469,7 +443,7 @@ class Recorder:
         try:
             sink.finish()
             if sink.rows:
-                self._parts.append(str(_publish(sink.path, self.directory, self.format)))
+                self._parts.append(str(publish(sink.path, self.directory, self.format)))
             else:
                 sink.path.unlink(missing_ok=True)
         except Exception as exc:
@@ -477,218 +451,6 @@ class Recorder:
             self._written -= sink.rows
             self._lose("write", f"cannot finish a part ({type(exc).__name__}: {exc})", sink.rows)
             sink.abandon()
-
-
-def _publish(temp: Path, directory: Path, suffix: str) -> Path:
-    """Rename a finished part to the next free `part-NNNNN.suffix`; exclusive (a hard link), so two
-    processes writing into one directory never take the same name."""
-    taken = [int(match.group(1)) for name in os.listdir(directory) if (match := _PART.match(name))]
-    for number in itertools.count(max(taken, default=0) + 1):
-        final = directory / f"part-{number:05d}.{suffix}"
-        try:
-            os.link(temp, final)
-        except FileExistsError:
-            continue
-        except OSError:  # a file system without hard links: a plain rename
-            if final.exists():
-                continue
-            os.replace(temp, final)
-            return final
-        os.unlink(temp)
-        return final
-    raise AssertionError("unreachable")
-
-
-# ----------------------------------------------------------------- the two formats
-
-
-class _ParquetSink:
-    def __init__(self, path: Path, compression: str) -> None:
-        import pyarrow as pa
-
-        self.path = path
-        self.file = pa.OSFile(str(path), "wb")
-        self.compression = compression
-        self.writer: Any = None
-        self.schema: Any = None
-        self.rows = 0
-
-    def write(self, table: Any) -> None:
-        import pyarrow.parquet as pq
-
-        if self.writer is None:
-            # Dictionaries only for the columns that repeat (request ids, labels): tried on the float lists
-            # they cost twice the CPU and a third more bytes (measured on float32 values held as doubles).
-            repeating = [name for name in table.schema.names if name not in ("p", "q", "r", "time")]
-            self.writer = pq.ParquetWriter(
-                self.file, table.schema, compression=self.compression, use_dictionary=repeating
-            )
-            self.schema = table.schema
-        self.writer.write_table(table, row_group_size=max(1, table.num_rows))
-        self.rows += table.num_rows
-
-    def size(self) -> int:
-        return int(self.file.tell())
-
-    def finish(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.file.close()
-
-    def abandon(self) -> None:
-        for close in (self.file.close,):
-            try:
-                close()
-            except Exception as exc:
-                LOG.debug("closing an abandoned part: %s", exc)
-        self.writer = None  # never finish it: its footer would describe a damaged file
-        self.path.unlink(missing_ok=True)
-
-
-class _JsonlSink:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        self.written = 0
-        self.rows = 0
-
-    def write(self, text: bytes) -> None:
-        view = memoryview(text)
-        try:
-            while view:
-                done = os.write(self.fd, view)
-                view = view[done:]
-        except OSError:
-            os.ftruncate(self.fd, self.written)  # never leave half a line
-            os.lseek(self.fd, self.written, os.SEEK_SET)
-            raise
-        self.written += len(text)
-        self.rows += text.count(b"\n")
-
-    def size(self) -> int:
-        return self.written
-
-    def finish(self) -> None:
-        os.close(self.fd)
-
-    def abandon(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        self.path.unlink(missing_ok=True)
-
-
-def _flat(values: list[Any]) -> np.ndarray | None:
-    """The flat values as doubles, or None when one is not a number (None, text, a nested list, ...)."""
-    try:
-        converted = np.array(values)
-    except (ValueError, TypeError, OverflowError):
-        return None
-    if converted.ndim != 1 or converted.shape[0] != len(values) or converted.dtype.kind not in "fiub":
-        return None
-    return converted.astype(np.float64, copy=False)
-
-
-def _checked(block: _Block) -> tuple[_Block, list[np.ndarray], int]:
-    """The block's p, q and r as doubles, less the rows holding something that is not a number (counted)."""
-    flats = [_flat(block.p), _flat(block.q), _flat(block.r)]
-    if all(flat is not None for flat in flats):
-        return block, [flat for flat in flats if flat is not None], 0
-    good = _Block()
-    offsets = block.offsets
-    for row in range(block.rows):
-        start, end = offsets[row], offsets[row + 1]
-        try:
-            values = [array("d", column[start:end]) for column in (block.p, block.q, block.r)]
-        except (TypeError, ValueError, OverflowError):
-            continue
-        n = good.rows
-        for column, row_values in zip((good.p, good.q, good.r), values):
-            column.extend(row_values.tolist())
-        good.offsets.append(good.offsets[n] + (end - start))
-        good.request_id.append(block.request_id[row])
-        good.step.append(block.step[row])
-        good.accepted.append(block.accepted[row])
-        good.time.append(block.time[row])
-        for name, column in block.labels.items():
-            good.labels.setdefault(name, [None] * n).append(column[row])
-        good.rows = n + 1
-    for column in good.labels.values():
-        column.extend([None] * (good.rows - len(column)))
-    arrays = [np.array(column, dtype=np.float64) for column in (good.p, good.q, good.r)]
-    return good, arrays, block.rows - good.rows
-
-
-def _table(block: _Block, flats: list[np.ndarray]) -> Any:
-    import pyarrow as pa
-
-    offsets = pa.array(np.frombuffer(block.offsets, dtype=np.int64).astype(np.int32))
-
-    def lists(flat: np.ndarray) -> Any:
-        return pa.ListArray.from_arrays(offsets, pa.array(flat))
-
-    columns: dict[str, Any] = {
-        "p": lists(flats[0]),
-        "q": lists(flats[1]),
-        "r": lists(flats[2]),
-        "request_id": _column(block.request_id),
-        "step": pa.array(block.step, pa.int64()),
-        "accepted": pa.array(block.accepted, pa.int64()),
-        "time": pa.array(block.time, pa.float64()),
-    }
-    for name in sorted(block.labels):
-        columns[name] = _column(block.labels[name])
-    return pa.table(columns)
-
-
-def _column(values: list[Any]) -> Any:
-    import pyarrow as pa
-
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: text
-        return pa.array([None if value is None else str(value) for value in values], pa.string())
-
-
-def _conform(table: Any, schema: Any) -> Any:
-    """The block in the part's schema (a label missing from it as nulls, an all-null column cast), or None."""
-    import pyarrow as pa
-
-    if not set(table.schema.names) <= set(schema.names):
-        return None
-    arrays = []
-    for field in schema:
-        if field.name in table.schema.names:
-            column = table.column(field.name)
-            if not column.type.equals(field.type):
-                if not pa.types.is_null(column.type):
-                    return None
-                column = pa.nulls(table.num_rows, field.type)
-            arrays.append(column)
-        else:
-            arrays.append(pa.nulls(table.num_rows, field.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _jsonl(block: _Block, flats: list[np.ndarray]) -> bytes:
-    import orjson
-
-    offsets = block.offsets.tolist()
-    p, q, r = (flat.tolist() for flat in flats)
-    labels = list(block.labels.items())
-    lines = []
-    for row in range(block.rows):
-        start, end = offsets[row], offsets[row + 1]
-        item: dict[str, Any] = {"p": p[start:end], "q": q[start:end], "r": r[start:end]}
-        for name, column in (("request_id", block.request_id), ("step", block.step), ("accepted", block.accepted)):
-            if column[row] is not None:
-                item[name] = column[row]
-        item["time"] = block.time[row]
-        for name, values in labels:
-            if values[row] is not None:
-                item[name] = values[row]
-        lines.append(orjson.dumps(item))
-    lines.append(b"")
-    return b"\n".join(lines)
 
 
 # ----------------------------------------------------------------- process events: exit, SIGTERM, fork
@@ -728,7 +490,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _blind(sink: object) -> None:
-    fd = sink.file.fileno() if isinstance(sink, _ParquetSink) else getattr(sink, "fd", -1)
+    fd = sink.file.fileno() if isinstance(sink, ParquetSink) else getattr(sink, "fd", -1)
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, fd)
