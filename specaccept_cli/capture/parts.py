@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import os
 import re
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,17 +170,30 @@ def checked(block: Block) -> tuple[Block, list[np.ndarray], int]:
     flats = [_flat(block.p), _flat(block.q), _flat(block.r)]
     if all(flat is not None for flat in flats):
         return block, [flat for flat in flats if flat is not None], 0
-    good = Block()
+    keep = []
     offsets = block.offsets
     for row in range(block.rows):
         start, end = offsets[row], offsets[row + 1]
         try:
-            values = [array("d", column[start:end]) for column in (block.p, block.q, block.r)]
+            for column in (block.p, block.q, block.r):
+                array("d", column[start:end])
         except (TypeError, ValueError, OverflowError):
             continue
+        keep.append(row)
+    good = rows_of(block, keep)
+    arrays = [np.array(column, dtype=np.float64) for column in (good.p, good.q, good.r)]
+    return good, arrays, block.rows - good.rows
+
+
+def rows_of(block: Block, keep: list[int]) -> Block:
+    """A block of the rows `keep` of `block`, in their order."""
+    good = Block()
+    offsets = block.offsets
+    for row in keep:
+        start, end = offsets[row], offsets[row + 1]
         n = good.rows
-        for column, row_values in zip((good.p, good.q, good.r), values):
-            column.extend(row_values.tolist())
+        for column, source in zip((good.p, good.q, good.r), (block.p, block.q, block.r)):
+            column.extend(source[start:end])
         good.offsets.append(good.offsets[n] + (end - start))
         good.request_id.append(block.request_id[row])
         good.step.append(block.step[row])
@@ -189,8 +204,26 @@ def checked(block: Block) -> tuple[Block, list[np.ndarray], int]:
         good.rows = n + 1
     for column in good.labels.values():
         column.extend([None] * (good.rows - len(column)))
-    arrays = [np.array(column, dtype=np.float64) for column in (good.p, good.q, good.r)]
-    return good, arrays, block.rows - good.rows
+    return good
+
+
+def encodable(
+    block: Block, encode: Callable[[Block, list[np.ndarray]], Any]
+) -> tuple[Block, list[np.ndarray], Any, int]:
+    """The rows of a block that `encode` takes one by one, and the encoding of them all: a last line of
+    defence, so a value `record()` let through costs its own row and never the block's good ones."""
+    keep = []
+    for row in range(block.rows):
+        single = rows_of(block, [row])
+        try:
+            encode(single, [np.array(column, dtype=np.float64) for column in (single.p, single.q, single.r)])
+        except Exception as exc:  # whatever Arrow or orjson refuse: the row is counted as bad
+            LOG.debug("a row the writer cannot encode: %s: %s", type(exc).__name__, exc)
+            continue
+        keep.append(row)
+    good = rows_of(block, keep)
+    flats = [np.array(column, dtype=np.float64) for column in (good.p, good.q, good.r)]
+    return good, flats, encode(good, flats) if good.rows else None, block.rows - good.rows
 
 
 def arrow_table(block: Block, flats: list[np.ndarray]) -> Any:
@@ -245,11 +278,14 @@ def conform(table: Any, schema: Any) -> Any:
 
 
 def jsonl_bytes(block: Block, flats: list[np.ndarray]) -> bytes:
+    """One line a row; a row whose p, q or r holds NaN or an infinity is written with the tokens `NaN`,
+    `Infinity` and `-Infinity` (orjson would write null), so `audit` refuses that row by name."""
     import orjson
 
     offsets = block.offsets.tolist()
     p, q, r = (flat.tolist() for flat in flats)
     labels = list(block.labels.items())
+    unusual = _rows_not_finite(flats, block.offsets)
     lines = []
     for row in range(block.rows):
         start, end = offsets[row], offsets[row + 1]
@@ -261,6 +297,22 @@ def jsonl_bytes(block: Block, flats: list[np.ndarray]) -> bytes:
         for name, values in labels:
             if values[row] is not None:
                 item[name] = values[row]
-        lines.append(orjson.dumps(item))
+        if row in unusual:
+            orjson.dumps(item)  # what orjson refuses is refused here too
+            lines.append(json.dumps(item, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode())
+        else:
+            lines.append(orjson.dumps(item))
     lines.append(b"")
     return b"\n".join(lines)
+
+
+def _rows_not_finite(flats: list[np.ndarray], offsets: array[int]) -> set[int]:
+    """The rows whose p, q or r holds a NaN or an infinity (a check of the whole block first: none, usually)."""
+    rows: set[int] = set()
+    for flat in flats:
+        finite = np.isfinite(flat)
+        if not finite.all():
+            places = np.flatnonzero(~finite)
+            starts = np.frombuffer(offsets, dtype=np.int64)
+            rows.update((np.searchsorted(starts, places, side="right") - 1).tolist())
+    return rows

@@ -39,6 +39,7 @@ from specaccept_cli.capture.parts import (
     arrow_table,
     checked,
     conform,
+    encodable,
     jsonl_bytes,
     publish,
 )
@@ -81,27 +82,48 @@ def _values(values: Any) -> list[Any] | tuple[Any, ...]:
     return listed
 
 
+_INT64 = 1 << 63  # steps, counts and integer labels are written as 64-bit integers (Parquet int64, JSON)
+
+
 def _whole(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
         raise TypeError(f"{name} is a bool")
-    return operator.index(value)
+    number = operator.index(value)
+    if not -_INT64 <= number < _INT64:
+        raise OverflowError(f"{name} = {number} does not fit in a 64-bit integer")
+    return number
 
 
-def _label(value: Any) -> Any:
-    """A label as a plain value: str, int, float, bool, or a list of them (numpy and torch scalars unwrapped)."""
-    if value is None or isinstance(value, str | int | float | bool):
+def _label(value: Any, name: str) -> Any:
+    """A label as a plain value that both formats can write: str (valid UTF-8), int (64 bits), float, bool,
+    or a list of them (numpy and torch scalars unwrapped); anything else as its text."""
+    if value is None or isinstance(value, bool | float):
         return value
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError as exc:  # a lone surrogate: neither Parquet nor JSON can hold it
+                raise ValueError(
+                    f"{name} is not valid UTF-8 text (a lone surrogate at character {exc.start})"
+                ) from None
+        return value
+    if isinstance(value, int):
+        return _whole(value, name)
     if isinstance(value, list | tuple):
-        return [_label(item) for item in value]
+        return [_label(item, name) for item in value]
     item = getattr(value, "item", None)  # numpy and torch scalars
     if item is not None:
         try:
-            return item()
+            plain = item()
         except (TypeError, ValueError, RuntimeError):
             pass
-    return str(value)
+        else:
+            if plain is not value:
+                return _label(plain, name)
+    return _label(str(value), name)
 
 
 class Recorder:
@@ -199,13 +221,19 @@ class Recorder:
                 if k > MAX_DRAFT_LENGTH:
                     raise ValueError(f"a draft of {k} tokens is longer than {MAX_DRAFT_LENGTH}")
                 at = clock.time() if time is None else float(time)
-                step_number = step if step is None or type(step) is int else _whole(step, "step")
-                count = accepted if accepted is None or type(accepted) is int else _whole(accepted, "accepted")
-                if not (request_id is None or type(request_id) is str or isinstance(request_id, str | int)):
-                    request_id = _label(request_id)
+                step_number = (
+                    step if step is None or (type(step) is int and -_INT64 <= step < _INT64) else _whole(step, "step")
+                )
+                count = (
+                    accepted
+                    if accepted is None or (type(accepted) is int and -_INT64 <= accepted < _INT64)
+                    else _whole(accepted, "accepted")
+                )
+                if not (request_id is None or (type(request_id) is str and request_id.isascii())):
+                    request_id = _label(request_id, "request_id")
                 row_labels = None
                 if labels:
-                    row_labels = {name: _label(value) for name, value in labels.items()}
+                    row_labels = {name: _label(value, name) for name, value in labels.items()}
                     if not RESERVED_SET.isdisjoint(row_labels):
                         taken = sorted(RESERVED_SET.intersection(row_labels))
                         raise ValueError(f"label {taken[0]!r} is a field the recorder writes itself")
@@ -385,11 +413,20 @@ class Recorder:
             self._warn_once("bad", "rows holding values that are not numbers were refused (stats.bad_values)")
         if block.rows == 0:
             return
+        encode = arrow_table if self.format == "parquet" else jsonl_bytes
+        try:
+            encoded = encode(block, flats)
+        except Exception:  # a value record() let through: that row alone is refused, never the block
+            block, flats, encoded, refused = encodable(block, encode)
+            self._count(bad=refused)
+            self._warn_once("encode", "rows the writer could not encode were refused (stats.bad_values)")
+            if block.rows == 0:
+                return
         try:
             if self.format == "parquet":
-                self._write_parquet(block, flats)
+                self._write_parquet(block, encoded)
             else:
-                self._write_jsonl(block, flats)
+                self._write_jsonl(block, encoded)
         except Exception as exc:  # a full disk, a size limit, a vanished directory: count, log once, go on
             self._count(write_errors=1)
             self._lose("write", f"cannot write ({type(exc).__name__}: {exc})", block.rows)
@@ -407,8 +444,7 @@ class Recorder:
             self._sink_opened = clock.monotonic()
         return self._sink
 
-    def _write_parquet(self, block: Block, flats: list[np.ndarray]) -> None:
-        table = arrow_table(block, flats)
+    def _write_parquet(self, block: Block, table: Any) -> None:
         sink = self._open_sink()
         assert isinstance(sink, ParquetSink)
         if sink.schema is not None and not table.schema.equals(sink.schema):
@@ -430,10 +466,10 @@ class Recorder:
             raise
         self._written += block.rows
 
-    def _write_jsonl(self, block: Block, flats: list[np.ndarray]) -> None:
+    def _write_jsonl(self, block: Block, lines: bytes) -> None:
         sink = self._open_sink()
         assert isinstance(sink, JsonlSink)
-        sink.write(jsonl_bytes(block, flats))  # a failed write is cut back to the last whole line
+        sink.write(lines)  # a failed write is cut back to the last whole line
         self._written += block.rows
 
     def _finish_part(self) -> None:

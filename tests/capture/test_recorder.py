@@ -140,6 +140,70 @@ def test_bad_values_are_refused_counted_and_logged_once(tmp_path: Path, caplog: 
     assert len(warnings) == 1 and "different lengths" in warnings[0].getMessage()
 
 
+UNWRITABLE = [
+    pytest.param({"step": 2**70}, "step = 1180591620717411303424 does not fit in a 64-bit integer", id="step"),
+    pytest.param({"accepted": 2**64}, "accepted = 18446744073709551616 does not fit", id="accepted"),
+    pytest.param({"request_id": -(2**63) - 1}, "request_id = -9223372036854775809 does not fit", id="int-request"),
+    pytest.param({"request_id": "req-\ud800"}, "request_id is not valid UTF-8 text", id="surrogate-request"),
+    pytest.param({"tenant": "\udcff"}, "tenant is not valid UTF-8 text", id="surrogate-label"),
+    pytest.param({"tenant": ["a", 2**64]}, "tenant = 18446744073709551616 does not fit", id="list-label"),
+]
+
+
+@pytest.mark.parametrize("form", ["parquet", "jsonl"])
+@pytest.mark.parametrize(("value", "words"), UNWRITABLE)
+def test_a_value_no_part_can_hold_is_refused_at_record_and_the_good_rows_are_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, form: str, value: dict[str, object], words: str
+) -> None:
+    """Once `record()` said True to such a row, and the writer lost its whole block (1,000 good rows)."""
+    caplog.set_level(logging.WARNING, logger="specaccept.capture")
+    with Recorder(tmp_path / "c", form, block_rows=2000, handle_sigterm=False) as recorder:
+        for i in range(500):
+            assert recorder.record([0.5], [0.5], [0.1], request_id="req", step=i, tenant="a")
+        assert recorder.record([0.5], [0.5], [0.1], **value) is False  # type: ignore[arg-type]
+        for _ in range(500):
+            assert recorder.record([0.5], [0.5], [0.1], request_id=7, step=2**63 - 1, accepted=-(2**63), tenant="é")
+    stats = recorder.stats
+    assert (stats.written, stats.bad_values, stats.dropped, stats.write_errors) == (1000, 1, 0, 0)
+    assert len(rows_of(tmp_path / "c")) == 1000
+    assert any(words in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("form", ["parquet", "jsonl"])
+def test_a_row_the_writer_cannot_encode_costs_that_row_alone(tmp_path: Path, form: str) -> None:
+    """The writer's last line of defence, for a value `record()` let through: here put in the buffers by hand."""
+    with Recorder(tmp_path / "c", form, block_rows=10_000, handle_sigterm=False) as recorder:
+        for i in range(300):
+            assert recorder.record([0.5], [0.5], [0.1], step=i)
+        with recorder._lock:
+            recorder._block.step[150] = 2**70  # what record() now refuses
+        for i in range(300, 600):
+            assert recorder.record([0.5], [0.5], [0.1], step=i)
+    assert (recorder.stats.written, recorder.stats.bad_values, recorder.stats.dropped) == (599, 1, 0)
+    assert sorted(row["step"] for row in rows_of(tmp_path / "c")) == [i for i in range(600) if i != 150]
+
+
+def test_nan_and_infinity_in_a_jsonl_capture_stay_visible_and_the_audit_refuses_those_rows(tmp_path: Path) -> None:
+    """orjson writes NaN as null; the capture writes the tokens, which the reader names."""
+    with Recorder(tmp_path / "c", "jsonl", handle_sigterm=False) as recorder:
+        recorder.record([0.9, 0.2], [0.5, 0.5], [0.1, 0.1])
+        recorder.record([float("nan"), 0.2], [0.5, 0.5], [0.1, 0.1])
+        recorder.record([0.9], [float("inf")], [0.1], request_id="é")
+        recorder.record([0.9], [0.5], [-float("inf")])
+    [part] = recorder.stats.parts
+    lines = Path(part).read_bytes().splitlines()
+    assert [line.split(b',"time"')[0] for line in lines[1:]] == [
+        b'{"p":[NaN,0.2],"q":[0.5,0.5],"r":[0.1,0.1]',
+        '{"p":[0.9],"q":[Infinity],"r":[0.1],"request_id":"é"'.encode(),
+        b'{"p":[0.9],"q":[0.5],"r":[-Infinity]',
+    ]
+    summary = audit(part, "--on-error", "skip")
+    assert summary["runs"] == 1 and summary["skipped_rows"] == 3
+    assert all("NaN or Infinity" in error["message"] for error in summary["errors"])  # type: ignore[index, union-attr, attr-defined]
+    done = run_process("audit", part)
+    assert done.returncode == 2 and b":2: NaN or Infinity at column 7 is not valid JSON" in done.stderr
+
+
 def test_a_label_named_like_a_field_is_refused_without_corrupting_the_block(tmp_path: Path) -> None:
     with Recorder(tmp_path / "c", handle_sigterm=False) as recorder:
         assert recorder.record([0.5], [0.5], [0.1], accepted=1)
