@@ -114,6 +114,23 @@ class SpecacceptGroup(click.Group):
         command: click.Command = getattr(importlib.import_module(module_name), attribute)
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Click's lookup, with the nearest command names on a miss (`audti`: did you mean audit?)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            name = args[0] if args else ""
+            if name and not name.startswith("-") and exc.message.startswith("No such command"):
+                import difflib
+
+                close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+                if close:
+                    hint = f" Did you mean {' or '.join(repr(word) for word in close)}?"
+                    raise click.UsageError(exc.message + hint, exc.ctx) from None
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

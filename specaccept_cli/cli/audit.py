@@ -848,8 +848,10 @@ def _read_on_cluster(request: ReadRequest, sink: RunSink | None) -> Summary:
         raise UsageError(f"{exc}; run without --scheduler") from None
 
 
-def write_report(path: str, findings: Findings, cost_ratio: float | None, sources: Sequence[str]) -> None:
-    """Render the report of the findings and write it atomically to `path`."""
+def write_report(path: str, findings: Findings, cost_ratio: float | None, sources: Sequence[str]) -> int:
+    """Render the report of the findings and write it atomically to `path`; the bytes written."""
     from specaccept_cli.views.html import render_report
 
-    write_file(path, render_report(findings, sources, cost_ratio).encode())
+    page = render_report(findings, sources, cost_ratio).encode()
+    write_file(path, page)
+    return len(page)

@@ -35,7 +35,7 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
     check_writable(html_path, "HTML report")  # before the reading, as audit checks its outputs
 
     def page(findings: Findings, sources: Sequence[str]) -> None:
-        write_report(html_path, findings, options["cost_ratio"], sources)
+        _say_written(html_path, write_report(html_path, findings, options["cost_ratio"], sources))
 
     run_audit(AuditOptions(**options, **fixed), renderers=[page], outputs=[("-o", html_path)])
 
@@ -56,7 +56,14 @@ def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[s
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
     spec = GateSpec(max_drop=options["max_drop"], significance=options["significance"])
     findings = conclude(summary, baseline_summary, spec, max_groups=options["max_groups"])
-    write_report(html_path, findings, options["cost_ratio"], list(paths))
+    _say_written(html_path, write_report(html_path, findings, options["cost_ratio"], list(paths)))
+
+
+def _say_written(path: str, size: int) -> None:
+    """The one line a successful report prints (stderr: stdout stays empty), so a run is seen to have done something."""
+    from specaccept_cli.text import visible
+
+    click.echo(f"wrote the HTML report to {visible(path)} ({size:,} bytes)", err=True)
 
 
 report = click.Command(

@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import io
 import lzma
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -303,15 +304,55 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
     if suffix in PROMETHEUS_SUFFIXES:
         return "prometheus"
     if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or per-request payloads (decided by their markers)
-        return _sniff_payload(sample(1 << 16)) or _sniff_json_engine(sample(1 << 16), named) or "jsonl"
-    if head.startswith(PARQUET_MAGIC):
+        found: SourceFormat | None = _sniff_payload(sample(1 << 16)) or _sniff_json_engine(sample(1 << 16), named)
+    elif head.startswith(PARQUET_MAGIC):
         return "parquet"
-    return (
-        _sniff_payload(sample(1 << 16))
-        or _sniff_json_engine(sample(1 << 16), named)
-        or _sniff_engine(sample(SNIFF_BYTES))
-        or "jsonl"
-    )
+    else:
+        found = (
+            _sniff_payload(sample(1 << 16))
+            or _sniff_json_engine(sample(1 << 16), named)
+            or _sniff_engine(sample(SNIFF_BYTES))
+        )
+    if found is None:
+        _refuse_what_is_no_input(source, sample(1 << 12), suffix)
+    return found or "jsonl"
+
+
+INPUT_FORMATS = "JSONL rows of (p, q, r), Parquet, an engine's server log or payloads, or a Prometheus scrape"
+_CSV_HEADER = re.compile(rb"^[\w .\-\"']+(,[\w .\-\"']*)+\r?$")
+_SUMMARY_SCHEMA = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"specaccept\.summary/')
+
+
+def _refuse_what_is_no_input(source: Source, sample: bytes, suffix: str) -> None:
+    """The two files most often given by mistake, which the JSONL reader would call invalid JSON at column 1:
+    CSV (the tool's own `-o csv` included) and a saved summary."""
+    if _SUMMARY_SCHEMA.match(sample):
+        raise InputError(
+            source.name,
+            None,
+            "this is a saved summary (specaccept.summary/1), not a log: compare a log with it through --baseline, "
+            "two summaries with `specaccept diff`, add them with `specaccept merge`, or draw it with "
+            "`specaccept report --summary`",
+        )
+    sample = sample.removeprefix(b"\xef\xbb\xbf")
+    first = sample.split(b"\n", 1)[0]
+    if suffix == ".csv" and first.lstrip()[:1] not in (b"{", b"["):
+        raise InputError(source.name, None, f"CSV is not an input (-o csv is an output only): give {INPUT_FORMATS}")
+    if _CSV_HEADER.match(first) and b"\n" in sample:
+        second = sample.split(b"\n", 2)[1].rstrip(b"\r")
+        if second.count(b",") == first.count(b",") and second[:1] not in (b"{", b"["):
+            shown = first.decode("utf-8", "replace").strip()[:80]
+            raise InputError(
+                source.name,
+                None,
+                f"this looks like CSV (its first line is {shown!r}): CSV is not an input (-o csv is an output only): "
+                f"give {INPUT_FORMATS}",
+            )
+
+
+# Compressed stdin, once decompressed to tell its format (a server log, payloads or JSONL): stdin is one stream,
+# read on from where the last reader stopped, and so is its text; kept with stdin itself, so an id is never reused.
+_STDIN_TEXT: dict[int, tuple[BinaryIO, str | None, Replayed]] = {}
 
 
 class _TextSample:
@@ -328,15 +369,17 @@ class _TextSample:
     def __call__(self, size: int) -> bytes:
         if self.compression is None:
             return self.raw.peek(size)[:size] if isinstance(self.raw, io.BufferedReader) else b""
-        if not self.source.can_reopen:
-            # Compressed stdin or pipe: its text is not seen without consuming it, and `audit` opens a source
-            # to check its format before reading it; --format names an engine format.
+        if not self.source.can_reopen and not self.source.is_stdin:
+            # A compressed pipe given as a path: opened again, it would start where the last look stopped;
+            # --format names an engine format.
             return b""
         if self.read_ahead is None:
             try:
                 self.read_ahead = Replayed(decompress(self.raw, self.source.name))
             except InputError:  # zstd without its extra: the reader says so, where the error policy applies
                 return b""
+            if self.source.is_stdin:  # every later open of stdin goes on from this decompressed stream
+                _STDIN_TEXT[id(self.raw)] = (self.raw, self.compression, self.read_ahead)
         return self.read_ahead.peek(size)
 
     def text_stream(self) -> BinaryIO | None:
@@ -434,6 +477,12 @@ def open_source(source: Source, requested: Format = "auto") -> Iterator[OpenSour
             head = raw.peek(8)[:8] if isinstance(raw, io.BufferedReader) else b""
         except OSError as exc:
             raise InputError(source.name, None, f"cannot read: {exc.strerror or exc}") from None
+        shared = _STDIN_TEXT.get(id(raw)) if source.is_stdin else None
+        if shared is not None and shared[0] is raw:  # compressed stdin, decompressed by an earlier look
+            _, compression, text = shared
+            found = detect_format(source, head, requested, text.peek)
+            yield OpenSource(source, raw, head, found, compression, cast(BinaryIO, text))
+            return
         compression = sniff_compression(head)
         sample = _TextSample(source, raw, compression)
         found = detect_format(source, head, requested, sample)
