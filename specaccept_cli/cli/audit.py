@@ -281,7 +281,7 @@ def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
 
     INPUT is a JSONL file (optionally gzip/bz2/xz/zstd-compressed), a Parquet file,
-    a directory of Parquet shards, an s3:// or gs:// object or prefix, or - for stdin
+    a directory of Parquet or JSONL shards, an s3:// or gs:// object or prefix, or - for stdin
     (the default when stdin is a pipe).
 
     Checks exit 1 when they fail, after the normal output, one line on stderr

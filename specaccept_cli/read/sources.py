@@ -70,6 +70,7 @@ STDIN = "-"
 PARQUET_MAGIC = b"PAR1"
 PARQUET_SUFFIXES = {".parquet", ".pq", ".parq"}
 JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json"}
+DIRECTORY_JSONL_SUFFIXES = {".jsonl", ".ndjson"}  # not .json: a folder of saved summaries is no log
 COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz", ".zst", ".zstd"}
 PROMETHEUS_SUFFIXES = {".prom"}
 SNIFF_BYTES = 1 << 20  # server output is looked at this far for a metrics line before it is taken for JSONL
@@ -257,8 +258,21 @@ def decompress(raw: BinaryIO, source: str) -> BinaryIO:
     return cast(BinaryIO, ChunkReader(cast(BinaryIO, stream)))  # keeps what decoded before damage
 
 
+def _is_shard(path: Path, directory: Path) -> bool:
+    """A Parquet or JSONL file (plain or compressed) of a directory given as input, not hidden: a capture's
+    parts (`part-00001.jsonl`, ...) but never one being written (`.part-*.tmp`) or what a hidden folder holds."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    if suffixes[-1:] and suffixes[-1] in COMPRESSED_SUFFIXES:
+        suffixes.pop()
+    if not suffixes or suffixes[-1] not in PARQUET_SUFFIXES | DIRECTORY_JSONL_SUFFIXES:
+        return False
+    if any(part.startswith(".") for part in path.relative_to(directory).parts):
+        return False
+    return path.is_file()
+
+
 def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Source]:
-    """Resolve the command line's inputs; a directory stands for its Parquet shards (sorted, recursive),
+    """Resolve the command line's inputs; a directory stands for its Parquet and JSONL shards (sorted, recursive),
     a storage prefix for its Parquet and JSONL objects (`read.storage`)."""
     sources: list[Source] = []
     for item in inputs:
@@ -271,9 +285,9 @@ def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Sou
             continue
         path = Path(item)
         if path.is_dir():
-            shards = sorted(p for p in path.rglob("*") if p.suffix in PARQUET_SUFFIXES and p.is_file())
+            shards = sorted(shard for shard in path.rglob("*") if _is_shard(shard, path))
             if not shards:
-                raise InputError(item, None, "directory holds no .parquet files")
+                raise InputError(item, None, "directory holds no .parquet or .jsonl files")
             sources += [Source(str(shard), shard, shard.stat().st_size) for shard in shards]
         elif path.exists():
             sources.append(Source(item, path, path.stat().st_size))

@@ -57,14 +57,33 @@ def test_a_capture_audits_with_the_default_fields_and_the_engines_count(tmp_path
             assert recorder.record(*values, request_id=f"req-{i // 20}", step=i % 20, accepted=accepted)
     assert recorder.stats.written == 1000 and recorder.stats.dropped == 0
     assert [Path(part).name for part in recorder.stats.parts] == [f"part-00001.{form}"]
-    inputs = [str(directory)] if form == "parquet" else [str(part) for part in sorted(directory.glob("part-*"))]
-    numbers = audit(*inputs, "--reported-field", "accepted", "--cluster-field", "request_id")
+    numbers = audit(str(directory), "--reported-field", "accepted", "--cluster-field", "request_id")
     assert numbers["runs"] == 1000 and numbers["reported_runs"] == 1000
     assert numbers["mismatches"] == 0 and numbers["clusters"] == 50
     # The float32 values come back as the doubles they are: the rule sees what the engine saw.
     first = rows_of(directory)[0]
     assert first["p"] == np.array(steps(1)[0][0], np.float32).astype(float).tolist()
     assert set(first) >= {"p", "q", "r", "request_id", "step", "accepted", "time"}
+
+
+def test_a_directory_of_jsonl_parts_and_one_being_written_audits_as_the_parts_alone(tmp_path: Path) -> None:
+    """`audit DIR` reads every part, JSONL and Parquet alike, and never the hidden part still being written."""
+    directory = tmp_path / "capture"
+    rows = steps(600)
+    for form, chunk in (("jsonl", rows[:200]), ("jsonl", rows[200:400]), ("parquet", rows[400:])):
+        with Recorder(directory, form, handle_sigterm=False) as recorder:  # type: ignore[arg-type]
+            for i, (p, q, r, accepted) in enumerate(chunk):
+                assert recorder.record(p, q, r, request_id=f"req-{i // 10}-{form}", accepted=accepted)
+    (directory / ".part-123-abc-1.jsonl.tmp").write_bytes(b'{"p": [0.5], "q"')  # a part being written
+    (directory / ".hidden").mkdir()
+    (directory / ".hidden" / "old.jsonl").write_bytes(b"not a row\n")
+    assert sorted(path.name for path in directory.glob("part-*")) == [
+        "part-00001.jsonl",
+        "part-00002.jsonl",
+        "part-00003.parquet",
+    ]
+    numbers = audit(str(directory), "--reported-field", "accepted")
+    assert numbers["runs"] == 600 and numbers["mismatches"] == 0 and numbers["skipped_rows"] == 0
 
 
 def test_a_wrong_engine_count_is_a_mismatch_the_audit_finds(tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ def test_directory_without_parquet_is_exit_2_in_any_mode(mode: str) -> None:
     directory = CORPUS / "no_parquet_dir"
     result = invoke("audit", str(directory), "--on-error", mode)
     assert result.exit_code == 2
-    assert _one_error_line(result.stderr) == f"specaccept: {directory}: directory holds no .parquet files"
+    assert _one_error_line(result.stderr) == f"specaccept: {directory}: directory holds no .parquet or .jsonl files"
 
 
 @pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc")
