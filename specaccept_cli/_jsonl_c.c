@@ -549,6 +549,37 @@ static int skip_literal(Cursor *c, const char *word, size_t size) {
     return 1;
 }
 
+static int skip_value(Cursor *c, int depth);
+
+/* A container's element (or an object member's value) and what follows it: 1 when a comma follows (another
+ * element), 2 when `close` ends the container, 0 for anything else. Shared by arrays and objects. */
+static int skip_element(Cursor *c, int depth, unsigned char close) {
+    skip_space(c);
+    if (!skip_value(c, depth + 1)) return 0;
+    skip_space(c);
+    if (c->s >= c->end) return 0;
+    if (*c->s == ',') {
+        c->s++;
+        return 1;
+    }
+    if (*c->s == close) {
+        c->s++;
+        return 2;
+    }
+    return 0;
+}
+
+/* Past a container's opening bracket and the space after it; 1 when `close` follows at once (empty). */
+static int open_empty(Cursor *c, unsigned char close) {
+    c->s++;
+    skip_space(c);
+    if (c->s < c->end && *c->s == close) {
+        c->s++;
+        return 1;
+    }
+    return 0;
+}
+
 /* Any JSON value, validated and skipped. */
 static int skip_value(Cursor *c, int depth) {
     if (c->s >= c->end) return 0;
@@ -574,35 +605,14 @@ static int skip_value(Cursor *c, int depth) {
     if (ch == 'n') return skip_literal(c, "null", 4);
     if (depth >= MAX_DEPTH) return 0;
     if (ch == '[') {
-        c->s++;
-        skip_space(c);
-        if (c->s < c->end && *c->s == ']') {
-            c->s++;
-            return 1;
-        }
+        if (open_empty(c, ']')) return 1;
         for (;;) {
-            skip_space(c);
-            if (!skip_value(c, depth + 1)) return 0;
-            skip_space(c);
-            if (c->s >= c->end) return 0;
-            if (*c->s == ',') {
-                c->s++;
-                continue;
-            }
-            if (*c->s == ']') {
-                c->s++;
-                return 1;
-            }
-            return 0;
+            int next = skip_element(c, depth, ']');
+            if (next != 1) return next == 2;
         }
     }
     if (ch == '{') {
-        c->s++;
-        skip_space(c);
-        if (c->s < c->end && *c->s == '}') {
-            c->s++;
-            return 1;
-        }
+        if (open_empty(c, '}')) return 1;
         for (;;) {
             skip_space(c);
             if (c->s >= c->end || *c->s != '"') return 0;
@@ -613,19 +623,8 @@ static int skip_value(Cursor *c, int depth) {
             skip_space(c);
             if (c->s >= c->end || *c->s != ':') return 0;
             c->s++;
-            skip_space(c);
-            if (!skip_value(c, depth + 1)) return 0;
-            skip_space(c);
-            if (c->s >= c->end) return 0;
-            if (*c->s == ',') {
-                c->s++;
-                continue;
-            }
-            if (*c->s == '}') {
-                c->s++;
-                return 1;
-            }
-            return 0;
+            int next = skip_element(c, depth, '}');
+            if (next != 1) return next == 2;
         }
     }
     return 0;
