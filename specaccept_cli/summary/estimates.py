@@ -539,10 +539,18 @@ def _equal_rates(units: Units) -> EqualRates | None:
     # size holds where positions rest on few runs (the Wald covariance at each position's own rate
     # rejected an i.i.d. log 2.4 times as often as it should).
     pooled = float(kept[tested].sum() / reached[tested].sum())
-    influence = (units.kept[:, tested] - pooled * units.reached[:, tested]) / reached[tested]
+    columns, totals = tested.tolist(), reached[tested].tolist()
+
+    def influence(i: int) -> npt.NDArray[np.float64]:
+        """Tested position i's influences, one unit each (made column by column: no units x positions copy)."""
+        column = columns[i]
+        made: npt.NDArray[np.float64] = (units.kept[:, column] - pooled * units.reached[:, column]) / totals[i]
+        return made
+
     # In an order fixed by the code (not BLAS's, which is the CPU's), so the statistic has one value everywhere.
     correction = count / (count - 1)
-    covariance = [[correction * cell for cell in row] for row in fixed.weighted_gram(influence, units.weight)]
+    gram = fixed.weighted_gram_of(influence, len(columns), units.weight)
+    covariance = [[correction * cell for cell in row] for row in gram]
     size = tested.shape[0]
     contrasts = [[float(j == i + 1) - float(j == 0) for j in range(size)] for i in range(size - 1)]  # theta_j - theta_1
     values = theta.tolist()

@@ -11,7 +11,7 @@ held as floats need none of this: they are exact below 2**53, whatever the order
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -34,13 +34,19 @@ def matrix_vector(matrix: npt.NDArray[np.float64], vector: npt.NDArray[np.float6
 
 def weighted_gram(columns: npt.NDArray[np.float64], weight: npt.NDArray[np.float64]) -> Matrix:
     """sum_g weight_g x_gi x_gj for every pair of columns i, j (symmetric)."""
-    width = columns.shape[1]
-    split = [np.ascontiguousarray(columns[:, i], dtype=np.float64) for i in range(width)]
-    weighted = [weight * column for column in split]
+    return weighted_gram_of(lambda i: np.ascontiguousarray(columns[:, i], dtype=np.float64), columns.shape[1], weight)
+
+
+def weighted_gram_of(
+    column: Callable[[int], npt.NDArray[np.float64]], width: int, weight: npt.NDArray[np.float64]
+) -> Matrix:
+    """`weighted_gram` of columns made on demand, `column(i)`: a few columns of the units' length at a time,
+    never the whole matrix (a million clusters and 8 positions: 64 MB a copy)."""
     gram = [[0.0] * width for _ in range(width)]
     for i in range(width):
+        weighted = weight * column(i)
         for j in range(i, width):
-            gram[i][j] = gram[j][i] = float(np.sum(weighted[i] * split[j]))
+            gram[i][j] = gram[j][i] = float(np.sum(weighted * column(j)))
     return gram
 
 
