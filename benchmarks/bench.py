@@ -140,6 +140,7 @@ def cluster_audit(requests: int, runs_per_request: int = 2, k: int = 4) -> dict[
             "summary_bytes": float(summary.stat().st_size),
             "seconds": measured["seconds"],
             "clusters": float(written["clusters"]),
+            "runs_per_request": float(runs_per_request),
             "exact_merge": 1.0 if exact else 0.0,
         }
 
@@ -507,7 +508,8 @@ def _sizes(text: str) -> list[int]:
 
 def cluster_audit_line(figures: dict[str, float]) -> str:
     return (
-        f"| audit of {figures['clusters']:,.0f} requests, clustered by default, `-o json` | peak RSS "
+        f"| audit of {figures['clusters']:,.0f} requests of {figures['runs_per_request']:.0f} run"
+        f"{'s' if figures['runs_per_request'] != 1 else ''}, clustered by default, `-o json` | peak RSS "
         f"{figures['rss'] / MB:.0f} MB, summary {figures['summary_bytes'] / MB:.1f} MB, merge of halves "
         f"{'exact' if figures['exact_merge'] else 'NOT exact'} | {figures['seconds']:.1f} s | <= 400 MB, <= 80 MB |"
     )
@@ -528,9 +530,10 @@ def main() -> None:
     parser.add_argument("--profile", metavar="FILE", help="only take specaccept's JSONL path apart, step by step")
     parser.add_argument("--clusters", type=int, default=None, help="only measure the tally of N clusters")
     parser.add_argument("--cluster-audit", type=int, default=None, help="only audit a log of N requests")
+    parser.add_argument("--runs-per-request", type=int, default=2, help="with --cluster-audit: each request's runs")
     args = parser.parse_args()
     if args.cluster_audit:
-        print(cluster_audit_line(cluster_audit(args.cluster_audit)))
+        print(cluster_audit_line(cluster_audit(args.cluster_audit, runs_per_request=args.runs_per_request)))
         return
     if args.clusters:
         tally = cluster_memory(args.clusters)
@@ -654,6 +657,8 @@ def main() -> None:
     tally = cluster_memory(1_000_000)
     print("audit of 1,000,000 requests, clustered by default ...", flush=True)
     clustered = cluster_audit(1_000_000)
+    print("audit of 1,000,000 one-run requests (a cluster per run: the most clusters a log can hold) ...", flush=True)
+    one_run = cluster_audit(1_000_000, runs_per_request=1)
 
     def rss_growth(kind: str) -> float:
         return (growth_memory[sizes[-1]][kind]["rss_sum"] - growth_memory[sizes[0]][kind]["rss_sum"]) / MB
@@ -712,6 +717,7 @@ def main() -> None:
         f"({tally['per_cluster']:.0f} B per cluster; peak RSS growth {tally['rss_growth'] / MB:.0f} MB) | "
         f"{tally['seconds']:.1f} s | <= 300 MB |",
         cluster_audit_line(clustered),
+        cluster_audit_line(one_run),
         "",
         f"How cost grows with the input (each size timed on its own, median of {args.repeat}, side by side):",
         "",
