@@ -182,11 +182,13 @@ def test_missing_path_is_an_input_error() -> None:
     assert "/nonexistent/logs.jsonl: no such file or directory" in result.stderr
 
 
-def test_directory_without_parquet(tmp_path: Path) -> None:
+def test_directory_without_parquet_or_jsonl(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hi")
+    (tmp_path / "summary.json").write_text("{}")  # a folder of saved summaries is no log
+    (tmp_path / ".hidden.jsonl").write_bytes(GOOD + b"\n")  # nor is a hidden file (a part being written)
     result = invoke("audit", str(tmp_path))
     assert result.exit_code == 2
-    assert "no .parquet files" in result.stderr
+    assert "directory holds no .parquet or .jsonl files" in result.stderr
 
 
 def test_truncated_gzip_names_the_file(tmp_path: Path) -> None:
