@@ -33,6 +33,7 @@ OTHER_PROGRAMS = {
     "--atheris": "tests.fuzz_reader (the fuzz target's own switch)",
     "--cluster-audit": "benchmarks/bench.py",
     "--profile": "benchmarks/bench.py",
+    "--runs-per-request": "benchmarks/bench.py",
     "--strict": "mypy",
     "--files": "pre-commit try-repo",
     "--disable-background-networking": "Chromium",
