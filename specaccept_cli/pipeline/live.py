@@ -142,6 +142,7 @@ class _Failed(Struct, frozen=True):
 
 
 _END = object()
+OPENED = object()  # put by a producer once its input is open and its format known
 
 
 class Ticker:
@@ -182,6 +183,16 @@ class Ticker:
         return Tick(interval, self.total, tuple(self.recent), final, **extra)  # type: ignore[arg-type]
 
 
+class LiveEnd(Struct, frozen=True):
+    """How a live read ended: the total read, and the error that ended the reading (None: EOF or a stop).
+
+    A reading that fails after it began keeps what it read: the caller shows the summary, then the error.
+    """
+
+    total: Summary
+    failure: BaseException | None = None
+
+
 def run_live(
     produce: Callable[[Callable[[object], None], threading.Event], None],
     plan: Plan,
@@ -190,12 +201,14 @@ def run_live(
     on_tick: Callable[[Tick], None],
     *,
     state: Callable[[], dict[str, object]] | None = None,
-) -> Summary:
+) -> LiveEnd:
     """Run `produce(put, stop)` on a reading thread and tick every `every` seconds until it ends or `stop`.
 
-    `produce` puts `Evaluated` blocks (and anything else, such as `EndpointState`s, which `on_tick` is not
-    told of but `state()` can gather) with `put`; an exception it raises is raised here, after the
-    interval read so far is ticked. Returns the total.
+    `produce` puts `OPENED` once its input is open (no period is shown before: an input that cannot be
+    opened is an error with nothing on stdout before it), then `Evaluated` blocks (and anything else,
+    such as `EndpointState`s, which `on_tick` is not told of but `state()` can gather) with `put`. An
+    exception it raises before `OPENED` is raised here; one raised after ends the reading: the interval
+    read so far is ticked and the exception returned with the total.
     """
     handover: queue.Queue[object] = queue.Queue(QUEUE_BLOCKS)
     draining = threading.Event()  # set once the ticking thread takes nothing more
@@ -222,13 +235,16 @@ def run_live(
     wall = time.time()  # periods end on whole multiples of `every` (at :00, :10, ... for 10s), as windows do
     deadline = time.monotonic() + (math.floor(wall / every) + 1) * every - wall
     failure: BaseException | None = None
+    opened = False
     while True:
         timeout = max(0.0, deadline - time.monotonic())
         try:
             item = handover.get(timeout=min(timeout, 0.2))
         except queue.Empty:
             item = None
-        if isinstance(item, Evaluated):
+        if item is OPENED:
+            opened = True
+        elif isinstance(item, Evaluated):
             ticker.add(item)
         elif isinstance(item, _Failed):
             failure = item.error
@@ -238,7 +254,8 @@ def run_live(
         if stop.is_set() and handover.empty():
             break
         if time.monotonic() >= deadline:
-            on_tick(ticker.tick(False, **(state() if state else {})))
+            if opened:
+                on_tick(ticker.tick(False, **(state() if state else {})))
             deadline += every
             if deadline < time.monotonic():  # a slow tick (a stopped terminal): start the next period now
                 deadline = time.monotonic() + every
@@ -252,15 +269,17 @@ def run_live(
             if not thread.is_alive() or time.monotonic() > limit:
                 break
             continue
-        if isinstance(item, Evaluated):
+        if item is OPENED:
+            opened = True
+        elif isinstance(item, Evaluated):
             ticker.add(item)
         elif isinstance(item, _Failed) and failure is None:
             failure = item.error
     draining.set()
-    on_tick(ticker.tick(True, **(state() if state else {})))
-    if failure is not None:
+    if failure is not None and not opened:
         raise failure
-    return ticker.total
+    on_tick(ticker.tick(True, **(state() if state else {})))
+    return LiveEnd(ticker.total, failure)
 
 
 # --- following a stream -------------------------------------------------------------------------
@@ -294,6 +313,7 @@ def follow_producer(
     def produce(put: Callable[[object], None], stop: threading.Event) -> None:
         try:
             opened = open_followed(stream, source, reading.input_format)
+            put(OPENED)
             if stop.is_set():
                 return
             if opened.format in PAYLOAD_FORMATS:  # per-request payloads: each request a cluster, as it arrives
@@ -397,6 +417,7 @@ def watch_producer(
     labels: set[str] = set()
 
     def produce(put: Callable[[object], None], stop: threading.Event) -> None:
+        put(OPENED)
         series = {url: ScrapeSeries() for url in urls}
         due = time.monotonic()
         while not stop.is_set():

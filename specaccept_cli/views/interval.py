@@ -45,6 +45,7 @@ def interval_record(judged: Judged) -> dict[str, Any]:
         "index": tick.interval.index,
         "start": moment(tick.interval.start),
         "end": moment(tick.interval.end),
+        "kind": "final" if tick.final else "period",
         "final": tick.final,
         "interval": _numbers(judged.interval),
         "total": _numbers(judged.total),
