@@ -323,11 +323,12 @@ def watch_read(
         end = run_live(producer, plan, options.every, stop, handler, state=lambda: {"endpoints": endpoints.snapshot()})
     finally:
         handler.close()
+    from specaccept_cli.text import visible
+
     for state in endpoints.snapshot():
         if state.failed_total:
-            stderr.console.file.write(
-                f"specaccept: {state.url}: {state.failed_total} of {state.scrapes} scrapes failed"
-                + (f" (last: {state.error})" if state.error else "")
-                + "\n"
+            line = f"specaccept: {state.url}: {state.failed_total} of {state.scrapes} scrapes failed" + (
+                f" (last: {state.error})" if state.error else ""
             )
+            stderr.console.file.write(visible(line) + "\n")
     return end.total + skipped_input(policy), end.failure

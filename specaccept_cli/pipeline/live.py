@@ -408,6 +408,8 @@ def watch_producer(
     that fails, or that is not a valid Prometheus page, marks the endpoint failing (shown and counted)
     and the next good scrape counts the whole gap, as counters are cumulative.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from specaccept_cli.pipeline.engine import _evaluate
     from specaccept_cli.read.engines.intervals import LineTally
     from specaccept_cli.read.engines.prometheus import ScrapeSeries
@@ -416,30 +418,81 @@ def watch_producer(
     retry = Retry(attempts=attempts)
     labels: set[str] = set()
 
-    def produce(put: Callable[[object], None], stop: threading.Event) -> None:
-        put(OPENED)
-        series = {url: ScrapeSeries() for url in urls}
+    def scrape(url: str, stop: threading.Event) -> bytes | ScrapeError:
+        try:
+            return fetch_with_retries(url, headers, timeout, retry, stop.wait, budget=every, stop=stop)
+        except ScrapeError as error:
+            return error
+
+    def follow(url: str, series: ScrapeSeries, put: Callable[[object], None], stop: threading.Event) -> None:
+        """One endpoint, every period, on its own schedule: a slow or hung one delays no other."""
         due = time.monotonic()
+        shown = endpoints.states[url].url
         while not stop.is_set():
-            for url in urls:
-                if stop.is_set():
-                    return
-                shown = endpoints.states[url].url
-                try:
-                    body = fetch_with_retries(url, headers, timeout, retry, stop.wait, budget=every)
-                except ScrapeError as error:
-                    endpoints.failed(url, str(error))
-                    continue
+            page = scrape(url, stop)
+            if stop.is_set():
+                return
+            if isinstance(page, ScrapeError):
+                endpoints.failed(url, str(page))
+            else:
+                problem = page_problem(page)
                 tally = LineTally()
-                items = list(series[url].add(body.split(b"\n"), shown, tally))
-                bad = [item for item in items if isinstance(item, InputError)]
-                if bad:
-                    endpoints.failed(url, f"not a valid scrape: {bad[0].message}")
-                    continue
-                for result in _evaluate(items, plan, policy, labels):
-                    put(result)
-                endpoints.succeeded(url, tally.resets, time.time())
+                items = InputError(shown, None, problem) if problem else series.add_page(page_lines(page), shown, tally)
+                bad = [items] if isinstance(items, InputError) else [i for i in items if isinstance(i, InputError)]
+                if bad or isinstance(items, InputError):
+                    endpoints.failed(url, _refused(bad[0]))
+                else:
+                    for result in _evaluate(items, plan, policy, labels):
+                        put(result)
+                    endpoints.succeeded(url, tally.resets, time.time())
             due += every
+            if due < time.monotonic():  # a scrape longer than a period: the next one now, not a burst
+                due = time.monotonic()
             stop.wait(max(0.0, due - time.monotonic()))
 
+    def produce(put: Callable[[object], None], stop: threading.Event) -> None:
+        put(OPENED)
+        with ThreadPoolExecutor(max_workers=len(urls), thread_name_prefix="specaccept-scrape") as pool:
+            running = [pool.submit(follow, url, ScrapeSeries(), put, stop) for url in urls]
+            for one in running:
+                one.result()
+
     return produce
+
+
+def _refused(error: InputError) -> str:
+    where = "" if error.line is None else f" (line {error.line})"
+    return f"not a valid scrape{where}: {error.message}"
+
+
+MAX_PAGE_LINES = 1_000_000  # a /metrics page of more lines is refused before it is read
+MAX_PAGE_SERIES = 10_000  # ... and one of more spec-decoding series (vLLM serves 3 + k per model)
+
+
+def page_problem(page: bytes) -> str | None:
+    """Why a /metrics page is refused before it is parsed (None: it is read), counted in C, in no memory.
+
+    A page's memory once parsed follows its spec-decoding series, so they are capped; blank and other
+    lines cost only time, so the lines are capped too. A page must end with a line feed, as the
+    exposition format says: one that does not was cut inside a line.
+    """
+    if page and not page.endswith(b"\n"):
+        return "the page ends inside a line (cut short?)"
+    lines = page.count(b"\n")
+    if lines > MAX_PAGE_LINES:
+        return f"the page has {lines:,} lines, more than {MAX_PAGE_LINES:,}"
+    series = page.count(b":spec_")  # every spec-decoding series name holds it (an upper bound of their number)
+    if series > MAX_PAGE_SERIES:
+        return f"the page has more than {MAX_PAGE_SERIES:,} spec-decoding series"
+    return None
+
+
+def page_lines(page: bytes) -> Iterator[bytes]:
+    """The lines of a page one by one, never a list of them all."""
+    start = 0
+    while start < len(page):
+        end = page.find(b"\n", start)
+        if end < 0:
+            end = len(page)
+        yield page[start:end]
+        start = end + 1
