@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
     from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
-    from specaccept_cli.verdict import Findings, GateSpec
+    from specaccept_cli.verdict import Findings, GateSpec, VerdictEntry
     from specaccept_cli.views.progress import RichProgress
     from specaccept_cli.views.records import RunPreview
 
@@ -450,23 +450,28 @@ def _audit(
     stderr = StderrConsole()
     preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     failure: BaseException | None = None
+    added: tuple[VerdictEntry, ...] = ()  # what a live read adds to the verdict (a failing endpoint)
     with _quarantine_file(options.quarantine) as quarantine:
         if options.watch_urls:
             from specaccept_cli.cli.live import watch_read
 
             assert stop is not None
-            summary, failure = watch_read(options, gate_spec(options), plan, stderr, stop)
+            summary, failure, added = watch_read(options, gate_spec(options), plan, stderr, stop)
         elif options.follow:
             from specaccept_cli.cli.live import follow_read
 
             assert stop is not None
-            summary, failure = follow_read(options, gate_spec(options), paths, fields, plan, quarantine, stderr, stop)
+            summary, failure, added = follow_read(
+                options, gate_spec(options), paths, fields, plan, quarantine, stderr, stop
+            )
         else:
             summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
     from specaccept_cli.verdict import conclude
 
     findings = conclude(summary, baseline_summary, gate_spec(options), max_groups=options.max_groups)
+    if added:
+        findings = replace(findings, verdict=findings.verdict + added)
     warnings = () if findings.comparison is None else findings.comparison.warnings
     # A summary file holds the sampler tally only when --check-sampler asked for it: shown, not saved.
     saved = summary if options.check_sampler else replace(summary, sampler=None)

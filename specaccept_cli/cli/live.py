@@ -110,7 +110,8 @@ class Alerts(Struct):
     github: bool = False
     states: dict[str, bool] = field(default_factory=dict)
 
-    def update(self, judged: Judged, stderr: StderrConsole) -> None:
+    def update(self, judged: Judged, stderr: StderrConsole, say: Callable[[str], None] | None = None) -> None:
+        """`say` writes an alert line (default: stderr); the live view passes its own, printing above itself."""
         from specaccept_cli.cli.hints import hinted
         from specaccept_cli.text import visible, workflow_command
 
@@ -127,8 +128,12 @@ class Alerts(Struct):
             if before is passed or (before is None and passed):  # no change; a first state that is fine is no news
                 continue
             word = "passes again" if passed else "FAILS"
-            stderr.console.file.write(visible(f"specaccept: alert: {name} {word}: {text}") + "\n")
-            stderr.console.file.flush()
+            line = visible(f"specaccept: alert: {name} {word}: {text}")
+            if say is not None:
+                say(line)
+            else:
+                stderr.console.file.write(line + "\n")
+                stderr.console.file.flush()
             if self.github and not passed:
                 sys.stdout.write(workflow_command("warning", text, title=f"specaccept {name}") + "\n")
                 sys.stdout.flush()
@@ -160,7 +165,9 @@ class TickHandler:
 
             from specaccept_cli.views.terminal import QuietPipeConsole
 
-            self.live = Live(console=QuietPipeConsole(), auto_refresh=False, transient=False)
+            # Nothing else may write to the terminal while the view is drawn (it would leave stale lines above
+            # the last frame): alerts are printed through the view, which draws them above itself.
+            self.live = Live(console=QuietPipeConsole(), auto_refresh=False, transient=False, vertical_overflow="crop")
             self.live.start()
 
     def __call__(self, tick: Tick) -> None:
@@ -178,7 +185,12 @@ class TickHandler:
 
             self.live.update(live_view(judged, self.source), refresh=True)
         if self.alerts is not None:
-            self.alerts.update(judged, self.stderr)
+            self.alerts.update(judged, self.stderr, self._say_above if self.live is not None else None)
+
+    def _say_above(self, line: str) -> None:
+        from rich.text import Text
+
+        self.live.console.print(Text(line, style="yellow"), soft_wrap=True)
 
     def close(self) -> None:
         if self.live is not None:
@@ -248,11 +260,11 @@ def follow_read(
     quarantine: Any,
     stderr: StderrConsole,
     stop: threading.Event,
-) -> tuple[Any, BaseException | None]:
+) -> tuple[Any, BaseException | None, tuple[Any, ...]]:
     """`audit --follow`: the one input read live until EOF, a stop signal or a read error.
 
-    Returns the whole summary and the error that ended the reading (None: EOF or a stop), so that what
-    was read before a read error is still reported.
+    Returns the whole summary, the error that ended the reading (None: EOF or a stop), so that what
+    was read before a read error is still reported, and the verdict entries it adds (none).
     """
     from specaccept_cli.pipeline import skipped_input
     from specaccept_cli.pipeline.live import check_follow_plan, follow_producer, run_live
@@ -271,7 +283,7 @@ def follow_read(
     finally:
         handler.close()
         unfinished_note(stream, stderr)
-    return end.total + skipped_input(policy), end.failure
+    return end.total + skipped_input(policy), end.failure, ()
 
 
 def tick_handler(
@@ -299,10 +311,11 @@ def _stdout_is_terminal() -> bool:
 
 def watch_read(
     options: Any, spec: GateSpec, plan: Any, stderr: StderrConsole, stop: threading.Event
-) -> tuple[Any, BaseException | None]:
-    """`watch`: the endpoints scraped every period until a stop signal; the whole summary, and an error."""
+) -> tuple[Any, BaseException | None, tuple[Any, ...]]:
+    """`watch`: the endpoints scraped every period until a stop signal; the whole summary, an error, and a
+    warning in the verdict for each endpoint that is failing at the end or never answered."""
     from specaccept_cli.pipeline import skipped_input
-    from specaccept_cli.pipeline.live import Endpoints, run_live, watch_producer
+    from specaccept_cli.pipeline.live import Endpoints, endpoint_verdict, run_live, watch_producer
     from specaccept_cli.read.policy import ErrorPolicy
 
     policy = ErrorPolicy("skip")
@@ -331,4 +344,4 @@ def watch_read(
                 f" (last: {state.error})" if state.error else ""
             )
             stderr.console.file.write(visible(line) + "\n")
-    return end.total + skipped_input(policy), end.failure
+    return end.total + skipped_input(policy), end.failure, endpoint_verdict(endpoints.snapshot())

@@ -47,6 +47,7 @@ from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_ba
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally
 from specaccept_cli.verdict import Findings, GateSpec, conclude
+from specaccept_cli.verdict.findings import VerdictEntry
 
 RECENT = 20  # intervals kept apart for the view (alpha over the recent intervals)
 QUEUE_BLOCKS = 64  # evaluated blocks in flight between the reader and the ticker: backpressure, not growth
@@ -125,14 +126,31 @@ class Judged(Struct, frozen=True):
 
 
 def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
-    """The tick's period estimated on its own, and the total concluded under `spec` (gates, drift, ...)."""
+    """The tick's period estimated on its own, and the total concluded under `spec` (gates, drift, ...).
+
+    A watched endpoint that fails is in the verdict too, as a warning (the figures are not over it).
+    """
+    findings = conclude(tick.total, None, spec)
+    if tick.endpoints:
+        findings = replace(findings, verdict=findings.verdict + endpoint_verdict(tick.endpoints))
     return Judged(
         tick,
         estimate(tick.interval.summary),
-        conclude(tick.total, None, spec),
+        findings,
         skipped_rows,
         tuple(recent_alphas(tick.recent)),
     )
+
+
+def endpoint_verdict(states: Sequence[EndpointState]) -> tuple[VerdictEntry, ...]:
+    """A warning per endpoint that is failing now or never answered: the totals do not hold what it served."""
+    entries: list[VerdictEntry] = []
+    for state in states:
+        if not state.failures:
+            continue
+        since = "never answered" if state.last_success is None else f"failing for {state.failures} scrapes"
+        entries.append(VerdictEntry("endpoint", "warn", f"{state.url} {since}: {state.error}"))
+    return tuple(entries)
 
 
 class _Failed(Struct, frozen=True):
@@ -410,7 +428,7 @@ def watch_producer(
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from specaccept_cli.pipeline.engine import _evaluate
+    from specaccept_cli.pipeline.engine import _evaluate, _lines_part
     from specaccept_cli.read.engines.intervals import LineTally
     from specaccept_cli.read.engines.prometheus import ScrapeSeries
     from specaccept_cli.read.scrape import Retry, ScrapeError, fetch_with_retries
@@ -428,7 +446,9 @@ def watch_producer(
         """One endpoint, every period, on its own schedule: a slow or hung one delays no other."""
         due = time.monotonic()
         shown = endpoints.states[url].url
+        number = 0
         while not stop.is_set():
+            number += 1
             page = scrape(url, stop)
             if stop.is_set():
                 return
@@ -437,13 +457,17 @@ def watch_producer(
             else:
                 problem = page_problem(page)
                 tally = LineTally()
-                items = InputError(shown, None, problem) if problem else series.add_page(page_lines(page), shown, tally)
+                source = f"{shown} (scrape {number})"  # each page's intervals told apart in the engine table
+                items = (
+                    InputError(source, None, problem) if problem else series.add_page(page_lines(page), source, tally)
+                )
                 bad = [items] if isinstance(items, InputError) else [i for i in items if isinstance(i, InputError)]
                 if bad or isinstance(items, InputError):
                     endpoints.failed(url, _refused(bad[0]))
                 else:
                     for result in _evaluate(items, plan, policy, labels):
                         put(result)
+                    put(_lines_part(tally))  # the page's lines: read, metrics, other output
                     endpoints.succeeded(url, tally.resets, time.time())
             due += every
             if due < time.monotonic():  # a scrape longer than a period: the next one now, not a burst

@@ -73,6 +73,8 @@ def interval_record(judged: Judged) -> dict[str, Any]:
             {"check": entry.check, "status": entry.status, "text": entry.text} for entry in judged.findings.verdict
         ],
     }
+    if judged.findings.groups:
+        record["groups"] = [{"group": name, **_numbers(numbers)} for name, numbers in judged.findings.groups]
     if tick.endpoints:
         record["endpoints"] = [
             {

@@ -11,6 +11,8 @@ import contextlib
 import gzip
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -272,3 +274,69 @@ def test_a_page_that_would_take_gigabytes_is_refused_in_bounded_memory(hostile: 
     # The page itself (64 MiB at most), its bytes joined once, and the interpreter: never a parse of it.
     assert peak < 400, f"peak {peak:.0f} MiB"
     assert process.returncode == 0
+
+
+# --- what watch shows: the verdict, groups, the engine's own rate, the final table, the terminal --------------
+
+
+def test_a_refused_endpoint_is_in_the_verdict_and_groups_and_the_engines_rate_are_in_the_records(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    ok = hostile.url("/ok")
+    refused = "http://127.0.0.1:1/metrics"
+    summary = tmp_path / "summary.json"
+    records, err, _, status = _run_for(
+        5.5, ok, refused, "--group-by", "model_name", "--summary-out", str(summary), "-o", "table"
+    )
+    assert status == 0, err
+    for record in records[1:]:
+        warnings = [entry for entry in record["verdict"] if entry["check"] == "endpoint"]  # type: ignore[attr-defined]
+        assert warnings == [
+            {
+                "check": "endpoint",
+                "status": "warn",
+                "text": f"{refused} never answered: cannot connect: Connection refused",
+            }
+        ]
+    final = records[-1]
+    runs = final["total"]["runs"]  # type: ignore[index]
+    assert runs == hostile.runs_after_first["ok"] and runs > 0  # type: ignore[operator]
+    assert [(group["group"], group["runs"]) for group in final["groups"]] == [("m", runs)]  # type: ignore[attr-defined]
+    drafted = 4 * runs  # type: ignore[operator]
+    assert final["total"]["acceptance_rate"] == final["total"]["accepted_tokens"] / drafted  # type: ignore[index]
+    # The final summary's verdict says it too, as its view does (the human view is on stderr: not a terminal).
+    assert f"{refused} never answered" in err
+    assert "never answered" not in summary.read_text()  # the saved summary is the counts, not the verdict
+    lines_read = [line for line in err.splitlines() if "lines read" in line]
+    cells = lines_read[0].split("│")
+    pages = hostile.scrapes["ok"]
+    assert int(cells[2].strip().replace(",", "")) >= 10 * (pages - 1)  # ten lines a page, every good page read
+    assert re.search(r"\b[1-9][0-9,]* metrics lines", cells[3]), lines_read
+    labels = [line.split("│")[1].strip() for line in err.splitlines() if "(scrape " in line]
+    assert len(labels) >= 2 and len(set(labels)) == len(labels)  # each interval told apart
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="the terminal is tmux's")
+def test_the_terminal_view_redraws_in_place_with_alerts_above_it_groups_and_the_engines_rate(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    socket_name = f"specaccept-test-{os.getpid()}"
+    command = (
+        f"{sys.executable} -m specaccept_cli watch {hostile.url('/ok')} http://127.0.0.1:1/m --every 1s --retries 0"
+        " --alert --min-alpha 0.7 --group-by model_name; sleep 60"
+    )
+    tmux = ["tmux", "-L", socket_name]
+    env = {key: value for key, value in ENV.items() if key not in ("TERM", "NO_COLOR", "COLUMNS")}
+    subprocess.run([*tmux, "new-session", "-d", "-s", "w", "-x", "90", "-y", "14", command], env=env, check=True)
+    try:
+        time.sleep(7)
+        screen = subprocess.run(
+            [*tmux, "capture-pane", "-p", "-S", "-500", "-t", "w"], capture_output=True, check=True, env=env
+        ).stdout.decode()
+    finally:
+        subprocess.run([*tmux, "kill-server"], env=env, check=False)
+    assert screen.count("specaccept live") == 1, screen  # one frame, however often it was drawn
+    assert screen.count("alert: gate alpha FAILS") == 1, screen  # above the frame, not through it
+    assert screen.index("alert: gate alpha") < screen.index("specaccept live")
+    assert "engine's rate" in screen and "accepted / drafted" in screen
+    assert "never answered" in screen
