@@ -450,7 +450,7 @@ def watch_producer(
         while not stop.is_set():
             number += 1
             page = scrape(url, stop)
-            if stop.is_set():
+            if stop.is_set() and isinstance(page, ScrapeError):  # cut by the stop; a whole page is still read
                 return
             if isinstance(page, ScrapeError):
                 endpoints.failed(url, str(page))

@@ -145,7 +145,7 @@ def test_gnu_timeout_ends_a_follow_with_its_summary_every_time(tmp_path: Path) -
     log.write_bytes(b"".join(LINES))
     runs = [
         subprocess.Popen(
-            ["timeout", "3", *SPECACCEPT, "audit", "--follow", str(log), "-o", "json"],
+            ["timeout", "8", *SPECACCEPT, "audit", "--follow", str(log), "-o", "json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

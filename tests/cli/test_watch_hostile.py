@@ -168,6 +168,12 @@ def _run_for(seconds: float, *args: str) -> tuple[list[dict[str, object]], str, 
     return [json.loads(line) for line in out.splitlines()], err.decode(), took, process.returncode
 
 
+def _counted(runs: object, served: int) -> bool:
+    """Every page read was counted: `served` minus at most the one page a stop cut short, in whole pages."""
+    assert isinstance(runs, int)
+    return runs > 0 and runs % 40 == 0 and served - 40 <= runs <= served
+
+
 def _endpoint(record: dict[str, object], url: str) -> dict[str, object]:
     found = [item for item in record["endpoints"] if item["url"] == url]  # type: ignore[attr-defined]
     assert len(found) == 1, record["endpoints"]
@@ -184,7 +190,7 @@ def test_a_slowloris_endpoint_times_out_and_delays_no_other(hostile: Hostile) ->
     assert _endpoint(final, ok)["up"] is True
     # The good endpoint was scraped every period, not once per slow scrape.
     assert hostile.scrapes["ok"] >= 5
-    assert final["total"]["runs"] == hostile.runs_after_first["ok"]  # type: ignore[index]
+    assert _counted(final["total"]["runs"], hostile.runs_after_first["ok"])  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -213,7 +219,7 @@ def test_a_gzip_page_and_blank_lines_are_read(hostile: Hostile, path: str) -> No
     final = records[-1]
     assert _endpoint(final, hostile.url(path))["up"] is True
     runs = final["total"]["runs"]  # type: ignore[index]
-    assert runs == hostile.runs_after_first[path.strip("/")] and runs > 0  # type: ignore[operator]
+    assert _counted(runs, hostile.runs_after_first[path.strip("/")])
 
 
 def test_a_reason_phrase_is_escaped_and_a_redirect_loop_is_one_line(hostile: Hostile) -> None:
@@ -224,7 +230,7 @@ def test_a_reason_phrase_is_escaped_and_a_redirect_loop_is_one_line(hostile: Hos
     text = out.decode() + err.decode()
     assert "\x1b" not in text and "\u202e" not in text
     assert "\\x1b[2J" in text and "\\u202e" in text
-    loop = [line for line in err.decode().splitlines() if "/loop" in line]
+    loop = [line for line in err.decode().splitlines() if "/loop" in line and line.startswith("specaccept: ")]
     assert len(loop) == 1 and "redirect loop" in loop[0], err.decode()
 
 
@@ -244,7 +250,7 @@ def test_a_token_in_the_query_is_written_nowhere(hostile: Hostile, tmp_path: Pat
     assert _endpoint(records[-1], shown)["up"] is True
     for text in (json.dumps(records), err, summary.read_text(), html.read_text()):
         assert SECRET not in text
-    assert records[-1]["total"]["runs"] == hostile.runs_after_first["secret"]  # type: ignore[index]
+    assert _counted(records[-1]["total"]["runs"], hostile.runs_after_first["secret"])  # type: ignore[index]
 
 
 def _peak_mib(pid: int) -> float:
@@ -300,7 +306,7 @@ def test_a_refused_endpoint_is_in_the_verdict_and_groups_and_the_engines_rate_ar
         ]
     final = records[-1]
     runs = final["total"]["runs"]  # type: ignore[index]
-    assert runs == hostile.runs_after_first["ok"] and runs > 0  # type: ignore[operator]
+    assert _counted(runs, hostile.runs_after_first["ok"])
     assert [(group["group"], group["runs"]) for group in final["groups"]] == [("m", runs)]  # type: ignore[attr-defined]
     drafted = 4 * runs  # type: ignore[operator]
     assert final["total"]["acceptance_rate"] == final["total"]["accepted_tokens"] / drafted  # type: ignore[index]
