@@ -4,7 +4,8 @@ http.client is enough for a GET with headers every few seconds, so `watch` adds 
 server can do to a scrape is bounded here: the whole scrape (connecting, the headers, the body, every
 redirect) has one deadline, `timeout`, kept by a watchdog that shuts the socket down when it passes or
 when the watch stops (a server sending one byte a second never resets a per-read timeout); redirects
-are followed to http and https only, at most `MAX_REDIRECTS`, a loop is one failure; a body shorter than
+are followed to http and https only, at most `MAX_REDIRECTS`, a loop is one failure, and the request's
+headers (they may hold a token) go to the first host and scheme only, as curl does; a body shorter than
 its Content-Length, or larger than `MAX_SCRAPE_BYTES` (after gzip decoding too) is refused. A failure
 is a reason in words (the status and the server's reason phrase with its control characters escaped,
 the timeout, the refused connection), never a traceback, and never the request's headers (they may
@@ -136,8 +137,11 @@ def _failure(exc: BaseException) -> str:
 
 def _fetch(url: str, headers: Mapping[str, str], timeout: float, deadline: _Deadline) -> bytes:
     seen = [url]
+    origin = urllib.parse.urlsplit(url)[:2]
     while True:
         parts = urllib.parse.urlsplit(url)
+        if parts[:2] != origin:  # a redirect to another host or scheme gets none of the --header values (a token)
+            headers = {}
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         connection = kind(parts.hostname or "", parts.port, timeout=deadline.left())
         deadline.connection = connection

@@ -52,6 +52,7 @@ class Hostile:
         self.scrapes: dict[str, int] = {}
         self.runs_after_first: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.landed_headers: list[bytes] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -87,13 +88,13 @@ class Hostile:
             path = request.split(b" ", 2)[1].decode()
             name = path.split("?", 1)[0].strip("/")
             with contextlib.suppress(OSError):  # the watch hung up (a timeout, a stop)
-                self._behave(connection, name, path)
+                self._behave(connection, name, path, request)
 
     def _send(self, connection: socket.socket, status: str, body: bytes, *headers: str) -> None:
         head = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", "Connection: close", *headers]
         connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body)
 
-    def _behave(self, connection: socket.socket, name: str, path: str) -> None:
+    def _behave(self, connection: socket.socket, name: str, path: str, request: bytes = b"") -> None:
         if name in ("ok", "other", "secret"):
             self._send(connection, "200 OK", self.page(name), "Content-Type: text/plain; version=0.0.4")
         elif name == "slow":  # slowloris: one byte a second, for ever
@@ -126,6 +127,12 @@ class Hostile:
             self._send(connection, "500 \x1b[2J\x1b[31mOWNED\u202egnp.exe", b"")
         elif name == "loop":
             self._send(connection, "302 Found", b"", "Location: /loop")
+        elif name == "away":  # to another host (127.0.0.2 is this machine too): the token must not follow
+            self._send(connection, "302 Found", b"", f"Location: http://127.0.0.2:{self.port}/landed")
+        elif name == "landed":
+            with self.lock:
+                self.landed_headers.append(request)
+            self._send(connection, "200 OK", self.page(name))
         elif name == "ftp":
             self._send(connection, "302 Found", b"", f"Location: ftp://127.0.0.1:{self.port}/ftp-reached")
         elif name == "ftp-reached":
@@ -346,3 +353,27 @@ def test_the_terminal_view_redraws_in_place_with_alerts_above_it_groups_and_the_
     assert screen.index("alert: gate alpha") < screen.index("specaccept live")
     assert "engine's rate" in screen and "accepted / drafted" in screen
     assert "never answered" in screen
+
+
+def test_a_redirect_to_another_host_gets_no_header(hostile: Hostile) -> None:
+    second = socket.socket()
+    try:
+        second.bind(("127.0.0.2", hostile.port))  # 127.0.0.2 answers on Linux: the same server, another host
+    except OSError:
+        pytest.skip("127.0.0.2 is not this machine here")
+    second.listen(16)
+
+    def relay() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = second.accept()
+                threading.Thread(target=hostile._answer, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=relay, daemon=True).start()
+    try:
+        records, err, _, status = _run_for(4.5, hostile.url("/away"), "--header", f"Authorization=Bearer {SECRET}")
+    finally:
+        second.close()
+    assert status == 0, err
+    assert _endpoint(records[-1], hostile.url("/away"))["up"] is True, records[-1]["endpoints"]
+    assert hostile.landed_headers and all(SECRET.encode() not in request for request in hostile.landed_headers)
