@@ -59,7 +59,7 @@ class Store:
             threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
 
     def _answer(self, connection: socket.socket) -> None:
-        with contextlib.suppress(OSError):
+        with connection, contextlib.suppress(OSError):
             connection.settimeout(30)
             connection.recv(65536)
             self.requests += 1
