@@ -47,6 +47,7 @@ from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.text import visible
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Sequence
 
     from specaccept_cli.checks import Issue
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
     from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
-    from specaccept_cli.verdict import Findings, GateSpec
+    from specaccept_cli.verdict import Findings, GateSpec, VerdictEntry
     from specaccept_cli.views.progress import RichProgress
     from specaccept_cli.views.records import RunPreview
 
@@ -411,8 +412,11 @@ def run_audit(
 
     # `| head` may close stdout early: the summary, report and quarantine asked for are still written.
     side_outputs = (options.summary_out, options.html_path, options.quarantine, options.github or None)
-    with side_outputs_outlive_stdout(any(output is not None for output in side_outputs)):
-        _audit(options, paths, sources, fields, plan, baseline_summary, renderers)
+    from specaccept_cli.cli.live import live_stop
+
+    outlive = any(output is not None for output in side_outputs)
+    with side_outputs_outlive_stdout(outlive), live_stop(options.follow) as stop:
+        _audit(options, paths, sources, fields, plan, baseline_summary, renderers, stop)
 
 
 def _local_inputs(sources: list[Source], baseline: str | None) -> list[str]:
@@ -434,28 +438,40 @@ def _audit(
     plan: Plan,
     baseline_summary: Summary | None,
     renderers: Sequence[Renderer],
+    stop: threading.Event | None = None,
 ) -> None:
-    """Read, show, write the side outputs, conclude: the audit once its options and outputs are checked."""
+    """Read, show, write the side outputs, conclude: the audit once its options and outputs are checked.
+
+    A live audit (`stop` given) whose reading ended in an error shows and writes what it read, then raises it.
+    """
     from specaccept_cli.views.records import RunPreview
 
     baseline = options.baseline
     stderr = StderrConsole()
     preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
+    failure: BaseException | None = None
+    added: tuple[VerdictEntry, ...] = ()  # what a live read adds to the verdict (a failing endpoint)
     with _quarantine_file(options.quarantine) as quarantine:
         if options.watch_urls:
             from specaccept_cli.cli.live import watch_read
 
-            summary = watch_read(options, gate_spec(options), plan, stderr)
+            assert stop is not None
+            summary, failure, added = watch_read(options, gate_spec(options), plan, stderr, stop)
         elif options.follow:
             from specaccept_cli.cli.live import follow_read
 
-            summary = follow_read(options, gate_spec(options), paths, fields, plan, quarantine, stderr)
+            assert stop is not None
+            summary, failure, added = follow_read(
+                options, gate_spec(options), paths, fields, plan, quarantine, stderr, stop
+            )
         else:
             summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
 
     from specaccept_cli.verdict import conclude
 
     findings = conclude(summary, baseline_summary, gate_spec(options), max_groups=options.max_groups)
+    if added:
+        findings = replace(findings, verdict=findings.verdict + added)
     warnings = () if findings.comparison is None else findings.comparison.warnings
     # A summary file holds the sampler tally only when --check-sampler asked for it: shown, not saved.
     saved = summary if options.check_sampler else replace(summary, sampler=None)
@@ -475,6 +491,8 @@ def _audit(
         write_report(options.html_path, findings, options.cost_ratio, paths)
     for render in renderers:
         render(findings, paths)
+    if failure is not None:  # what was read is reported above; the error that ended the reading exits 2
+        raise failure
     where = describe_inputs(paths)
     conclude_findings(findings, markdown, where, f"baseline {baseline}; {where}", warnings)
 
@@ -687,8 +705,11 @@ def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) 
     from specaccept_cli.views.rows import headline_rows
 
     summary = findings.summary
+    # A live audit whose stdout is not a terminal wrote JSON lines there, the final record the summary:
+    # the human view of it goes to stderr, so stdout stays JSON lines to the end.
+    to_stderr = options.follow and not render.QuietPipeConsole().is_terminal
     with printing_to_stdout():
-        console = render.QuietPipeConsole()
+        console = render.QuietPipeConsole(stderr=True) if to_stderr else render.QuietPipeConsole()
         console.print(render.headline(headline_rows(findings, hinted)))
         if options.max_rows and summary.engine is None and options.scheduler is None:  # runs stay on workers
             console.print(render.runs_table(preview))

@@ -4,7 +4,9 @@ Every period the running summary is judged as a finished audit would be (its est
 the drift test over the periods so far), then drawn: a Rich view redrawn in place on a terminal, or one
 `specaccept.interval/1` JSON record per period, flushed at once. EOF, SIGINT and SIGTERM end the stream
 normally: the caller then prints the final summary and applies the gates, as `ping` prints its
-statistics on Ctrl-C. A second Ctrl-C (or SIGTERM) quits at once.
+statistics on Ctrl-C. SIGHUP ends it as SIGTERM does. A second stop signal more than `SAME_STOP_SECONDS`
+after the first quits at once; one within that moment is the same request (GNU `timeout` signals the child,
+then its group, and a terminal's Ctrl-C may reach a pipeline twice).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
     from specaccept_cli.verdict import GateSpec
 
 DEFAULT_EVERY = "10s"
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+SAME_STOP_SECONDS = 1.0  # a second stop signal within this moment of the first is the same request
 
 
 def parse_every(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -67,19 +71,32 @@ def alert_option(command: Any) -> Any:
 
 @contextlib.contextmanager
 def stopping_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM end the stream normally (`stop`); the same signal again quits at once."""
+    """SIGINT, SIGTERM and SIGHUP end the stream normally (`stop`); another one later quits at once.
+
+    One within `SAME_STOP_SECONDS` of the first is the same request, not a second one. A SIGHUP ignored
+    when the run began (`nohup`) stays ignored.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    first: list[float] = []
 
     def handler(signum: int, frame: object) -> None:
-        if stop.is_set():  # the second one: die of it now
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+        now = time.monotonic()
+        if not first:
+            first.append(now)
+            stop.set()
             return
-        stop.set()
+        if now - first[0] <= SAME_STOP_SECONDS:  # the same request, sent twice (to the child, then its group)
+            return
+        signal.signal(signum, signal.SIG_DFL)  # a second request: die of it now
+        os.kill(os.getpid(), signum)
 
-    previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
+    previous = {
+        number: signal.signal(number, handler)
+        for number in STOP_SIGNALS
+        if number == signal.SIGINT or signal.getsignal(number) != signal.SIG_IGN
+    }
     try:
         yield
     finally:
@@ -93,7 +110,8 @@ class Alerts(Struct):
     github: bool = False
     states: dict[str, bool] = field(default_factory=dict)
 
-    def update(self, judged: Judged, stderr: StderrConsole) -> None:
+    def update(self, judged: Judged, stderr: StderrConsole, say: Callable[[str], None] | None = None) -> None:
+        """`say` writes an alert line (default: stderr); the live view passes its own, printing above itself."""
         from specaccept_cli.cli.hints import hinted
         from specaccept_cli.text import visible, workflow_command
 
@@ -110,8 +128,12 @@ class Alerts(Struct):
             if before is passed or (before is None and passed):  # no change; a first state that is fine is no news
                 continue
             word = "passes again" if passed else "FAILS"
-            stderr.console.file.write(visible(f"specaccept: alert: {name} {word}: {text}") + "\n")
-            stderr.console.file.flush()
+            line = visible(f"specaccept: alert: {name} {word}: {text}")
+            if say is not None:
+                say(line)
+            else:
+                stderr.console.file.write(line + "\n")
+                stderr.console.file.flush()
             if self.github and not passed:
                 sys.stdout.write(workflow_command("warning", text, title=f"specaccept {name}") + "\n")
                 sys.stdout.flush()
@@ -143,7 +165,9 @@ class TickHandler:
 
             from specaccept_cli.views.terminal import QuietPipeConsole
 
-            self.live = Live(console=QuietPipeConsole(), auto_refresh=False, transient=False)
+            # Nothing else may write to the terminal while the view is drawn (it would leave stale lines above
+            # the last frame): alerts are printed through the view, which draws them above itself.
+            self.live = Live(console=QuietPipeConsole(), auto_refresh=False, transient=False, vertical_overflow="crop")
             self.live.start()
 
     def __call__(self, tick: Tick) -> None:
@@ -161,7 +185,12 @@ class TickHandler:
 
             self.live.update(live_view(judged, self.source), refresh=True)
         if self.alerts is not None:
-            self.alerts.update(judged, self.stderr)
+            self.alerts.update(judged, self.stderr, self._say_above if self.live is not None else None)
+
+    def _say_above(self, line: str) -> None:
+        from rich.text import Text
+
+        self.live.console.print(Text(line, style="yellow"), soft_wrap=True)
 
     def close(self) -> None:
         if self.live is not None:
@@ -176,21 +205,23 @@ def check_follow_inputs(paths: list[str], output: str) -> None:
         raise click.UsageError("--follow writes interval records (-o jsonl), a table or a final JSON; not csv")
 
 
-def follow_stream(path: str, stop: threading.Event) -> tuple[Any, Any]:
-    """The followed stream of `path` ("-": stdin) and its `Source`."""
+def follow_stream(path: str, stop: threading.Event, max_line_bytes: int | None = None) -> tuple[Any, Any]:
+    """The followed stream of `path` ("-": stdin) and its `Source`; lines are held whole up to the longest read."""
     from pathlib import Path
 
-    from specaccept_cli.read.follow import FollowedStream
+    from specaccept_cli.read.follow import HOLD_BYTES, FollowedStream
     from specaccept_cli.read.sources import STDIN, Source
+
+    hold = HOLD_BYTES if max_line_bytes is None else max_line_bytes + 1
 
     if path == STDIN:
         if sys.stdin is None:
             raise UsageError("stdin is closed")
-        return FollowedStream("<stdin>", stop, fd=sys.stdin.fileno()), Source("<stdin>", None, None)
+        return FollowedStream("<stdin>", stop, fd=sys.stdin.fileno(), hold=hold), Source("<stdin>", None, None)
     target = Path(path)
     if target.is_dir():
         raise click.UsageError(f"{path} is a directory: --follow follows one text file or stdin")
-    stream = FollowedStream(path, stop, path=target)
+    stream = FollowedStream(path, stop, path=target, hold=hold)
     return stream, Source(path, target, None)
 
 
@@ -205,10 +236,36 @@ def unfinished_note(stream: Any, stderr: StderrConsole) -> None:
         stderr.console.file.write(f"specaccept: {note}\n")
 
 
+@contextlib.contextmanager
+def live_stop(live: bool) -> Iterator[threading.Event | None]:
+    """For a live audit, the event a stop signal sets, with the signals caught until the command has ended.
+
+    They stay caught while the final summary is written: the same signal sent twice (GNU `timeout`
+    signals the child, then its group) must not cut it short.
+    """
+    if not live:
+        yield None
+        return
+    stop = threading.Event()
+    with stopping_on_signals(stop):
+        yield stop
+
+
 def follow_read(
-    options: Any, spec: GateSpec, paths: list[str], fields: Any, plan: Any, quarantine: Any, stderr: StderrConsole
-) -> Any:
-    """`audit --follow`: the one input read live until EOF or a stop signal; returns the whole summary."""
+    options: Any,
+    spec: GateSpec,
+    paths: list[str],
+    fields: Any,
+    plan: Any,
+    quarantine: Any,
+    stderr: StderrConsole,
+    stop: threading.Event,
+) -> tuple[Any, BaseException | None, tuple[Any, ...]]:
+    """`audit --follow`: the one input read live until EOF, a stop signal or a read error.
+
+    Returns the whole summary, the error that ended the reading (None: EOF or a stop), so that what
+    was read before a read error is still reported, and the verdict entries it adds (none).
+    """
     from specaccept_cli.pipeline import skipped_input
     from specaccept_cli.pipeline.live import check_follow_plan, follow_producer, run_live
     from specaccept_cli.read.policy import ErrorPolicy
@@ -216,19 +273,17 @@ def follow_read(
 
     check_follow_inputs(paths, options.output)
     check_follow_plan(plan)
-    stop = threading.Event()
-    stream, source = follow_stream(paths[0], stop)
+    stream, source = follow_stream(paths[0], stop, options.max_line_bytes)
     policy = ErrorPolicy(options.on_error, quarantine)
     reading = Reading(fields, options.input_format, options.max_line_bytes)
     producer = follow_producer(stream, source, reading, plan, policy, options.draft_length)
     handler = tick_handler(options, spec, source.name, stderr, lambda: policy.skipped_rows)
     try:
-        with stopping_on_signals(stop):
-            total = run_live(producer, plan, options.every, stop, handler)
+        end = run_live(producer, plan, options.every, stop, handler)
     finally:
         handler.close()
         unfinished_note(stream, stderr)
-    return total + skipped_input(policy)
+    return end.total + skipped_input(policy), end.failure, ()
 
 
 def tick_handler(
@@ -254,13 +309,15 @@ def _stdout_is_terminal() -> bool:
     return bool(QuietPipeConsole().is_terminal)
 
 
-def watch_read(options: Any, spec: GateSpec, plan: Any, stderr: StderrConsole) -> Any:
-    """`watch`: the endpoints scraped every period until SIGINT or SIGTERM; returns the whole summary."""
+def watch_read(
+    options: Any, spec: GateSpec, plan: Any, stderr: StderrConsole, stop: threading.Event
+) -> tuple[Any, BaseException | None, tuple[Any, ...]]:
+    """`watch`: the endpoints scraped every period until a stop signal; the whole summary, an error, and a
+    warning in the verdict for each endpoint that is failing at the end or never answered."""
     from specaccept_cli.pipeline import skipped_input
-    from specaccept_cli.pipeline.live import Endpoints, run_live, watch_producer
+    from specaccept_cli.pipeline.live import Endpoints, endpoint_verdict, run_live, watch_producer
     from specaccept_cli.read.policy import ErrorPolicy
 
-    stop = threading.Event()
     policy = ErrorPolicy("skip")
     endpoints = Endpoints(options.watch_urls)
     producer = watch_producer(
@@ -276,17 +333,15 @@ def watch_read(options: Any, spec: GateSpec, plan: Any, stderr: StderrConsole) -
     shown = ", ".join(state.url for state in endpoints.snapshot())
     handler = tick_handler(options, spec, shown, stderr, lambda: policy.skipped_rows)
     try:
-        with stopping_on_signals(stop):
-            total = run_live(
-                producer, plan, options.every, stop, handler, state=lambda: {"endpoints": endpoints.snapshot()}
-            )
+        end = run_live(producer, plan, options.every, stop, handler, state=lambda: {"endpoints": endpoints.snapshot()})
     finally:
         handler.close()
+    from specaccept_cli.text import visible
+
     for state in endpoints.snapshot():
         if state.failed_total:
-            stderr.console.file.write(
-                f"specaccept: {state.url}: {state.failed_total} of {state.scrapes} scrapes failed"
-                + (f" (last: {state.error})" if state.error else "")
-                + "\n"
+            line = f"specaccept: {state.url}: {state.failed_total} of {state.scrapes} scrapes failed" + (
+                f" (last: {state.error})" if state.error else ""
             )
-    return total + skipped_input(policy)
+            stderr.console.file.write(visible(line) + "\n")
+    return end.total + skipped_input(policy), end.failure, endpoint_verdict(endpoints.snapshot())

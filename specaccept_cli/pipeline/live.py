@@ -47,6 +47,7 @@ from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_ba
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally
 from specaccept_cli.verdict import Findings, GateSpec, conclude
+from specaccept_cli.verdict.findings import VerdictEntry
 
 RECENT = 20  # intervals kept apart for the view (alpha over the recent intervals)
 QUEUE_BLOCKS = 64  # evaluated blocks in flight between the reader and the ticker: backpressure, not growth
@@ -125,14 +126,31 @@ class Judged(Struct, frozen=True):
 
 
 def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
-    """The tick's period estimated on its own, and the total concluded under `spec` (gates, drift, ...)."""
+    """The tick's period estimated on its own, and the total concluded under `spec` (gates, drift, ...).
+
+    A watched endpoint that fails is in the verdict too, as a warning (the figures are not over it).
+    """
+    findings = conclude(tick.total, None, spec)
+    if tick.endpoints:
+        findings = replace(findings, verdict=findings.verdict + endpoint_verdict(tick.endpoints))
     return Judged(
         tick,
         estimate(tick.interval.summary),
-        conclude(tick.total, None, spec),
+        findings,
         skipped_rows,
         tuple(recent_alphas(tick.recent)),
     )
+
+
+def endpoint_verdict(states: Sequence[EndpointState]) -> tuple[VerdictEntry, ...]:
+    """A warning per endpoint that is failing now or never answered: the totals do not hold what it served."""
+    entries: list[VerdictEntry] = []
+    for state in states:
+        if not state.failures:
+            continue
+        since = "never answered" if state.last_success is None else f"failing for {state.failures} scrapes"
+        entries.append(VerdictEntry("endpoint", "warn", f"{state.url} {since}: {state.error}"))
+    return tuple(entries)
 
 
 class _Failed(Struct, frozen=True):
@@ -142,6 +160,7 @@ class _Failed(Struct, frozen=True):
 
 
 _END = object()
+OPENED = object()  # put by a producer once its input is open and its format known
 
 
 class Ticker:
@@ -182,6 +201,16 @@ class Ticker:
         return Tick(interval, self.total, tuple(self.recent), final, **extra)  # type: ignore[arg-type]
 
 
+class LiveEnd(Struct, frozen=True):
+    """How a live read ended: the total read, and the error that ended the reading (None: EOF or a stop).
+
+    A reading that fails after it began keeps what it read: the caller shows the summary, then the error.
+    """
+
+    total: Summary
+    failure: BaseException | None = None
+
+
 def run_live(
     produce: Callable[[Callable[[object], None], threading.Event], None],
     plan: Plan,
@@ -190,12 +219,14 @@ def run_live(
     on_tick: Callable[[Tick], None],
     *,
     state: Callable[[], dict[str, object]] | None = None,
-) -> Summary:
+) -> LiveEnd:
     """Run `produce(put, stop)` on a reading thread and tick every `every` seconds until it ends or `stop`.
 
-    `produce` puts `Evaluated` blocks (and anything else, such as `EndpointState`s, which `on_tick` is not
-    told of but `state()` can gather) with `put`; an exception it raises is raised here, after the
-    interval read so far is ticked. Returns the total.
+    `produce` puts `OPENED` once its input is open (no period is shown before: an input that cannot be
+    opened is an error with nothing on stdout before it), then `Evaluated` blocks (and anything else,
+    such as `EndpointState`s, which `on_tick` is not told of but `state()` can gather) with `put`. An
+    exception it raises before `OPENED` is raised here; one raised after ends the reading: the interval
+    read so far is ticked and the exception returned with the total.
     """
     handover: queue.Queue[object] = queue.Queue(QUEUE_BLOCKS)
     draining = threading.Event()  # set once the ticking thread takes nothing more
@@ -222,13 +253,16 @@ def run_live(
     wall = time.time()  # periods end on whole multiples of `every` (at :00, :10, ... for 10s), as windows do
     deadline = time.monotonic() + (math.floor(wall / every) + 1) * every - wall
     failure: BaseException | None = None
+    opened = False
     while True:
         timeout = max(0.0, deadline - time.monotonic())
         try:
             item = handover.get(timeout=min(timeout, 0.2))
         except queue.Empty:
             item = None
-        if isinstance(item, Evaluated):
+        if item is OPENED:
+            opened = True
+        elif isinstance(item, Evaluated):
             ticker.add(item)
         elif isinstance(item, _Failed):
             failure = item.error
@@ -238,7 +272,8 @@ def run_live(
         if stop.is_set() and handover.empty():
             break
         if time.monotonic() >= deadline:
-            on_tick(ticker.tick(False, **(state() if state else {})))
+            if opened:
+                on_tick(ticker.tick(False, **(state() if state else {})))
             deadline += every
             if deadline < time.monotonic():  # a slow tick (a stopped terminal): start the next period now
                 deadline = time.monotonic() + every
@@ -252,15 +287,17 @@ def run_live(
             if not thread.is_alive() or time.monotonic() > limit:
                 break
             continue
-        if isinstance(item, Evaluated):
+        if item is OPENED:
+            opened = True
+        elif isinstance(item, Evaluated):
             ticker.add(item)
         elif isinstance(item, _Failed) and failure is None:
             failure = item.error
     draining.set()
-    on_tick(ticker.tick(True, **(state() if state else {})))
-    if failure is not None:
+    if failure is not None and not opened:
         raise failure
-    return ticker.total
+    on_tick(ticker.tick(True, **(state() if state else {})))
+    return LiveEnd(ticker.total, failure)
 
 
 # --- following a stream -------------------------------------------------------------------------
@@ -294,6 +331,7 @@ def follow_producer(
     def produce(put: Callable[[object], None], stop: threading.Event) -> None:
         try:
             opened = open_followed(stream, source, reading.input_format)
+            put(OPENED)
             if stop.is_set():
                 return
             if opened.format in PAYLOAD_FORMATS:  # per-request payloads: each request a cluster, as it arrives
@@ -388,7 +426,9 @@ def watch_producer(
     that fails, or that is not a valid Prometheus page, marks the endpoint failing (shown and counted)
     and the next good scrape counts the whole gap, as counters are cumulative.
     """
-    from specaccept_cli.pipeline.engine import _evaluate
+    from concurrent.futures import ThreadPoolExecutor
+
+    from specaccept_cli.pipeline.engine import _evaluate, _lines_part
     from specaccept_cli.read.engines.intervals import LineTally
     from specaccept_cli.read.engines.prometheus import ScrapeSeries
     from specaccept_cli.read.scrape import Retry, ScrapeError, fetch_with_retries
@@ -396,29 +436,87 @@ def watch_producer(
     retry = Retry(attempts=attempts)
     labels: set[str] = set()
 
-    def produce(put: Callable[[object], None], stop: threading.Event) -> None:
-        series = {url: ScrapeSeries() for url in urls}
+    def scrape(url: str, stop: threading.Event) -> bytes | ScrapeError:
+        try:
+            return fetch_with_retries(url, headers, timeout, retry, stop.wait, budget=every, stop=stop)
+        except ScrapeError as error:
+            return error
+
+    def follow(url: str, series: ScrapeSeries, put: Callable[[object], None], stop: threading.Event) -> None:
+        """One endpoint, every period, on its own schedule: a slow or hung one delays no other."""
         due = time.monotonic()
+        shown = endpoints.states[url].url
+        number = 0
         while not stop.is_set():
-            for url in urls:
-                if stop.is_set():
-                    return
-                shown = endpoints.states[url].url
-                try:
-                    body = fetch_with_retries(url, headers, timeout, retry, stop.wait, budget=every)
-                except ScrapeError as error:
-                    endpoints.failed(url, str(error))
-                    continue
+            number += 1
+            page = scrape(url, stop)
+            if stop.is_set() and isinstance(page, ScrapeError):  # cut by the stop; a whole page is still read
+                return
+            if isinstance(page, ScrapeError):
+                endpoints.failed(url, str(page))
+            else:
+                problem = page_problem(page)
                 tally = LineTally()
-                items = list(series[url].add(body.split(b"\n"), shown, tally))
-                bad = [item for item in items if isinstance(item, InputError)]
-                if bad:
-                    endpoints.failed(url, f"not a valid scrape: {bad[0].message}")
-                    continue
-                for result in _evaluate(items, plan, policy, labels):
-                    put(result)
-                endpoints.succeeded(url, tally.resets, time.time())
+                source = f"{shown} (scrape {number})"  # each page's intervals told apart in the engine table
+                items = (
+                    InputError(source, None, problem) if problem else series.add_page(page_lines(page), source, tally)
+                )
+                bad = [items] if isinstance(items, InputError) else [i for i in items if isinstance(i, InputError)]
+                if bad or isinstance(items, InputError):
+                    endpoints.failed(url, _refused(bad[0]))
+                else:
+                    for result in _evaluate(items, plan, policy, labels):
+                        put(result)
+                    put(_lines_part(tally))  # the page's lines: read, metrics, other output
+                    endpoints.succeeded(url, tally.resets, time.time())
             due += every
+            if due < time.monotonic():  # a scrape longer than a period: the next one now, not a burst
+                due = time.monotonic()
             stop.wait(max(0.0, due - time.monotonic()))
 
+    def produce(put: Callable[[object], None], stop: threading.Event) -> None:
+        put(OPENED)
+        with ThreadPoolExecutor(max_workers=len(urls), thread_name_prefix="specaccept-scrape") as pool:
+            running = [pool.submit(follow, url, ScrapeSeries(), put, stop) for url in urls]
+            for one in running:
+                one.result()
+
     return produce
+
+
+def _refused(error: InputError) -> str:
+    where = "" if error.line is None else f" (line {error.line})"
+    return f"not a valid scrape{where}: {error.message}"
+
+
+MAX_PAGE_LINES = 1_000_000  # a /metrics page of more lines is refused before it is read
+MAX_PAGE_SERIES = 10_000  # ... and one of more spec-decoding series (vLLM serves 3 + k per model)
+
+
+def page_problem(page: bytes) -> str | None:
+    """Why a /metrics page is refused before it is parsed (None: it is read), counted in C, in no memory.
+
+    A page's memory once parsed follows its spec-decoding series, so they are capped; blank and other
+    lines cost only time, so the lines are capped too. A page must end with a line feed, as the
+    exposition format says: one that does not was cut inside a line.
+    """
+    if page and not page.endswith(b"\n"):
+        return "the page ends inside a line (cut short?)"
+    lines = page.count(b"\n")
+    if lines > MAX_PAGE_LINES:
+        return f"the page has {lines:,} lines, more than {MAX_PAGE_LINES:,}"
+    series = page.count(b":spec_")  # every spec-decoding series name holds it (an upper bound of their number)
+    if series > MAX_PAGE_SERIES:
+        return f"the page has more than {MAX_PAGE_SERIES:,} spec-decoding series"
+    return None
+
+
+def page_lines(page: bytes) -> Iterator[bytes]:
+    """The lines of a page one by one, never a list of them all."""
+    start = 0
+    while start < len(page):
+        end = page.find(b"\n", start)
+        if end < 0:
+            end = len(page)
+        yield page[start:end]
+        start = end + 1

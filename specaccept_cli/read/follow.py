@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import select
+import stat as stat_mode
 import threading
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from specaccept_cli.errors import InputError
 
 POLL_SECONDS = 0.1  # how often a quiet stream or file is looked at again (and `stop` checked)
 READ_BYTES = 1 << 16
+HOLD_BYTES = (64 << 20) + 1  # a line is held until it ends, up to this (the readers' longest line, and one)
 
 
 class FollowEvents(Struct):
@@ -38,7 +40,13 @@ class FollowEvents(Struct):
 class FollowedStream:
     """A binary stream over a file descriptor (stdin, a FIFO) or a followed file, handing out whole lines.
 
-    `read(size)` blocks until a line is complete, the stream ends, or `stop` is set (then b"").
+    `read(size)` blocks until a line is complete, the stream ends, or `stop` is set (then b""). A line is
+    handed out whole, even when longer than `size`, up to `hold` bytes (a longer one is handed out in
+    pieces: the reader refuses it as too long), so that a stop in the middle of a long line leaves the
+    whole of it unread and counted, never its first pieces read as a line.
+
+    A path that names a FIFO (or a socket, a terminal) is read as the descriptor it opens; the writer
+    closing it is the end of the stream, once something was read (before, it is a writer not there yet).
     """
 
     hands_out_lines = True  # a read returns as soon as a line is whole: a read-ahead over it must not wait for more
@@ -51,13 +59,16 @@ class FollowedStream:
         fd: int | None = None,
         path: Path | None = None,
         poll: float = POLL_SECONDS,
+        hold: int = HOLD_BYTES,
     ) -> None:
         if (fd is None) == (path is None):
             raise ValueError("follow either a file descriptor or a path")
         self.name = name
         self.stop = stop
         self.poll = poll
+        self.hold = max(hold, 1)
         self.path = path
+        self.pipe = False  # a followed path that opened a FIFO or another stream: read as a descriptor
         self.fd = fd
         self.owned = False  # a descriptor this stream opened (a followed path), closed with it
         self.position = 0  # bytes read from the file open now (for truncation)
@@ -78,14 +89,17 @@ class FollowedStream:
             cut = self.buffer.rfind(b"\n", 0, limit)
             if cut >= 0:
                 return self._take(cut + 1)
-            if len(self.buffer) >= limit:  # a line longer than one read: hand it out in pieces
-                return self._take(limit)
-            if self.eof:
+            cut = self.buffer.find(b"\n", limit)
+            if cut >= 0:  # a line longer than `size`, whole
+                return self._take(cut + 1)
+            if len(self.buffer) >= self.hold:  # a line longer than any reader takes: hand it out in pieces
                 return self._take(len(self.buffer))
-            if self.stop.is_set():
+            if self.stop.is_set():  # first: a writer that closes after the stop did not finish its line
                 self.unfinished_bytes += len(self.buffer)
                 self.buffer.clear()
                 return b""
+            if self.eof:
+                return self._take(len(self.buffer))
             self._fill()
 
     def peek(self, size: int) -> bytes:
@@ -113,7 +127,7 @@ class FollowedStream:
     # --- filling the buffer ---------------------------------------------------------------
 
     def _fill(self) -> None:
-        if self.path is not None:
+        if self.path is not None and not self.pipe:
             self._fill_file()
             return
         assert self.fd is not None
@@ -128,6 +142,8 @@ class FollowedStream:
             self._sleep()
         elif data:
             self.buffer += data
+        elif self.pipe and not self.bytes_read:  # a FIFO no writer has opened yet
+            self._sleep()
         else:
             self.eof = True
 
@@ -185,7 +201,8 @@ class FollowedStream:
     def _open_path(self, wait: bool) -> bool:
         assert self.path is not None
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # Without blocking: a FIFO opens at once (not when a writer comes), and is waited on with the poll.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             if not wait:
                 raise InputError(self.name, None, "no such file or directory") from None
@@ -194,8 +211,12 @@ class FollowedStream:
         except OSError as exc:
             raise InputError(self.name, None, f"cannot open: {exc.strerror or exc}") from None
         stat = os.fstat(fd)
+        if stat_mode.S_ISDIR(stat.st_mode):
+            os.close(fd)
+            raise InputError(self.name, None, f"is a directory now (after {self.bytes_read} bytes read)")
         self.fd, self.owned, self.position = fd, True, 0
         self.inode = (stat.st_dev, stat.st_ino)
+        self.pipe = not stat_mode.S_ISREG(stat.st_mode)
         return True
 
     def _sleep(self) -> None:

@@ -7,6 +7,15 @@ value that a worker process turns into a file system of its own; its text form n
 value, so a secret given as an option cannot reach a message or a log. Credentials otherwise
 come where the cloud's own tools look: the `AWS_*` variables (`AWS_ENDPOINT_URL` included, so an
 S3-compatible store needs no flag), `~/.aws/`, instance metadata, Google's default credentials.
+
+Every storage call (setting up the file system, a listing, an open, one read of at most 8 MiB) has a
+deadline, `--storage-option timeout=SECONDS` (default `REMOTE_TIMEOUT_SECONDS`), and the clients' own
+retries are bounded within it (S3: three attempts; GCS: `retry_time_limit`, which is 15 minutes
+unless set). pyarrow's C++ cannot be interrupted, and Python runs signal handlers only in the main
+thread between steps of Python code: so each call runs on a daemon thread while the calling thread
+waits on it in short steps, where a signal (Ctrl-C, SIGTERM, SIGHUP) ends the run as it does anywhere
+else, and where the deadline is kept. A call past its deadline is abandoned (its thread ends with the
+process) and is an error naming the URL.
 """
 
 from __future__ import annotations
@@ -16,7 +25,8 @@ import functools
 import io
 import os
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO, cast
 
@@ -31,6 +41,8 @@ OBJECT_SUFFIXES = (".parquet", ".pq", ".parq", ".jsonl", ".ndjson", ".json", ".g
 # Read-ahead for remote objects: each read of the raw file is one ranged GET, so a large buffer
 # keeps the number of requests low without holding much memory.
 REMOTE_BUFFER_BYTES = 8 << 20
+REMOTE_TIMEOUT_SECONDS = 60.0  # one storage call, retries included (a read is at most REMOTE_BUFFER_BYTES)
+WAIT_STEP_SECONDS = 0.1  # how often a waiting caller looks up (a signal is handled between two looks)
 
 # --storage-option KEY -> (file system argument, how its text becomes a value), per scheme.
 _BOOLEAN = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
@@ -64,6 +76,7 @@ _S3_OPTIONS: dict[str, tuple[str, Any]] = {
     "connect_timeout": ("connect_timeout", _seconds),
     "request_timeout": ("request_timeout", _seconds),
     "force_virtual_addressing": ("force_virtual_addressing", _boolean),
+    "timeout": ("timeout", _seconds),
 }
 _GCS_OPTIONS: dict[str, tuple[str, Any]] = {
     "endpoint": ("endpoint_override", str),
@@ -72,6 +85,7 @@ _GCS_OPTIONS: dict[str, tuple[str, Any]] = {
     "scheme": ("scheme", str),
     "project_id": ("project_id", str),
     "access_token": ("access_token", str),
+    "timeout": ("timeout", _seconds),
 }
 STORAGE_OPTIONS = sorted({*_S3_OPTIONS, *_GCS_OPTIONS})
 
@@ -158,20 +172,32 @@ class Storage(Struct, frozen=True):
         scheme = scheme.lower()
         if scheme == "file":
             return _filesystem("file", ()), rest
-        return _filesystem(scheme, self.options), rest.rstrip("/")
+        options = self.options
+        return _call(url, lambda: _filesystem(scheme, options), self.timeout), rest.rstrip("/")
+
+    @property
+    def timeout(self) -> float:
+        """The deadline of one storage call, in seconds."""
+        for key, value in self.options:
+            if key == "timeout":
+                seconds = _seconds(value)
+                if not 0 < seconds < 1e6:
+                    raise UsageError(f"storage option timeout must be a number of seconds above 0, not {value!r}")
+                return seconds
+        return REMOTE_TIMEOUT_SECONDS
 
     def expand(self, url: str) -> list[RemoteObject]:
         """The objects a URL names: itself, or the Parquet and JSONL objects under a prefix (sorted by key)."""
         import pyarrow.fs as pafs
 
         filesystem, path = self.filesystem(url)
-        info = _call(url, lambda: filesystem.get_file_info(path))
+        info = _call(url, lambda: filesystem.get_file_info(path), self.timeout)
         if info.type == pafs.FileType.File:
             return [RemoteObject(url, self, info.size)]
         if info.type != pafs.FileType.Directory:
             raise InputError(url, None, "no such object or prefix")
         selector = pafs.FileSelector(path, recursive=True)
-        listed = _call(url, lambda: filesystem.get_file_info(selector))
+        listed = _call(url, lambda: filesystem.get_file_info(selector), self.timeout)
         base = url.rstrip("/")
         found = sorted(
             (item.path, item.size)
@@ -201,11 +227,76 @@ class RemoteObject(Struct, frozen=True):
     def open_random(self) -> Any:
         """A seekable pyarrow file (every read a ranged request), for Parquet and byte ranges."""
         filesystem, path = self.storage.filesystem(self.url)
-        return _call(self.url, lambda: filesystem.open_input_file(path))
+        file = _call(self.url, lambda: filesystem.open_input_file(path), self.storage.timeout)
+        return _Bounded(file, self.storage.timeout) if self.url.lower().partition("://")[0] != "file" else file
 
     def open_stream(self) -> BinaryIO:
         """The object's bytes, buffered so that its first bytes can be peeked (compression, format)."""
         return cast(BinaryIO, io.BufferedReader(_GrowingReads(self.open_random()), REMOTE_BUFFER_BYTES))
+
+
+class _Bounded:
+    """A remote pyarrow file whose reads each have the storage's deadline and give way to signals.
+
+    It stands in for the pyarrow file everywhere (Parquet reads it through `read`, `seek`, `tell`, `size`).
+    """
+
+    def __init__(self, file: Any, timeout: float) -> None:
+        self.file = file
+        self.timeout = timeout
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = bounded(lambda: self.file.read(size), self.timeout, "object storage read")
+        return data
+
+    def read_at(self, nbytes: int, offset: int) -> bytes:
+        data: bytes = bounded(lambda: self.file.read_at(nbytes, offset), self.timeout, "object storage read")
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+    def __enter__(self) -> _Bounded:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.file.close()
+
+
+def bounded(action: Callable[[], Any], seconds: float, what: str) -> Any:
+    """`action()` run on a daemon thread, waited on in steps: its result or its exception, within `seconds`.
+
+    The wait is Python code, so a signal's handler runs during it (a KeyboardInterrupt, a stop) however
+    long the C++ call inside blocks; past `seconds` it is abandoned: a TimeoutError.
+    """
+    from specaccept_cli.threads import signals_stay_with_main
+
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, action()))
+        except BaseException as exc:  # handed to the waiting thread, raised there
+            outcome.append((False, exc))
+        done.set()
+
+    with signals_stay_with_main():
+        threading.Thread(target=run, name="specaccept-storage-call", daemon=True).start()
+    end = _monotonic() + seconds
+    while not done.wait(min(WAIT_STEP_SECONDS, max(0.0, end - _monotonic()))):
+        if _monotonic() >= end:
+            raise TimeoutError(errno.ETIMEDOUT, f"{what} had no answer within {seconds:g}s (storage option timeout)")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
 
 
 class _GrowingReads(io.RawIOBase):
@@ -248,6 +339,8 @@ def _read(file: Any, size: int) -> bytes:
     """
     try:
         data: bytes = file.read(size)
+    except TimeoutError as exc:
+        raise OSError(errno.ETIMEDOUT, exc.strerror or str(exc)) from None
     except OSError as exc:
         raise OSError(errno.EIO, f"object storage read failed: {_first_line(exc)}") from None
     return data
@@ -285,10 +378,14 @@ def open_seekable(location: str | os.PathLike[str] | RemoteObject) -> BinaryIO:
     return open(location, "rb", buffering=0)
 
 
-def _call(url: str, action: Any) -> Any:
-    """A storage call, its failures turned into one line naming the URL (never the credentials)."""
+def _call(url: str, action: Any, timeout: float = REMOTE_TIMEOUT_SECONDS) -> Any:
+    """A storage call within its deadline, its failures turned into one line naming the URL (never the credentials)."""
     try:
-        return action()
+        return bounded(action, timeout, "the storage")
+    except TimeoutError as exc:
+        raise InputError(url, None, exc.strerror or str(exc)) from None
+    except UsageError:
+        raise
     except FileNotFoundError:
         raise InputError(url, None, "no such object") from None
     except PermissionError as exc:
@@ -317,11 +414,23 @@ def _filesystem(scheme: str, options: tuple[tuple[str, str], ...]) -> Any:
         return pafs.LocalFileSystem()
     table = _S3_OPTIONS if scheme == "s3" else _GCS_OPTIONS
     arguments: dict[str, Any] = {}
+    timeout = REMOTE_TIMEOUT_SECONDS
     for key, value in options:
         if key not in table:
             raise UsageError(f"storage option {key!r} does not apply to {scheme}://")
         name, convert = table[key]
+        if name == "timeout":
+            timeout = convert(value)
+            continue
         arguments[name] = convert(value)
+    if scheme == "s3":
+        arguments.setdefault("retry_strategy", pafs.AwsStandardS3RetryStrategy(max_attempts=3))
+        arguments.setdefault("connect_timeout", min(timeout, 10.0))
+        arguments.setdefault("request_timeout", timeout)
+    else:
+        from datetime import timedelta
+
+        arguments["retry_time_limit"] = timedelta(seconds=max(1.0, min(timeout, 30.0)))
     endpoint = arguments.get("endpoint_override") or _environment_endpoint(scheme)
     if endpoint is not None:
         arguments.update(_split_endpoint(endpoint, arguments.get("scheme")))

@@ -45,6 +45,7 @@ def interval_record(judged: Judged) -> dict[str, Any]:
         "index": tick.interval.index,
         "start": moment(tick.interval.start),
         "end": moment(tick.interval.end),
+        "kind": "final" if tick.final else "period",
         "final": tick.final,
         "interval": _numbers(judged.interval),
         "total": _numbers(judged.total),
@@ -72,6 +73,8 @@ def interval_record(judged: Judged) -> dict[str, Any]:
             {"check": entry.check, "status": entry.status, "text": entry.text} for entry in judged.findings.verdict
         ],
     }
+    if judged.findings.groups:
+        record["groups"] = [{"group": name, **_numbers(numbers)} for name, numbers in judged.findings.groups]
     if tick.endpoints:
         record["endpoints"] = [
             {

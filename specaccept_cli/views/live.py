@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from specaccept_cli.pipeline.live import Judged
 
 
+LIVE_GROUPS = 8  # groups shown live, the largest first (the records carry every group the summary shows)
+
+
 def _strip(values: list[float | None]) -> str:
     return "".join(" " if level is None else BARS[level] for level in bar_levels(values))
 
@@ -50,6 +53,9 @@ def live_view(judged: Judged, source: str) -> RenderableType:
     head.add_row("total", f"{runs_text(total)} runs  alpha {alpha_text(total)} {unit}")
     head.add_row("", f"tokens per pass {tokens_per_pass_text(total)}")
     head.add_row("this period", f"{runs_text(current)} runs  alpha {alpha_text(current)}")
+    if judged.findings.summary.engine is not None and total.acceptance_rate is not None:
+        # What the engine itself shows (vLLM's 'Avg Draft acceptance rate'): accepted / drafted, beside alpha.
+        head.add_row("engine's rate", f"{total.acceptance_rate:.1%} accepted / drafted (the server's own figure)")
     alphas = list(judged.recent_alphas)
     shown = [value for value in alphas if value is not None]
     span = f"  {min(shown):.3f}..{max(shown):.3f}" if shown else ""
@@ -72,6 +78,16 @@ def live_view(judged: Judged, source: str) -> RenderableType:
     if judged.skipped_rows:
         head.add_row("skipped", f"{judged.skipped_rows:,} bad rows (listed at the end)")
     parts: list[RenderableType] = [title, head]
+    if judged.findings.groups:
+        groups = Table(show_edge=False, pad_edge=False, box=None)
+        for name in ("group", "runs", "alpha (95% interval)", "tokens per pass"):
+            groups.add_column(name, justify="left" if name == "group" else "right")
+        for name, numbers in judged.findings.groups[:LIVE_GROUPS]:
+            groups.add_row(safe_text(name), runs_text(numbers), alpha_text(numbers), tokens_per_pass_text(numbers))
+        hidden = len(judged.findings.groups) - LIVE_GROUPS + (judged.findings.other_groups or (0,))[0]
+        if hidden > 0:
+            groups.add_row(f"... {hidden:,} more", "", "", "")
+        parts.append(groups)
     if tick.endpoints:
         endpoints = Table(show_edge=False, pad_edge=False, box=None)
         for name in ("endpoint", "state", "scrapes", "failed", "resets"):

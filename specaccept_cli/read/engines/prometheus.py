@@ -31,18 +31,49 @@ class ScrapeSeries:
             if isinstance(item, InputError):
                 yield item
                 continue
-            yield from sglang_gauges(item, source)
-            refusal = _unreadable(item)
-            if refusal is not None:
-                tally.bad += 1
-                yield InputError(source, item.line, refusal)
+            yield from self._scrape(item, source, tally)
+
+    def add_page(
+        self, lines: Iterable[str | bytes], source: str, tally: LineTally
+    ) -> list[EngineInterval | InputError] | InputError:
+        """One page of a server's /metrics (`watch`): one scrape whatever its blank lines, its intervals.
+
+        A page is refused whole (an InputError returned, the series left as it was) when a line is bad or
+        a series appears twice in it: a server cannot serve one counter at two values at one moment, and
+        counting both would count the same runs twice.
+        """
+        page: PrometheusScrape | None = None
+        for item in read_prometheus_scrapes(lines, source, tally):
+            if isinstance(item, InputError):
+                return item
+            if page is None:
+                page = item
                 continue
-            if not any(name in COUNTERS for name, _ in item.samples):
-                continue
-            self.vllm_scrapes += 1
-            if self.previous is not None:
-                yield from _tallied(prometheus_intervals(self.previous, item, source), tally)
-            self.previous, self.previous_source, self.previous_tally = item, source, tally
+            for key, value in item.samples.items():
+                if key in page.samples:
+                    name, labels = key
+                    shown = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}" if labels else "")
+                    line = item.sample_lines.get(key)
+                    return InputError(source, line, f"series {shown[:200]} appears twice in one page")
+                page.samples[key] = value
+                page.sample_lines[key] = item.sample_lines[key]
+        if page is None:
+            return []
+        return list(self._scrape(page, source, tally))
+
+    def _scrape(self, item: PrometheusScrape, source: str, tally: LineTally) -> Iterator[EngineInterval | InputError]:
+        yield from sglang_gauges(item, source)
+        refusal = _unreadable(item)
+        if refusal is not None:
+            tally.bad += 1
+            yield InputError(source, item.line, refusal)
+            return
+        if not any(name in COUNTERS for name, _ in item.samples):
+            return
+        self.vllm_scrapes += 1
+        if self.previous is not None:
+            yield from _tallied(prometheus_intervals(self.previous, item, source), tally)
+        self.previous, self.previous_source, self.previous_tally = item, source, tally
 
     def finish(self) -> Iterator[EngineInterval | InputError]:
         """A lone vLLM scrape: the counts since the counters started."""
