@@ -344,7 +344,7 @@ def _refuse_what_is_no_input(source: Source, sample: bytes, suffix: str) -> None
         raise InputError(
             source.name,
             None,
-            "this is a saved specaccept summary, not a log: compare a log with it through --baseline, "
+            "this is a saved summary (--summary-out, -o json), not a log: compare a log with it through --baseline, "
             "two summaries with `specaccept diff`, add them with `specaccept merge`, or draw it with "
             "`specaccept report --summary`",
         )

@@ -76,7 +76,7 @@ def test_a_saved_summary_given_to_audit_names_baseline_diff_and_report(tmp_path:
         done = run_process("audit", argument, input=stdin)
         assert done.returncode == 2
         line = one_line(done.stderr)
-        assert "this is a saved specaccept summary, not a log" in line
+        assert "this is a saved summary (--summary-out, -o json), not a log" in line
         assert all(word in line for word in ("--baseline", "specaccept diff", "specaccept report --summary")), line
 
 
