@@ -1,0 +1,189 @@
+"""Issue 36: hostile values, URLs, peers, summaries and payloads, each as a user meets it (real subprocesses,
+pipes, raw sockets on 127.0.0.1, address-space limits): one line naming what is wrong and exit 2, or an
+endpoint's failure shown; never a traceback, a silent crash or a password on the terminal."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_process
+
+ONE_RUN = b'{"p": [0.5], "q": [0.5], "r": [0.1]}\n'
+
+
+def _one_line_refusal(result: subprocess.CompletedProcess[bytes], *words: str) -> str:
+    err = result.stderr.decode()
+    assert result.returncode == 2, (result.returncode, err)
+    assert "Traceback" not in err and "Error:" not in err.replace("Error: Invalid value", "")
+    for word in words:
+        assert word in err, (word, err)
+    return err
+
+
+# --- 1, 2: Prometheus lines with no name, gauges beyond any draft -------------------------------
+
+
+@pytest.mark.parametrize("page", [b"{\n", b'{"vllm:spec_decode_num_drafts_total"} 3\n', b"{\xfe\x00\xff}\n{ \x01\n"])
+def test_a_prometheus_line_that_starts_with_a_brace_is_read_not_a_traceback(page: bytes) -> None:
+    result = run_process("audit", "-", "--format", "prometheus", "-o", "json", input=page)
+    err = result.stderr.decode()
+    assert "Traceback" not in err and "IndexError" not in err
+    if b"vllm:" in page:  # a Prometheus 3 quoted name of a spec-decoding series: a bad line, at its line
+        assert result.returncode == 2 and "<stdin>:1: a Prometheus sample line that does not parse" in err
+    else:  # no spec-decoding series: other server output, counted
+        assert result.returncode == 0, err
+        assert json.loads(result.stdout)["engine"]["ignored_lines"] == page.count(b"\n")
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ("3", "sglang:spec_accept_length 1e23 is more than spec_num_steps 3 + 1"),
+        (None, "sglang:spec_accept_length 1e23 is more than 65 (the longest draft)"),
+    ],
+)
+def test_an_sglang_accept_length_beyond_its_draft_is_refused_at_its_line(steps: str | None, message: str) -> None:
+    page = "sglang:spec_accept_length 1e23\n" + (f"sglang:spec_num_steps {steps}\n" if steps else "")
+    result = run_process("audit", "-", "--format", "prometheus", input=page.encode())
+    _one_line_refusal(result, f"<stdin>:1: {message}")
+
+
+def test_an_sglang_accept_length_within_its_draft_is_still_bounded() -> None:
+    page = b"sglang:spec_accept_length 3.5\nsglang:spec_num_steps 3\n"
+    result = run_process("audit", "-", "--format", "prometheus", "-o", "json", input=page)
+    assert result.returncode == 0, result.stderr.decode()
+    engine = json.loads(result.stdout)["engine"]
+    assert engine["intervals"] == 1 and engine["bad_lines"] == 0
+    assert "per-token alpha in 0.83..0.94" in engine["examples"][0]
+
+
+# --- 3: option values beyond any log ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("audit", "--follow", "--every", "100000000000000000000s"), "'--every': '100000000000000000000s' is longer"),
+        (("watch", "http://127.0.0.1:1/m", "--every", "36501d"), "'--every': '36501d' is longer than 36500d"),
+        (("audit", "--window", "100000000000000000000"), "more than 10**18, the widest window taken"),
+        (("audit", "--window", "9" * 5000), f"'{'9' * 40}...' runs"),
+        (("audit", "--time-field", "t", "--window", "100000000000000000000s"), "'--window': '1000000000000"),
+    ],
+)
+def test_durations_and_widths_beyond_any_log_are_refused_as_the_options_are_parsed(
+    tmp_path: Path, args: tuple[str, ...], words: str
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(ONE_RUN)
+    command = (*args, str(log)) if args[0] == "audit" else args
+    result = run_process(*command, "-q", timeout=60)
+    _one_line_refusal(result, words)
+
+
+def test_the_longest_durations_and_widths_taken_still_run(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b'{"p": [0.5], "q": [0.5], "r": [0.1], "t": 1700000000}\n')
+    for args in (("--window", "1000000000000000000"), ("--time-field", "t", "--window", "36500d")):
+        result = run_process("audit", str(log), *args, "-o", "json")
+        assert result.returncode == 0, result.stderr.decode()
+        assert json.loads(result.stdout)["runs"] == 1
+
+
+# --- 4: URLs that do not parse, and a password in one ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://user:hunter2@127.0.0.1/m", "http://127.0.0.1/m: a user and password in the URL are not supported"),
+        ("http://127.0.0.1:abc/x", "http://127.0.0.1:abc/x: not a URL (Port could not be cast"),
+        ("http://[::1", "http://[::1: not a URL (Invalid IPv6 URL)"),
+        ("http://127.0.0.1:99999/x", "not a URL (Port out of range"),
+        ("http://u:hunter2@[::1/x", "http://[::1/x: not a URL"),
+    ],
+)
+def test_watch_refuses_a_url_it_cannot_scrape_in_one_line_without_its_password(url: str, words: str) -> None:
+    result = run_process("watch", url, "--every", "1s", "-q", timeout=30)
+    err = _one_line_refusal(result, words)
+    assert "hunter2" not in err + result.stdout.decode()
+
+
+# --- 5: peers that break HTTP ----------------------------------------------------------------------
+
+REPLIES = {
+    "not HTTP": (b"SSH-2.0-OpenSSH_9.6\r\n", "not an HTTP reply (no HTTP status line)"),
+    "a header over 64 KiB": (
+        b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n",
+        "not a valid HTTP reply (a status or header line over 64 KiB)",
+    ),
+    "101 headers": (
+        b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(101)) + b"\r\n",
+        "not a valid HTTP reply (more than 100 headers)",
+    ),
+    "broken chunks": (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n",
+        "reply cut short (0 bytes of it read)",
+    ),
+}
+
+
+@pytest.fixture
+def raw_peer(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that answers every connection with the bytes of `request.param`, then closes."""
+    reply = REPLIES[request.param][0]
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(2)
+                try:
+                    connection.recv(65536)
+                    connection.sendall(reply)
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/metrics"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        server.close()
+
+
+@pytest.mark.parametrize("raw_peer", list(REPLIES), indirect=True)
+def test_a_peer_that_breaks_http_is_an_endpoint_failure_shown_never_the_end_of_the_watch(
+    raw_peer: str, request: pytest.FixtureRequest
+) -> None:
+    reason = REPLIES[request.node.callspec.params["raw_peer"]][1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "specaccept_cli", "watch", raw_peer, "--every", "1s", "--retries", "0", "-o", "jsonl"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    records = [json.loads(process.stdout.readline()) for _ in range(2)]  # two periods: the watch goes on
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert "Traceback" not in err.decode(), err.decode()
+    assert all(record["endpoints"][0]["up"] is False for record in records)
+    assert records[-1]["endpoints"][0]["error"] == reason
+    assert f"scrapes failed (last: {reason})" in err.decode()
