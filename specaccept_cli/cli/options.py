@@ -143,20 +143,17 @@ def github_option(command: FC) -> FC:
     )(command)
 
 
-# Option values beyond these are refused at parse time: a wider window or a longer period means nothing to a
-# log (logged times end in 5138, `summary.windows.epoch_seconds`) and would overflow the int64 window keys and
-# the timers' C longs ("--every 100000000000000000000s" was an OverflowError traceback).
-MAX_DURATION_SECONDS = 36_500 * 86_400  # 100 years
-MAX_WINDOW_RUNS = 10**18  # runs per window: keys times width stay within int64
-
-
 def bounded_duration(text: str) -> int:
-    """`parse_duration`, at most MAX_DURATION_SECONDS; ValueError (the reason in words) otherwise."""
-    from specaccept_cli.summary.windows import parse_duration
+    """`parse_duration`, at most 100 years (`summary.windows.MAX_WIDTH_SECONDS`); ValueError otherwise.
+
+    A longer period means nothing to a log and overflowed the int64 window keys and the timers' C longs
+    (`--every 100000000000000000000s` was an OverflowError traceback).
+    """
+    from specaccept_cli.summary.windows import MAX_WIDTH_SECONDS, parse_duration
 
     digits = text.strip()[:-1]
-    seconds = parse_duration(text) if len(digits) <= 30 else MAX_DURATION_SECONDS + 1  # no int() of 5,000 digits
-    if seconds > MAX_DURATION_SECONDS:
+    seconds = parse_duration(text) if len(digits) <= 30 else MAX_WIDTH_SECONDS + 1  # no int() of 5,000 digits
+    if seconds > MAX_WIDTH_SECONDS:
         raise ValueError(f"{shown_value(text)} is longer than 36500d (100 years), the longest duration taken")
     return seconds
 
@@ -171,11 +168,13 @@ def check_window(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
     Which kind it must be depends on --time-field, so that is checked in `window_spec`.
     """
+    from specaccept_cli.summary.windows import MAX_WIDTH_RUNS
+
     if value is None:
         return None
     text = value.strip()
     if text.isdigit():
-        if len(text) > 19 or int(text) > MAX_WINDOW_RUNS:
+        if len(text) > 19 or int(text) > MAX_WIDTH_RUNS:
             raise click.BadParameter(f"{shown_value(value)} runs: more than 10**18, the widest window taken")
         return value
     try:

@@ -187,3 +187,98 @@ def test_a_peer_that_breaks_http_is_an_endpoint_failure_shown_never_the_end_of_t
     assert all(record["endpoints"][0]["up"] is False for record in records)
     assert records[-1]["endpoints"][0]["error"] == reason
     assert f"scrapes failed (last: {reason})" in err.decode()
+
+
+# --- 6, 7: saved summaries that no run wrote -------------------------------------------------------
+
+SUMMARY_COMMANDS = {
+    "merge": lambda bad, good, tmp: ("merge", bad, good, "-o", str(tmp / "merged.json")),
+    "diff": lambda bad, good, tmp: ("diff", bad, good),
+    "report": lambda bad, good, tmp: ("report", "--summary", bad, "-o", str(tmp / "report.html")),
+    "audit --baseline": lambda bad, good, tmp: ("audit", str(tmp / "log.jsonl"), "--baseline", bad, "-q"),
+    "plan --baseline": lambda bad, good, tmp: ("plan", "--baseline", bad, "--drop", "0.05"),
+}
+
+
+@pytest.fixture(scope="module")
+def windowed_summaries(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log and its summary with windows of 50 runs (log.jsonl, good.json), and another's (other.json)."""
+    directory = tmp_path_factory.mktemp("windowed")
+    log = directory / "log.jsonl"
+    made = run_process("simulate", "--runs", "200", "--alpha", "0.7", "--k", "4", "--seed", "1", "-o", str(log))
+    assert made.returncode == 0, made.stderr.decode()
+    saved = run_process("audit", str(log), "--window", "50", "--summary-out", str(directory / "good.json"), "-q")
+    assert saved.returncode == 0, saved.stderr.decode()
+    other = directory / "other.jsonl"  # another log: merging it with an edited copy of good.json is no overlap
+    made = run_process("simulate", "--runs", "200", "--alpha", "0.7", "--k", "4", "--seed", "2", "-o", str(other))
+    saved = run_process("audit", str(other), "--window", "50", "--summary-out", str(directory / "other.json"), "-q")
+    assert made.returncode == saved.returncode == 0, saved.stderr.decode()
+    return directory
+
+
+@pytest.mark.parametrize("command", list(SUMMARY_COMMANDS))
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (("windows", "width", 10**30), "counters out of range: windows.width holds 1e+30, outside 0 to 2**63-1"),
+        (("windows", "width", 2**62), "windows hold a width that is not a whole number from 1 to"),
+        (("windows", "windows", " 50 "), "windows.windows holds the string ' 50 ' where a whole number belongs"),
+        (("passing_tokens", None, "556"), "passing_tokens holds the string '556' where a whole number belongs"),
+    ],
+)
+def test_a_summary_no_run_wrote_is_refused_by_every_command_in_one_line(
+    windowed_summaries: Path, command: str, edit: tuple[str, str | None, object], said: str
+) -> None:
+    data = json.loads((windowed_summaries / "good.json").read_bytes())
+    part, key, value = edit
+    if key is None:
+        data["state"][part] = value
+    elif key == "windows":
+        data["state"][part][key][0][2] = value  # the first window's run count
+    else:
+        data["state"][part][key] = value
+    bad = windowed_summaries / "bad.json"
+    bad.write_text(json.dumps(data))
+    args = SUMMARY_COMMANDS[command](str(bad), str(windowed_summaries / "other.json"), windowed_summaries)
+    result = run_process(*args)
+    err = _one_line_refusal(result, f"specaccept: {bad}: not a usable summary: {said}")
+    assert err.count("\n") == 1
+
+
+def _address_space(limit: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@pytest.fixture(scope="module")
+def json_array_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """230 KB of gzip holding a 240 MB JSON array of empty arrays: within the decompression bound, over 5 GB
+    parsed (without the bound, under 4 GB orjson's MemoryError came out as a SystemError traceback, or a
+    segmentation fault, after minutes of paging)."""
+    import gzip
+
+    path = tmp_path_factory.mktemp("bomb") / "bomb.json.gz"
+    with gzip.open(path, "wb", compresslevel=9) as stream:
+        stream.write(b"[")
+        for _ in range(80):
+            stream.write(b"[]," * 1_000_000)
+        stream.write(b"[]]")
+    return path
+
+
+@pytest.mark.parametrize("command", list(SUMMARY_COMMANDS))
+def test_a_summary_that_parses_to_gigabytes_is_refused_before_parsing_under_a_4_gb_address_space(
+    json_array_bomb: Path, windowed_summaries: Path, command: str
+) -> None:
+    args = SUMMARY_COMMANDS[command](str(json_array_bomb), str(windowed_summaries / "good.json"), windowed_summaries)
+    result = subprocess.run(
+        [sys.executable, "-m", "specaccept_cli", *args],
+        capture_output=True,
+        preexec_fn=lambda: _address_space(4 << 30),
+        timeout=120,
+        check=False,
+    )
+    said = "holds about 80,000,001 JSON values, more than a summary holds (10,000,000)"
+    err = _one_line_refusal(result, f"specaccept: {json_array_bomb}: {said}")
+    assert err.count("\n") == 1
