@@ -282,3 +282,129 @@ def test_a_summary_that_parses_to_gigabytes_is_refused_before_parsing_under_a_4_
     said = "holds about 80,000,001 JSON values, more than a summary holds (10,000,000)"
     err = _one_line_refusal(result, f"specaccept: {json_array_bomb}: {said}")
     assert err.count("\n") == 1
+
+
+# --- 8: payloads that claim more than they hold ----------------------------------------------------
+
+
+def _aiperf(histogram: dict[str, int], steps: int | None, k: int | None = None) -> dict[str, object]:
+    """An AIPerf records line (`spec_decode_acceptance`, src/aiperf/common/models/spec_decode_models.py)."""
+    record: dict[str, object] = {"engine": "vllm", "acceptance_histogram": histogram, "num_spec_tokens": k}
+    if steps is not None:
+        record["num_spec_steps"] = steps
+    return {"metadata": {"x_request_id": "r1"}, "spec_decode_acceptance": record}
+
+
+def _sglang(histogram: dict[str, int]) -> dict[str, object]:
+    """An SGLang /generate response's meta_info (tokenizer_manager.py), the histogram in its sparse form."""
+    return {"text": "...", "meta_info": {"id": "s1", "spec_verify_ct": 2, "spec_correct_drafts_histogram": histogram}}
+
+
+AMPLIFIED = {
+    "AIPerf key 1e9": (
+        _aiperf({"0": 1, "1000000000": 1}, 2),
+        "acceptance_histogram has the key '1000000000': more accepted tokens than any draft (1024)",
+    ),
+    "AIPerf key 1e20": (
+        _aiperf({"0": 1, "100000000000000000000": 1}, 2),
+        "acceptance_histogram has the key '100000000000000000000': more accepted tokens than any draft (1024)",
+    ),
+    "SGLang key 1e9": (
+        _sglang({"0": 1, "1000000000": 1}),
+        "spec_correct_drafts_histogram has the key '1000000000': more accepted tokens than any draft (1024)",
+    ),
+    "3e8 steps": (
+        _aiperf({"0": 200_000_000, "4": 100_000_000}, 300_000_000, k=4),
+        "300,000,000 verify steps in one request: more than any request makes (at most 4,194,304)",
+    ),
+    "a draft of 1e6": (_aiperf({"0": 2}, 2, k=1_000_000), "a draft of 1,000,000 tokens: longer than any draft"),
+}
+
+
+@pytest.mark.parametrize("case", list(AMPLIFIED))
+def test_a_payload_of_a_few_hundred_bytes_is_refused_at_its_line_within_a_small_address_space(
+    tmp_path: Path, case: str
+) -> None:
+    payload, said = AMPLIFIED[case]
+    path = tmp_path / "requests.jsonl"
+    path.write_bytes(json.dumps(payload).encode() + b"\n")
+    assert path.stat().st_size < 400
+    result = subprocess.run(
+        [sys.executable, "-m", "specaccept_cli", "audit", str(path), "-q"],
+        capture_output=True,
+        preexec_fn=lambda: _address_space(2 << 30),  # 3.5 GB and 64 s before
+        timeout=60,
+        check=False,
+    )
+    _one_line_refusal(result, f"specaccept: {path}:1: bad per-request payload: {said}")
+
+
+def test_a_payload_within_the_bounds_is_still_read_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    payload = _aiperf({"0": 1, "1024": 1}, 2, k=1024)
+    payload["spec_decode_acceptance"] |= {"num_accepted_draft_tokens": 1024, "num_draft_tokens": 2048}  # type: ignore[operator]
+    path.write_bytes(json.dumps(payload).encode() + b"\n")
+    result = run_process("audit", str(path), "-o", "json")
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout)["runs"] == 2 and json.loads(result.stdout)["accepted_tokens"] == 1024
+
+
+# --- 21, 22, 23: payloads told apart, and a capture cut short --------------------------------------
+
+
+def _responses(count: int) -> list[dict[str, object]]:
+    from tests.payloads import requests, vllm_response
+
+    return [vllm_response(request) for request in requests(seed=3, count=count)]
+
+
+def test_a_payload_whose_first_line_is_over_64_kb_is_recognised(tmp_path: Path) -> None:
+    first, *rest = _responses(3)
+    first["choices"][0]["message"]["content"] = "x" * 70_000  # type: ignore[index]
+    path = tmp_path / "responses.jsonl"
+    path.write_bytes(b"".join(json.dumps(item).encode() + b"\n" for item in [first, *rest]))
+    assert path.read_bytes().index(b"\n") > 70_000
+    result = run_process("audit", str(path), "-o", "json")
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout)["engine"]["requests"] == 3
+
+
+def test_a_payload_file_that_starts_with_a_bom_is_read_as_a_row_file_is(tmp_path: Path) -> None:
+    path = tmp_path / "responses.jsonl"
+    lines = [json.dumps(item).encode() + b"\n" for item in _responses(3)]
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(lines))
+    for fmt in ("auto", "vllm-payload"):
+        result = run_process("audit", str(path), "--format", fmt, "-o", "json")
+        assert result.returncode == 0, result.stderr.decode()
+        assert json.loads(result.stdout)["engine"]["requests"] == 3
+
+
+def _stream(response: dict[str, object]) -> bytes:
+    """One request's SSE capture: two content chunks, then the usage chunk holding the payload."""
+    chunk = {
+        "id": response["id"],
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": "a"}}],
+    }
+    final = {"id": response["id"], "object": "chat.completion.chunk", "choices": [], "usage": response["usage"]}
+    final["metrics"] = response["metrics"]
+    return b"".join(b"data: " + json.dumps(event).encode() + b"\n\n" for event in (chunk, chunk, final))
+
+
+def test_an_sse_capture_cut_mid_event_before_its_payload_is_a_cut_request_not_an_ignored_line(
+    tmp_path: Path,
+) -> None:
+    whole, cut = _responses(2)
+    last = _stream(cut)
+    lost = last[: last.rindex(b'"metrics"')]  # the capture stopped inside the usage chunk, before the payload
+    path = tmp_path / "stream.txt"
+    path.write_bytes(_stream(whole) + lost)
+    line = path.read_bytes().count(b"\n") + 1
+    result = run_process("audit", str(path), "--format", "vllm-payload", "-q")
+    _one_line_refusal(result, f"{path}:{line}: an SSE data: event cut short or not JSON, its request's payload lost")
+    skipped = run_process("audit", str(path), "--format", "vllm-payload", "--on-error", "skip", "-o", "json")
+    assert skipped.returncode == 0, skipped.stderr.decode()
+    summary = json.loads(skipped.stdout)
+    assert summary["engine"]["requests"] == 1 and summary["skipped_rows"] == 1
+    path.write_bytes(_stream(whole) + _stream(cut) + b"data: [DONE]\n\n")  # the whole capture: both read
+    assert json.loads(run_process("audit", str(path), "-o", "json").stdout)["engine"]["requests"] == 2
