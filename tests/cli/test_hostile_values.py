@@ -408,3 +408,27 @@ def test_an_sse_capture_cut_mid_event_before_its_payload_is_a_cut_request_not_an
     assert summary["engine"]["requests"] == 1 and summary["skipped_rows"] == 1
     path.write_bytes(_stream(whole) + _stream(cut) + b"data: [DONE]\n\n")  # the whole capture: both read
     assert json.loads(run_process("audit", str(path), "-o", "json").stdout)["engine"]["requests"] == 2
+
+
+# --- 26: a closed stderr with something to report -------------------------------------------------
+
+
+def test_a_closed_stderr_with_skipped_rows_to_report_ends_with_status_2_and_a_silent_run_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    from tests.helpers import shell
+
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(ONE_RUN + b"not json\n")
+    clean = tmp_path / "clean.jsonl"
+    clean.write_bytes(ONE_RUN)
+    table = shell(f'"$SPECACCEPT" -m specaccept_cli audit {log} --on-error skip 2>/dev/null')
+    closed = shell(f'"$SPECACCEPT" -m specaccept_cli audit {log} --on-error skip 2>&-')
+    assert table.returncode == 0 and closed.returncode == 2  # the skipped rows' table could not be shown
+    assert closed.stdout == table.stdout and b"runs" in closed.stdout  # the result itself is all there
+    silent = shell(f'"$SPECACCEPT" -m specaccept_cli audit {clean} -o json 2>&-')
+    assert silent.returncode == 0 and json.loads(silent.stdout)["runs"] == 1
+    # Descriptor 2 stays held: the output the run opens never becomes it (nothing else lands in it).
+    out = tmp_path / "summary.json"
+    held = shell(f'"$SPECACCEPT" -m specaccept_cli audit {log} --on-error skip --summary-out {out} -q 2>&-')
+    assert held.returncode == 2 and json.loads(out.read_bytes())["skipped_rows"] == 1
