@@ -432,3 +432,12 @@ def test_a_closed_stderr_with_skipped_rows_to_report_ends_with_status_2_and_a_si
     out = tmp_path / "summary.json"
     held = shell(f'"$SPECACCEPT" -m specaccept_cli audit {log} --on-error skip --summary-out {out} -q 2>&-')
     assert held.returncode == 2 and json.loads(out.read_bytes())["skipped_rows"] == 1
+
+
+def test_an_empty_or_keep_alive_sse_event_is_still_ignored(tmp_path: Path) -> None:
+    (whole,) = _responses(1)
+    path = tmp_path / "stream.txt"
+    path.write_bytes(b"data: \n\ndata: keep-alive\n\n" + _stream(whole) + b"data: [DONE]\n\n")
+    result = run_process("audit", str(path), "--format", "vllm-payload", "-o", "json")
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout)["engine"]["requests"] == 1

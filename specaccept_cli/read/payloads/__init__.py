@@ -69,7 +69,7 @@ def _cut_short(raw: bytes) -> str | None:
     writer): its payload, which comes last in a response, may be what was cut off.
     """
     text = _frame(raw)
-    if text is None:
+    if text is None or text[:1] not in (b"{", b"["):  # an empty or non-JSON SSE event (a keep-alive) is no payload
         return None
     try:
         orjson.loads(text)
