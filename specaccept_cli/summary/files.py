@@ -311,10 +311,8 @@ def read_summary_file(path: str) -> dict[str, Any]:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":  # `--summary-out x.json.gz` writes gzip
         raw = _gunzipped(raw, path)
-    if (values := raw.count(b",") + 1) > MAX_SUMMARY_VALUES:  # a comma between every two values
-        raise InputError(
-            path, None, f"holds about {values:,} JSON values, more than a summary holds ({MAX_SUMMARY_VALUES:,})"
-        )
+    if raw.count(b",") + 1 > MAX_SUMMARY_VALUES:  # a comma between every two values
+        raise _too_many_values(path)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -338,6 +336,10 @@ MAX_SUMMARY_RATIO = 64
 MAX_SUMMARY_VALUES = 10_000_000
 
 
+def _too_many_values(path: str) -> InputError:
+    return InputError(path, None, f"holds more than {MAX_SUMMARY_VALUES:,} JSON values: more than a summary holds")
+
+
 def _gunzipped(raw: bytes, path: str) -> bytes:
     """The decompressed bytes of a gzip summary, refused beyond the bound above rather than grown into memory."""
     import gzip
@@ -345,11 +347,14 @@ def _gunzipped(raw: bytes, path: str) -> bytes:
 
     limit = max(MAX_SUMMARY_BYTES, MAX_SUMMARY_RATIO * len(raw))
     pieces: list[bytes] = []
-    size = 0
+    size = commas = 0
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
             while piece := stream.read(1 << 20):
                 size += len(piece)
+                commas += piece.count(b",")
+                if commas + 1 > MAX_SUMMARY_VALUES:  # counted as it decompresses: never held whole
+                    raise _too_many_values(path)
                 if size > limit:
                     raise InputError(
                         path,
