@@ -75,7 +75,8 @@ lint: $(STAMP)
 study: $(STAMP)
 	$(BIN)/python -m tests.study.run --profile deep --write-docs
 
-# Fuzz the JSONL reader (tests/fuzz_reader.py): FUZZ_EXAMPLES inputs through hypothesis;
+# Fuzz the JSONL reader (tests/fuzz_reader.py), then the engine-line, scrape and payload readers and the audit
+# command over them (tests/fuzz_formats.py): FUZZ_EXAMPLES inputs each through hypothesis;
 # then every property test of the pure parts with the "deep" hypothesis profile.
 # First the compiled reader alone (fuzz-c): libFuzzer with AddressSanitizer and UBSan for FUZZ_SECONDS
 # (clang needed: `apt-get install clang`); its findings, if any, land in build/fuzz/ as crash-* files.
@@ -87,6 +88,7 @@ PY_LIBDIR = $(shell $(BIN)/python -c "import sysconfig; print(sysconfig.get_conf
 PY_LIB = $(shell $(BIN)/python -c "import sysconfig; print(sysconfig.get_config_var('LDVERSION'))")
 fuzz: fuzz-c
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m tests.fuzz_reader
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m tests.fuzz_formats
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q tests/rule tests/read tests/summary tests/pipeline tests/test_checks.py tests/test_text.py
 
 fuzz-c: $(STAMP)

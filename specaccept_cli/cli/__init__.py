@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import signal
 import sys
@@ -268,6 +269,30 @@ def _delivered(status: object) -> object:
     return code
 
 
+def _closed_stderr_held() -> None:
+    """`2>&-`: descriptor 2 held by /dev/null opened read-only, and a sys.stderr on it whose writes fail.
+
+    Python starts with sys.stderr None when descriptor 2 is closed: every message, warning and the table
+    of skipped rows went nowhere, and the run exited 0. Now a write there fails (EBADF) as one to
+    `2>/dev/full` does, so a run with something to report ends with status 2; one with nothing to say is
+    unchanged. Holding descriptor 2 also keeps the first file the run opens from becoming it. To
+    silence stderr, send it to /dev/null.
+    """
+    try:
+        os.fstat(2)
+        return
+    except OSError:
+        pass
+    try:
+        held = os.open(os.devnull, os.O_RDONLY)
+        if held != 2:
+            os.dup2(held, 2)
+            os.close(held)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True)
+    except OSError:
+        return
+
+
 def main() -> NoReturn:
     """The `specaccept` program: runs the command line and ends the process (`_leave`), never returning.
 
@@ -281,6 +306,7 @@ def main() -> NoReturn:
     # says otherwise; set before anything imports numpy.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     whole_writes_on_standard_streams()
+    _closed_stderr_held()  # after: a stderr whose every write fails needs no whole writes
     _handle_ending_signals()
     code: object = EXIT_OK
     try:

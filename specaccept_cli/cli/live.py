@@ -36,14 +36,16 @@ SAME_STOP_SECONDS = 1.0  # a second stop signal within this moment of the first 
 
 
 def parse_every(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    from specaccept_cli.summary.windows import parse_duration
+    from specaccept_cli.cli.options import bounded_duration, shown_value
 
     if value is None:
         return None
     try:
-        seconds = parse_duration(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a duration such as 10s, 1m or 1h") from None
+        seconds = bounded_duration(value)
+    except ValueError as exc:
+        if "longer than" in str(exc):
+            raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(f"{shown_value(value)} is not a duration such as 10s, 1m or 1h") from None
     if seconds < 1:
         raise click.BadParameter("must be at least 1s")
     return seconds

@@ -143,6 +143,48 @@ def github_option(command: FC) -> FC:
     )(command)
 
 
+def bounded_duration(text: str) -> int:
+    """`parse_duration`, at most 100 years (`summary.windows.MAX_WIDTH_SECONDS`); ValueError otherwise.
+
+    A longer period means nothing to a log and overflowed the int64 window keys and the timers' C longs
+    (`--every 100000000000000000000s` was an OverflowError traceback).
+    """
+    from specaccept_cli.summary.windows import MAX_WIDTH_SECONDS, parse_duration
+
+    digits = text.strip()[:-1]
+    seconds = parse_duration(text) if len(digits) <= 30 else MAX_WIDTH_SECONDS + 1  # no int() of 5,000 digits
+    if seconds > MAX_WIDTH_SECONDS:
+        raise ValueError(f"{shown_value(text)} is longer than 36500d (100 years), the longest duration taken")
+    return seconds
+
+
+def shown_value(text: str) -> str:
+    """An option's value in a message, cut to 40 characters (a pasted megabyte stays one line)."""
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def check_window(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """--window within bounds at parse time: a number of runs up to MAX_WINDOW_RUNS, a duration up to 100 years.
+
+    Which kind it must be depends on --time-field, so that is checked in `window_spec`.
+    """
+    from specaccept_cli.summary.windows import MAX_WIDTH_RUNS
+
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        if len(text) > 19 or int(text) > MAX_WIDTH_RUNS:
+            raise click.BadParameter(f"{shown_value(value)} runs: more than 10**18, the widest window taken")
+        return value
+    try:
+        bounded_duration(value)
+    except ValueError as exc:
+        if "longer than" in str(exc):
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 def window_options(command: FC) -> FC:
     """Acceptance over the log: --time-field, --window, --check-drift."""
     options = [
@@ -156,6 +198,7 @@ def window_options(command: FC) -> FC:
         click.option(
             "--window",
             metavar="WIDTH",
+            callback=check_window,
             help="Window width: a duration (30s, 5m, 1h, 1d) with --time-field, else a number of runs. "
             "Default: about 25-50 windows over the log.",
         ),
@@ -172,13 +215,13 @@ def window_options(command: FC) -> FC:
 
 def window_spec(time_field: str | None, window: str | None) -> Any:
     """The `WindowSpec` of --time-field and --window (a usage error when WIDTH does not fit the kind)."""
-    from specaccept_cli.summary.windows import WindowSpec, parse_duration
+    from specaccept_cli.summary.windows import WindowSpec
 
     if window is None:
         return WindowSpec(time_field)
     if time_field is not None:
         try:
-            return WindowSpec(time_field, parse_duration(window))
+            return WindowSpec(time_field, bounded_duration(window))
         except ValueError as exc:
             raise click.BadParameter(f"{exc} (with --time-field)", param_hint="--window") from None
     if not window.strip().isdigit() or int(window) < 1:

@@ -23,8 +23,19 @@ def parse_header(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return tuple(headers)
 
 
+def check_urls(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Every URL checked as the option is parsed: one line naming it (without its password), exit 2."""
+    from specaccept_cli.read.scrape import check_url
+
+    for url in value:
+        problem = check_url(url)
+        if problem is not None:
+            raise click.BadParameter(problem)
+    return value
+
+
 @click.command(short_help="Scrape Prometheus endpoints and audit acceptance live.")
-@click.argument("urls", nargs=-1, required=True, metavar="URL...")
+@click.argument("urls", nargs=-1, required=True, metavar="URL...", callback=check_urls)
 @every_option("15s")
 @click.option(
     "--timeout",
@@ -82,12 +93,7 @@ def watch(**options: Any) -> None:
       specaccept watch https://vllm.internal/metrics --header "Authorization=Bearer $TOKEN" --min-alpha 0.6
     """
     from specaccept_cli.cli.audit import AuditOptions, run_audit
-    from specaccept_cli.read.scrape import check_url
 
-    for url in options["urls"]:
-        problem = check_url(url)
-        if problem is not None:
-            raise click.BadParameter(problem, param_hint="URL")
     run_audit(
         AuditOptions(
             inputs=(),

@@ -39,30 +39,50 @@ class ScrapeError(Exception):
 
 
 def shown_url(url: str) -> str:
-    """The URL without user and password, and with every query value redacted, as every message shows it.
-
-    A query value may be a token (`/metrics?token=...`): the names stay, the values do not.
-    """
-    parts = urllib.parse.urlsplit(url)
+    """The URL without user and password, and with every query value redacted, as every message shows it
+    (even a URL that does not parse). A query value may be a token (`/metrics?token=...`): the names stay."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        username, password = parts.username, parts.password
+    except ValueError:  # `http://[::1` and the like: cut the user and password out of the text itself
+        scheme, slashes, rest = url.partition("://")
+        if not slashes:
+            return url
+        end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+        netloc = rest[:end]
+        return url if "@" not in netloc else f"{scheme}://{netloc.rpartition('@')[2]}{rest[end:]}"
     query = parts.query
     if query:
         query = "&".join(
             (name + "=" + REDACTED) if sep else name
             for name, sep, _ in (item.partition("=") for item in query.split("&"))
         )
-    if parts.username is None and parts.password is None and query == parts.query:
+    if username is None and password is None and query == parts.query:
         return url
     host = parts.netloc.rpartition("@")[2]
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
 
 
 def check_url(url: str) -> str | None:
-    """Why `url` cannot be scraped (not http or https, no host), or None."""
-    parts = urllib.parse.urlsplit(url)
+    """Why `url` cannot be scraped (not http or https, no host, a port that is no port, a user and
+    password, which urllib would take for part of the host), or None. Never the password itself."""
+    shown = shown_url(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # ValueError for `:abc` or `:99999`
+    except ValueError as exc:  # `http://[::1`: "Invalid IPv6 URL"
+        return f"{shown}: not a URL ({exc})"
     if parts.scheme not in ("http", "https"):
-        return f"{shown_url(url)}: not an http:// or https:// URL"
+        return f"{shown}: not an http:// or https:// URL"
     if not parts.hostname:
-        return f"{shown_url(url)}: no host"
+        return f"{shown}: no host"
+    if port == 0:
+        return f"{shown}: port 0 is no port"
+    if parts.username is not None or parts.password is not None:
+        return (
+            f"{shown}: a user and password in the URL are not supported;"
+            " send them as a header: --header 'Authorization=Basic BASE64'"
+        )
     return None
 
 
@@ -130,8 +150,8 @@ def _failure(exc: BaseException) -> str:
         return f"cannot connect: {visible(exc.strerror or str(exc))}"
     if isinstance(exc, (TimeoutError, socket.timeout)):
         return "timed out"
-    if isinstance(exc, http.client.HTTPException):
-        return f"not an HTTP reply ({exc.__class__.__name__})"
+    if isinstance(exc, http.client.HTTPException):  # a peer that is not HTTP, or breaks it: a failure, never fatal
+        return http_failure(exc)
     return f"failed: {visible(getattr(exc, 'strerror', None) or exc.__class__.__name__)}"
 
 
@@ -214,6 +234,21 @@ def _gunzip(body: bytes) -> bytes:
     if not decoder.eof:
         raise ScrapeError("a gzip page cut short")
     return text
+
+
+def http_failure(exc: http.client.HTTPException) -> str:
+    """A broken HTTP reply in words: the reply's own text (a status line, a header) is never shown."""
+    if isinstance(exc, http.client.LineTooLong):
+        return "not a valid HTTP reply (a status or header line over 64 KiB)"
+    if isinstance(exc, http.client.BadStatusLine):
+        return "not an HTTP reply (no HTTP status line)"
+    if isinstance(exc, http.client.IncompleteRead):
+        return f"reply cut short ({len(exc.partial):,} bytes of it read)"
+    if isinstance(exc, http.client.InvalidURL):
+        return "not a URL http.client can connect to"
+    if "headers" in str(exc):
+        return "not a valid HTTP reply (more than 100 headers)"
+    return f"not a valid HTTP reply ({exc.__class__.__name__})"
 
 
 class Retry(Struct, frozen=True):

@@ -301,7 +301,8 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
 
     Content: PAR1 magic is Parquet; JSON lines or SSE `data:` lines holding a per-request payload
     (`read.payloads`: vLLM, TensorRT-LLM, SGLang, llama.cpp responses, AIPerf records) within the first
-    64 KB are that engine's payloads, the request the cluster; text whose first byte is not `{` and which holds an
+    SNIFF_BYTES (a first line of 70 KB of response text included) are that engine's payloads, the request
+    the cluster; text whose first byte is not `{` and which holds an
     engine's metrics line (or a Prometheus scrape) within its first SNIFF_BYTES is that engine's
     output; anything else is read as JSONL, whose reader then names what is wrong with it.
     `sample(n)` gives the first n bytes of the source's text (decompressed), without consuming them.
@@ -318,12 +319,12 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
     if suffix in PROMETHEUS_SUFFIXES:
         return "prometheus"
     if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or per-request payloads (decided by their markers)
-        found: SourceFormat | None = _sniff_payload(sample(1 << 16)) or _sniff_json_engine(sample(1 << 16), named)
+        found: SourceFormat | None = _sniff_payload(sample(SNIFF_BYTES)) or _sniff_json_engine(sample(1 << 16), named)
     elif head.startswith(PARQUET_MAGIC):
         return "parquet"
     else:
         found = (
-            _sniff_payload(sample(1 << 16))
+            _sniff_payload(sample(SNIFF_BYTES))
             or _sniff_json_engine(sample(1 << 16), named)
             or _sniff_engine(sample(SNIFF_BYTES))
         )

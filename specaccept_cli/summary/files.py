@@ -10,6 +10,7 @@ rather than averaged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -310,6 +311,8 @@ def read_summary_file(path: str) -> dict[str, Any]:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":  # `--summary-out x.json.gz` writes gzip
         raw = _gunzipped(raw, path)
+    if raw.count(b",") + 1 > MAX_SUMMARY_VALUES:  # a comma between every two values
+        raise _too_many_values(path)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -325,6 +328,16 @@ def read_summary_file(path: str) -> dict[str, Any]:
 # expands up to about 1,000 to 1: 4 MB of it make 4 GiB of spaces, which must not be decompressed into memory.
 MAX_SUMMARY_BYTES = 256 << 20
 MAX_SUMMARY_RATIO = 64
+# What it may parse to: each JSON value becomes a Python object of 30 to 60 bytes, so 256 MiB of `0,0,0,...`
+# parsed to 5.4 GB, and orjson, short of memory under `ulimit -v`, crashed the process without a word. The
+# values are counted by their commas before parsing: a real summary holds some thousands (a million clusters
+# in the lists of files from before their columns were encoded: 5 million), the bound allows 10 million
+# (about 600 MB parsed).
+MAX_SUMMARY_VALUES = 10_000_000
+
+
+def _too_many_values(path: str) -> InputError:
+    return InputError(path, None, f"holds more than {MAX_SUMMARY_VALUES:,} JSON values: more than a summary holds")
 
 
 def _gunzipped(raw: bytes, path: str) -> bytes:
@@ -334,11 +347,14 @@ def _gunzipped(raw: bytes, path: str) -> bytes:
 
     limit = max(MAX_SUMMARY_BYTES, MAX_SUMMARY_RATIO * len(raw))
     pieces: list[bytes] = []
-    size = 0
+    size = commas = 0
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
             while piece := stream.read(1 << 20):
                 size += len(piece)
+                commas += piece.count(b",")
+                if commas + 1 > MAX_SUMMARY_VALUES:  # counted as it decompresses: never held whole
+                    raise _too_many_values(path)
                 if size > limit:
                     raise InputError(
                         path,
@@ -354,8 +370,47 @@ def _gunzipped(raw: bytes, path: str) -> bytes:
 # The state is a dense (k + 1) x (k + 1) matrix: a corrupt or hostile file must not make it huge.
 
 
+# Strings a state holds by design (field paths, engine names, examples): every other string in a state
+# stands where a count belongs, and a count written as one (`" 50 "`) is refused, not coerced by int().
+_TEXT_KEYS = frozenset({"unit", "time_field", "columns", "field", "encoding", "engines", "formats", "examples"})
+_TEXT_KEYS |= {"schema_drift", "keys", "runs", "drafts", "reached", "kept"}  # cluster columns: base64 text
+_NUMBER_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def _check_state_values(value: object, path: str) -> None:
+    """Every value of a saved state that a count can be: no count written as a string, no number beyond
+    64 bits (JSON readers give 10**30 back as 1e+30, which int() then turns into a 100-bit int)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not (key in _TEXT_KEYS and isinstance(item, (str, list))):
+                _check_state_values(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for item in value:
+            _check_state_values(item, path)
+    elif isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise ValueError(f"{path} holds the string {shown!r} where a whole number belongs")
+    elif isinstance(value, float) and not abs(value) < 2**63:  # nan and inf too
+        raise ValueError(f"counters out of range: {path} holds {value:.6g}, outside 0 to 2**63-1")
+
+
+def _check_states(data: dict[str, Any], path: str) -> None:
+    """`_check_state_values` over the state of a summary object and of each of its groups."""
+    if isinstance(data.get("state"), dict):
+        _check_state_values(data["state"], path.rstrip("."))
+    for key, group in (data.get("groups") or {}).items() if isinstance(data.get("groups"), dict) else ():
+        if isinstance(group, dict):
+            _check_states(group, f"{path}groups[{str(key)[:40]!r}].")
+    if isinstance(data.get("other_groups"), dict):
+        _check_states(data["other_groups"], f"{path}other_groups.")
+
+
 def summary_of(data: dict[str, Any], source: str) -> Summary:
     """`summary_from_object`, with its complaints turned into an InputError naming `source`."""
+    try:
+        _check_states(data, "")
+    except ValueError as exc:
+        raise InputError(source, None, f"not a usable summary: {exc}") from None
     state = data.get("state")
     joint = state.get("joint_counts") if isinstance(state, dict) else None
     if isinstance(joint, list):

@@ -71,6 +71,13 @@ class WindowSpec(Struct, frozen=True):
         return "runs" if self.time_field is None else "seconds"
 
 
+# The widest windows: 100 years (logged times end in 5138, `epoch_seconds`) and 10**18 runs, so that window
+# keys times their width stay within int64. `--window` and `--every` are refused beyond them as they are
+# parsed, and a saved summary holding a wider window is refused as it is read.
+MAX_WIDTH_SECONDS = 36_500 * 86_400
+MAX_WIDTH_RUNS = 10**18
+
+
 def parse_duration(text: str) -> int:
     """`30s`, `5m`, `1h`, `2d` -> seconds. Raises ValueError on anything else (a whole number and a unit)."""
     cleaned = text.strip().lower()
@@ -320,10 +327,13 @@ class WindowTally(Struct, frozen=True):
         unit = data["unit"]
         if unit not in ("seconds", "runs") or list(data["columns"]) != list(COLUMNS):
             raise ValueError("windows hold an unknown unit or columns")
-        width, requested = int(data["width"]), data["requested"]
-        rows = [[int(x) for x in row] for row in data["windows"]]
-        if width < 1 or any(len(row) != 2 + len(COLUMNS) for row in rows):
-            raise ValueError("windows hold a width below 1 or a row of the wrong length")
+        width, requested = data["width"], data["requested"]
+        widest = MAX_WIDTH_SECONDS if unit == "seconds" else MAX_WIDTH_RUNS
+        if any(type(x) is not int or not 1 <= x <= widest for x in (width, requested) if x is not None):
+            raise ValueError(f"windows hold a width that is not a whole number from 1 to {widest:,} {unit}")
+        rows = data["windows"]
+        if any(len(row) != 2 + len(COLUMNS) or any(type(x) is not int for x in row) for row in rows):
+            raise ValueError("windows hold a row of the wrong length, or a value that is not a whole number")
         table = np.array(rows, dtype=np.int64).reshape(-1, 2 + len(COLUMNS))
         starts, ends, sums = table[:, 0], table[:, 1], table[:, 2:]
         if bool((sums < 0).any()) or bool((ends <= starts).any()) or bool((np.diff(starts) <= 0).any()):

@@ -356,7 +356,7 @@ def test_watch_counts_what_happens_while_watching_through_failures_hangs_and_a_r
 def test_watch_refuses_what_is_not_an_http_url() -> None:
     result = invoke("watch", "ftp://example.invalid/metrics")
     assert result.exit_code == 2 and "not an http:// or https:// URL" in result.output
-    result = invoke("watch", "http://u:pw@127.0.0.1:1/metrics", "--header", "Authorization")
+    result = invoke("watch", "http://127.0.0.1:1/metrics", "--header", "Authorization")
     assert result.exit_code == 2 and "KEY=VALUE" in result.output
 
 

@@ -20,6 +20,7 @@ from specaccept_cli.read.engines.intervals import LineTally, decode_line
 PROM_SAMPLE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?[ \t]+(?P<value>\S+)(?:[ \t]+(?P<ts>-?\d+))?[ \t]*$"
 )
+PROM_QUOTED_NAME = re.compile(r'^\{\s*"([^"\\]*)"')
 PROM_TIMESTAMP_COMMENT = re.compile(r"^#\s*(?:timestamp|scrape(?:d)?(?: at)?)\s*[:=]?\s*(?P<ts>\S.*?)\s*$", re.I)
 
 LabelKey = tuple[tuple[str, str], ...]
@@ -114,7 +115,11 @@ def read_prometheus_scrapes(
         match = PROM_SAMPLE.match(stripped)
         labels = None if match is None or match.group("labels") is None else _parse_labels(match.group("labels"))
         if match is None or (match.group("labels") is not None and labels is None):
-            name = stripped.split("{", 1)[0].split(None, 1)[0]
+            # A line that starts with `{` has no legacy name: a binary or gzip body read as text, or a
+            # Prometheus 3 UTF-8 sample whose quoted name leads the braces (`{"name", label="v"} 1`).
+            head = stripped.split("{", 1)[0].split(None, 1)
+            quoted = PROM_QUOTED_NAME.match(stripped) if not head else None
+            name = head[0] if head else quoted.group(1) if quoted else ""
             if _interesting(name):
                 tally.bad += 1
                 yield InputError(source, number, "a Prometheus sample line that does not parse", raw=text.encode())

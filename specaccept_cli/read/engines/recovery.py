@@ -589,6 +589,8 @@ def alpha_bounds_from_mean(m_low: float, m_high: float, k: int | None) -> tuple[
         return (0.0, 0.0)
     if k is None:
         return (m_low / (m_low + 1), 1.0)
+    if m_low > k:  # more accepted per run than drafted: no alpha (and 1e23 - k would round to a zero divisor)
+        return None
     low = m_low / (m_low + min(1.0, k - m_low)) if m_low > 0 else 0.0
     rejected_min = 1 - m_high / k
     high = 1.0 if m_high + rejected_min <= 0 else m_high / (m_high + rejected_min)

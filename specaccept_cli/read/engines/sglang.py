@@ -22,6 +22,7 @@ from specaccept_cli.read.engines.intervals import (
     make_interval,
 )
 from specaccept_cli.read.engines.recovery import (
+    MAX_DRAFT_LENGTH,
     Inconsistent,
     alpha_bounds_from_mean,
     alpha_range,
@@ -296,6 +297,11 @@ def sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval 
         k = sample_int(steps) if steps is not None else None
         if steps is not None and (why := count_too_large(steps)) is not None:
             out.append(InputError(source, scrape.line, f"sglang:spec_num_steps {why}"))
+            continue
+        if tpp - 1 > (k if k is not None else MAX_DRAFT_LENGTH):
+            # At most every drafted token and the bonus one per forward pass: a larger mean is no acceptance.
+            most = f"spec_num_steps {steps} + 1" if k is not None else f"{MAX_DRAFT_LENGTH + 1} (the longest draft)"
+            out.append(InputError(source, scrape.line, f"sglang:spec_accept_length {length} is more than {most}"))
             continue
         printed = {name.split(":", 1)[1]: value for name, value in values.items()}
         notes = ["SGLang exposes gauges of its last log interval, not counters: no counts, no histogram; alpha bounded"]

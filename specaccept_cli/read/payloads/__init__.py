@@ -50,6 +50,9 @@ class PayloadTally(Struct):
     drift: Drift = field(default_factory=Drift)
 
 
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark before the first line, as the (p, q, r) reader allows
+
+
 def _frame(raw: bytes) -> bytes | None:
     """The JSON text of a line: the line itself, or an SSE `data:` field's value; None for anything else."""
     text = raw.strip()
@@ -57,6 +60,23 @@ def _frame(raw: bytes) -> bytes | None:
         text = text[5:].strip()
         return None if text == b"[DONE]" else text
     return text if text[:1] in (b"{", b"[") else None
+
+
+def _cut_short(raw: bytes) -> str | None:
+    """Why a line that holds no payload marker is a damaged payload line, or None (another line, ignored).
+
+    A JSON line or SSE `data:` event that does not parse was cut (a capture stopped mid-event, a crashed
+    writer): its payload, which comes last in a response, may be what was cut off.
+    """
+    text = _frame(raw)
+    if text is None or text[:1] not in (b"{", b"["):  # an empty or non-JSON SSE event (a keep-alive) is no payload
+        return None
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        what = "an SSE data: event" if raw.lstrip().startswith(b"data:") else "a JSON line"
+        return f"{what} cut short or not JSON, its request's payload lost ({exc})"
+    return None
 
 
 def looks_like_payload(raw: bytes, fmt: str = "auto") -> bool:
@@ -73,7 +93,7 @@ def sniff_payload(lines: Iterable[bytes], limit: int = 1000) -> str | None:
     for number, raw in enumerate(lines):
         if number >= limit:
             break
-        text = _frame(raw)
+        text = _frame(raw.removeprefix(BOM) if number == 0 else raw)
         if text is None:
             continue
         for name, (_, markers) in READERS.items():
@@ -116,8 +136,15 @@ class PayloadParse:
         tally = self.tally
         for number, raw in enumerate(self.lines, start=1):
             tally.lines += 1
+            if number == 1:
+                raw = raw.removeprefix(BOM)
             if not looks_like_payload(raw, self.fmt):
-                tally.ignored += 1
+                cut = _cut_short(raw)
+                if cut is None:
+                    tally.ignored += 1
+                else:  # a request whose payload would have followed is lost: said, never an ignored line
+                    tally.bad += 1
+                    yield InputError(self.source, number, cut, raw=raw)
                 continue
             text = _frame(raw)
             assert text is not None

@@ -9,6 +9,7 @@ from msgspec import Struct, field
 
 from specaccept_cli.read.engines.intervals import count_too_large
 from specaccept_cli.read.payloads.record import BadRecord
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 
 def count(obj: Mapping[str, Any], name: str) -> int | None:
@@ -64,6 +65,9 @@ def sparse_histogram(value: object, name: str) -> tuple[int, ...]:
             raise BadRecord(f"{name} has the key {key!r}, not an accepted count") from None
         if accepted < 0 or str(accepted) != str(key).strip():
             raise BadRecord(f"{name} has the key {key!r}, not an accepted count")
+        if accepted > MAX_DRAFT_LENGTH:  # before the dense histogram: a key of 1e9 made 1e9 zeros (3.5 GB)
+            shown = key if len(key) <= 40 else key[:40] + "..."
+            raise BadRecord(f"{name} has the key {shown!r}: more accepted tokens than any draft ({MAX_DRAFT_LENGTH})")
         (steps_count,) = counts([steps], name)
         dense[accepted] = dense.get(accepted, 0) + steps_count
     size = max(dense, default=-1) + 1

@@ -27,6 +27,14 @@ import numpy.typing as npt
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
+
+# The most verify steps one request may claim in a histogram (whose runs are then laid out one by one): a
+# request of 4,194,304 steps generated at least that many tokens, beyond what servers generate for one request
+# today. A 400-byte payload claiming 3e8 steps took 2.4 GB; now it is a bad line, and a request's runs take at
+# most about 100 MB however its payload is written. Per-step arrays hold their steps, so they are not bounded.
+MAX_REQUEST_STEPS = 1 << 22
+
 CountMatrix = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.int64]
 
@@ -161,6 +169,7 @@ class RequestRecord(Struct, frozen=True):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise BadRecord(f"{name} = {value} is negative")
+        self._check_sizes()
         steps, accepted, drafted, k = self.steps, self.accepted, self.drafted, self.k
         if self.per_step_accepted is not None or self.per_step_drafted is not None:
             self._check_steps()
@@ -208,6 +217,22 @@ class RequestRecord(Struct, frozen=True):
             )
             return replace(self, notes=(*self.notes, note))
         return self
+
+    def _check_sizes(self) -> None:
+        """No draft longer than any drafter's, and no more steps claimed than a request makes: the runs of
+        a histogram are laid out one by one, so memory would follow the numbers a payload claims."""
+        lengths = [self.k or 0, len(self.histogram or ()) - 1, max(self.by_draft_length or (0,))]
+        lengths.append(max(self.per_step_drafted or (0,)))
+        if max(lengths) > MAX_DRAFT_LENGTH:
+            raise BadRecord(f"a draft of {max(lengths):,} tokens: longer than any draft (at most {MAX_DRAFT_LENGTH})")
+        if self.per_step_accepted is None:
+            claimed = [self.steps or 0, sum(self.histogram or ())]
+            claimed += [sum(hist) for hist in (self.by_draft_length or {}).values()]
+            if max(claimed) > MAX_REQUEST_STEPS:
+                raise BadRecord(
+                    f"{max(claimed):,} verify steps in one request: more than any request makes"
+                    f" (at most {MAX_REQUEST_STEPS:,})"
+                )
 
     def _check_steps(self) -> None:
         acc, dra = self.per_step_accepted, self.per_step_drafted
