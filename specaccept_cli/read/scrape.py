@@ -141,9 +141,8 @@ def fetch(url: str, headers: Mapping[str, str], timeout: float, stop: threading.
 
 
 def _failure(exc: BaseException) -> str:
-    if isinstance(exc, http.client.IncompleteRead):
-        expected = "" if exc.expected is None else f" of {len(exc.partial) + exc.expected:,}"
-        return f"page cut short: {len(exc.partial):,}{expected} bytes arrived"
+    if isinstance(exc, http.client.IncompleteRead) and exc.expected is not None:  # shorter than its length
+        return f"page cut short: {len(exc.partial):,} of {len(exc.partial) + exc.expected:,} bytes arrived"
     if isinstance(exc, ConnectionRefusedError):
         return "cannot connect: Connection refused"
     if isinstance(exc, socket.gaierror):
