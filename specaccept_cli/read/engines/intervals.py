@@ -228,6 +228,17 @@ def describe_interval(interval: EngineInterval) -> str:
             f"llama.cpp {interval.labels.get('drafter', '')} statistics #acc tokens/#gen tokens = "
             f"{interval.accepted}/{interval.draft_tokens} (running total); {alpha}; {tpp}"
         )
+    if interval.fmt == "llamacpp-trace":
+        return (
+            f"llama.cpp trace lines (LLAMA_TRACE): {interval.accepted} accepted of {interval.draft_tokens} draft "
+            f"tokens over {interval.drafts} verify steps; {alpha}; {tpp}"
+        )
+    if interval.fmt == "llamacpp-prometheus":
+        return (
+            f"llama.cpp counters: accepted/drafted = {interval.accepted}/{interval.draft_tokens}"
+            + (f" over {interval.drafts} verify steps" if interval.drafts is not None else "")
+            + f"; {alpha}; {tpp}"
+        )
     if "draft acceptance" in p:
         head = f"llama.cpp 'draft acceptance' {p['draft acceptance']} = accepted/generated draft tokens"
     else:
