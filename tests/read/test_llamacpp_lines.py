@@ -4,13 +4,17 @@ widths and padding included) from simulated steps whose truth is known."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines import EngineInterval, parse_engine_log
+from tests.helpers import invoke
 
 # "slot %12.*s: id %2d | task %d | " (SLT_INF, server-common.h) then the verify step's format.
 SLOT = "slot %12.12s: id %2d | task %d | "
@@ -227,3 +231,81 @@ def test_statistics_whose_mean_length_disagrees_are_bad() -> None:
     )
     [item] = parsed([line])[0]
     assert isinstance(item, InputError) and "inconsistent llama.cpp statistics" in item.message
+
+
+# tools/server/server-task.cpp to_metrics(): the counters are doubles through std::stringstream (6 significant
+# digits, "%g"); the per-position counters are uint64_t, printed whole.
+def llama_scrape(drafts: int, drafted: int, accepted: int, per_pos: list[int]) -> list[str]:
+    lines = []
+    for name, value in (
+        ("spec_decode_num_draft_tokens_total", drafted),
+        ("spec_decode_num_accepted_tokens_total", accepted),
+        ("spec_decode_num_drafts_total", drafts),
+    ):
+        lines += [f"# TYPE llamacpp:{name} counter", f"llamacpp:{name} {float(value):g}"]
+    lines.append("# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter")
+    lines += [
+        f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {c}' for i, c in enumerate(per_pos)
+    ]
+    return lines
+
+
+def simulated_counters(seed: int, n: int) -> tuple[int, int, int, list[int], int]:
+    """(drafts, drafted, accepted, per position, examined) of n verify steps of up to 4 tokens."""
+    rng = np.random.default_rng(seed)
+    d = rng.integers(1, 5, size=n)
+    a = np.minimum(d, rng.geometric(0.4, size=n) - 1)
+    per_pos = [int((a > i).sum()) for i in range(4)]
+    return n, int(d.sum()), int(a.sum()), per_pos, int((a + (a < d)).sum())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_counters_of_a_million_and_more_are_bounds_that_hold_the_truth(seed: int) -> None:
+    first = simulated_counters(seed, 300_000)
+    second = simulated_counters(seed + 100, 250_000)
+    total = (
+        first[0] + second[0],
+        first[1] + second[1],
+        first[2] + second[2],
+        [x + y for x, y in zip(first[3], second[3], strict=True)],
+    )
+    before, after = llama_scrape(*first[:4]), llama_scrape(*total)
+    assert any("e+06" in line for line in after)  # stringstream rounded the drafted tokens
+    [item] = list(parse_engine_log([*before, "", *after], "m.prom", "prometheus"))
+    assert isinstance(item, EngineInterval) and item.fmt == "llamacpp-prometheus"
+    drafts, drafted, accepted, per_pos, examined = second
+    assert item.accepted == accepted and item.per_position == tuple(per_pos)  # exact: the per-position sum
+    assert item.draft_tokens_bounds is not None
+    low, high = item.draft_tokens_bounds
+    assert low <= drafted <= high and high - low <= 20 and item.draft_tokens == low
+    assert item.examined_bounds is not None and item.examined_bounds[0] <= examined <= item.examined_bounds[1]
+    assert item.alpha_bounds is not None and item.alpha_bounds[0] <= accepted / examined <= item.alpha_bounds[1]
+    assert item.drafts_bounds is not None and item.drafts_bounds[0] <= drafts <= item.drafts_bounds[1]
+    assert any("6 significant digits" in note for note in item.notes)
+
+
+def test_a_rounded_accepted_counter_is_pinned_by_the_per_position_counts() -> None:
+    drafts, drafted, accepted, per_pos, _ = simulated_counters(9, 40_000)
+    scale = 40  # counters of the millions, every printed figure but the per-position ones rounded
+    lines = llama_scrape(drafts * scale, drafted * scale, accepted * scale, [c * scale for c in per_pos])
+    [item] = list(parse_engine_log(lines, "one.prom", "prometheus"))
+    assert isinstance(item, EngineInterval) and item.accepted == accepted * scale
+    wrong = [line.replace(f'{{position="0"}} {per_pos[0] * scale}', '{position="0"} 1') for line in lines]
+    [bad] = list(parse_engine_log(wrong, "one.prom", "prometheus"))
+    assert isinstance(bad, InputError) and "inconsistent llama.cpp counters" in bad.message
+
+
+def test_rounded_drafted_tokens_reach_the_audit_as_bounds(tmp_path: Path) -> None:
+    first, second = simulated_counters(4, 300_000), simulated_counters(5, 260_000)
+    total = [first[i] + second[i] for i in range(3)] + [[x + y for x, y in zip(first[3], second[3], strict=True)]]
+    before, after = tmp_path / "before.prom", tmp_path / "after.prom"
+    before.write_text("\n".join(llama_scrape(*first[:4])) + "\n")
+    after.write_text("\n".join(llama_scrape(*total)) + "\n")  # type: ignore[arg-type]
+    result = invoke("audit", str(before), str(after), "-o", "json")
+    assert result.exit_code == 0, result.output
+    engine = orjson.loads(result.stdout)["engine"]
+    _, _, accepted, _, examined = second
+    low, high = engine["alpha_bounds_all_intervals"]
+    assert low <= accepted / examined <= high
+    # The summary's drafted total takes the low bound; the interval says the counter was rounded.
+    assert any("6 significant digits" in example for example in engine["examples"])

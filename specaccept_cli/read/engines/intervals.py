@@ -69,7 +69,8 @@ class EngineInterval(Struct, frozen=True):
     printed: dict[str, str]  # name -> figure exactly as printed
     k: int | None = None  # draft length (number of positions) when known
     drafts: int | None = None
-    draft_tokens: int | None = None
+    draft_tokens: int | None = None  # the low bound when only `draft_tokens_bounds` are known
+    draft_tokens_bounds: tuple[int, int] | None = None  # set only when the drafted tokens are not exact
     accepted: int | None = None
     per_position: tuple[int, ...] | None = None  # acc_1..acc_k when exact
     per_position_bounds: tuple[tuple[int, int], ...] | None = None
@@ -109,6 +110,7 @@ class EngineInterval(Struct, frozen=True):
             "k": self.k,
             "drafts": self.drafts,
             "draft_tokens": self.draft_tokens,
+            "draft_tokens_bounds": None if self.draft_tokens_bounds is None else list(self.draft_tokens_bounds),
             "accepted": self.accepted,
             "per_position": None if self.per_position is None else list(self.per_position),
             "per_position_bounds": None

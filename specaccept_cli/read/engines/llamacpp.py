@@ -21,7 +21,14 @@ from specaccept_cli.read.engines.intervals import (
     line_error,
     make_interval,
 )
-from specaccept_cli.read.engines.recovery import FLOAT32_EPSILON, Inconsistent, Recovery, fits, recover_counts
+from specaccept_cli.read.engines.recovery import (
+    FLOAT32_EPSILON,
+    Inconsistent,
+    Recovery,
+    alpha_range,
+    fits,
+    recover_counts,
+)
 
 # llama.cpp server, tools/server/server-context.cpp (earlier examples/server/server.cpp)
 # server_slot::print_timings(), after the "prompt eval time" / "eval time" lines:
@@ -414,3 +421,82 @@ class LlamaLines:
             accepted=acc_tokens,
             **rec.fields(),
         )
+
+
+# tools/server/server-task.cpp server_task_result_metrics::to_metrics(): each counter is a double written with
+# `prometheus << item.value`, a std::stringstream at its default precision of 6 significant digits (%g):
+# whole numbers below 10^6 print exactly, larger ones in exponent form, "1.00003e+06" for 1000030 and
+# for 1000025..1000034 alike. The per-position counters are uint64_t and print exactly.
+_STRINGSTREAM_ROUNDED = re.compile(r"^(?P<lead>\d)(?:\.(?P<frac>\d{1,5}))?e\+(?P<exp>\d+)$")
+
+
+def stringstream_bounds(printed: str) -> tuple[int, int] | None:
+    """The whole numbers a stringstream double printed as `printed` may be, when it may be rounded (6
+    significant digits in exponent form, exponent 6 or more); None when the figure is exact as printed."""
+    match = _STRINGSTREAM_ROUNDED.match(printed.strip())
+    if match is None:
+        return None
+    exponent = int(match.group("exp"))
+    if exponent < 6 or exponent > 40:  # below 10^6 stringstream prints every digit; 10^40 is no count
+        return None
+    frac = match.group("frac") or ""
+    value = int(match.group("lead") + frac) * 10 ** (exponent - len(frac))
+    half = 5 * 10 ** (exponent - 6)  # half a unit in the sixth significant digit
+    return value - half, value + half
+
+
+def rounded_counter_bounds(values: dict[str, str], earlier: dict[str, str] | None) -> dict[str, tuple[int, int]]:
+    """Counter role -> bounds on its increase between the scrapes, for the counters printed rounded in either."""
+    out: dict[str, tuple[int, int]] = {}
+    for role, now_text in values.items():
+        then_text = "0" if earlier is None else earlier.get(role, "0")
+        now, then = stringstream_bounds(now_text), stringstream_bounds(then_text)
+        if now is None and then is None:
+            continue
+        now = now or (int(float(now_text)),) * 2
+        then = then or (int(float(then_text)),) * 2
+        out[role] = (max(0, now[0] - then[1]), now[1] - then[0])
+    return out
+
+
+def rounded_recovery(
+    bounds: dict[str, tuple[int, int]], ints: dict[str, int], positions: list[int]
+) -> tuple[int, tuple[int, int], Recovery]:
+    """(accepted, drafted-token bounds, recovery) from counters some of which are only bounded: the accepted
+    count is the sum of the exact per-position counters; the drafts and drafted tokens stay bounds, and so do
+    the examined tokens and alpha. Raise `Inconsistent` when nothing fits."""
+    if not positions:
+        raise Inconsistent(
+            "a counter printed with 6 significant digits and no per-position counters to pin the accepted tokens down"
+        )
+    accepted = sum(positions)
+    low_a, high_a = bounds.get("accepted", (accepted, accepted))
+    if not low_a <= accepted <= high_a:
+        raise Inconsistent(f"per-position counts sum to {accepted}, outside the accepted counter's {low_a}..{high_a}")
+    low_d, high_d = bounds.get("draft_tokens", (ints["draft_tokens"], ints["draft_tokens"]))
+    low_d = max(low_d, accepted)
+    drafts = ints.get("drafts")
+    low_s, high_s = bounds.get("drafts", (drafts, drafts) if drafts is not None else (positions[0], high_d))
+    low_s, high_s = max(low_s, positions[0], 1), min(high_s, high_d)
+    # A rejected draft leaves 1 or more tokens unaccepted, a draft that accepted nothing is rejected, one that
+    # accepted the last position is full (recovery._rejected_bounds).
+    low_r = max(1 if low_d > accepted else 0, low_s - positions[0])
+    high_r = min(high_d - accepted, high_s - positions[-1])
+    if low_d > high_d or low_s > high_s or low_r > high_r:
+        raise Inconsistent(f"no drafts count and drafted tokens fit {accepted} accepted within the printed bounds")
+    rec = Recovery(
+        drafts=low_s if low_s == high_s else None,
+        drafts_bounds=(low_s, high_s),
+        per_position=tuple(positions),
+        per_position_bounds=tuple((c, c) for c in positions),
+        examined_bounds=(accepted + low_r, accepted + high_r),
+        alpha_bounds=alpha_range(accepted, (low_r, high_r)),
+        tokens_per_pass_bounds=(1 + accepted / high_s, 1 + accepted / low_s),
+        k=len(positions),
+    )
+    rounded = ", ".join(sorted(bounds))
+    rec.notes.append(
+        f"llama.cpp printed the {rounded} counter with 6 significant digits (a double through std::stringstream): "
+        "known only to half a unit in its last place, so carried as bounds"
+    )
+    return accepted, (low_d, high_d), rec

@@ -16,6 +16,7 @@ from msgspec import Struct, field
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
 from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
+from specaccept_cli.read.engines.llamacpp import rounded_counter_bounds, rounded_recovery
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
     Inconsistent,
@@ -465,6 +466,21 @@ def prometheus_intervals(
         printed = {series.names[role]: value for role, value in series.values.items()}
         for pos in sorted(series.per_pos):
             printed[series.per_pos_name(pos)] = series.per_pos[pos]
+        rounded = (
+            {}
+            if series.engine != "llama.cpp" or resets
+            else rounded_counter_bounds(series.values, prev.values if prev is not None else None)
+        )
+        if (
+            rounded.keys() == {"accepted"}
+            and positions
+            and rounded["accepted"][0] <= sum(positions) <= rounded["accepted"][1]
+        ):
+            accepted = ints["accepted"] = sum(positions)  # the exact per-position counts pin it down
+            rounded = {}
+        if rounded:  # llama.cpp's counters of 10^6 and more print with 6 significant digits: bounds
+            yield _rounded_interval(series, source, after, printed, rounded, ints, positions, before is None)
+            continue
         problems = []
         if positions and sum(positions) != accepted:
             problems.append(f"per-position counts sum to {sum(positions)}, not accepted {accepted}")
@@ -487,6 +503,33 @@ def prometheus_intervals(
             rec.notes.append("one scrape: counts since the counters started")
         rec.notes.extend(notes)
         yield _scrape_interval(series, source, after, printed, draft_tokens, accepted, rec)
+
+
+def _rounded_interval(
+    series: _VllmCounters,
+    source: str,
+    after: PrometheusScrape,
+    printed: dict[str, str],
+    rounded: dict[str, tuple[int, int]],
+    ints: dict[str, int],
+    positions: list[int],
+    lone: bool,
+) -> EngineInterval | InputError:
+    """A llama.cpp interval whose counters are only bounded: accepted exact from the per-position counts."""
+    try:
+        accepted, drafted, rec = rounded_recovery(rounded, ints, positions)
+    except Inconsistent as exc:
+        return InputError(source, after.line, f"inconsistent llama.cpp counters: {exc}")
+    if lone:
+        rec.notes.append("one scrape: counts since the counters started")
+    where = (series.engine, "llamacpp-prometheus", source, after.line, after.timestamp, dict(series.labels), printed)
+    return make_interval(
+        where,
+        draft_tokens=drafted[0],
+        draft_tokens_bounds=drafted if drafted[0] != drafted[1] else None,
+        accepted=accepted,
+        **rec.fields(),
+    )
 
 
 def _scrape_interval(
