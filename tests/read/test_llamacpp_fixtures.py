@@ -45,10 +45,8 @@ def audit(*names: str) -> dict[str, Any]:
 
 
 def totals(data: dict[str, Any]) -> tuple[int, int]:
-    engine = data["engine"]
-    return data["accepted_tokens"] + engine["bounded_accepted_tokens"], data["drafted_tokens"] + engine[
-        "bounded_drafted_tokens"
-    ]
+    """(accepted, drafted) over the whole input: the exact intervals and the bounded ones."""
+    return data["accepted_tokens"], data["drafted_tokens"]
 
 
 def trace_pairs() -> list[tuple[int, int]]:
@@ -106,7 +104,8 @@ def test_every_other_surface_counts_the_same_tokens_and_bounds_that_alpha() -> N
 def test_the_request_lines_of_each_verbosity_read_whole(name: str) -> None:
     data = audit(name)
     engine = data["engine"]
-    assert engine["bad_lines"] == 0 and engine["bounded_intervals"] > 0 and data["runs"] == 0
+    assert engine["bad_lines"] == 0 and engine["bounded_intervals"] > 0 and data["alpha"] is None
+    assert data["runs"] == server_counts()[2]  # the mean lengths pin the verify steps down
     # the three runs made the same greedy requests: each log's own request lines count the trace run's tokens
     assert totals(data) == server_counts()[:2]
     assert engine["lines"] == engine["metrics_lines"] + engine["ignored_lines"]

@@ -466,18 +466,8 @@ def prometheus_intervals(
         printed = {series.names[role]: value for role, value in series.values.items()}
         for pos in sorted(series.per_pos):
             printed[series.per_pos_name(pos)] = series.per_pos[pos]
-        rounded = (
-            {}
-            if series.engine != "llama.cpp" or resets
-            else rounded_counter_bounds(series.values, prev.values if prev is not None else None)
-        )
-        if (
-            rounded.keys() == {"accepted"}
-            and positions
-            and rounded["accepted"][0] <= sum(positions) <= rounded["accepted"][1]
-        ):
-            accepted = ints["accepted"] = sum(positions)  # the exact per-position counts pin it down
-            rounded = {}
+        rounded = {} if series.engine != "llama.cpp" or resets else _llama_rounded(series, prev, ints, positions)
+        accepted = ints["accepted"]
         if rounded:  # llama.cpp's counters of 10^6 and more print with 6 significant digits: bounds
             yield _rounded_interval(series, source, after, printed, rounded, ints, positions, before is None)
             continue
@@ -503,6 +493,22 @@ def prometheus_intervals(
             rec.notes.append("one scrape: counts since the counters started")
         rec.notes.extend(notes)
         yield _scrape_interval(series, source, after, printed, draft_tokens, accepted, rec)
+
+
+def _llama_rounded(
+    series: _VllmCounters, prev: _VllmCounters | None, ints: dict[str, int], positions: list[int]
+) -> dict[str, tuple[int, int]]:
+    """Bounds of the llama.cpp counters printed rounded; a rounded accepted count alone is pinned down by the
+    exact per-position counts (then `ints` holds it and nothing is left to bound)."""
+    rounded = rounded_counter_bounds(series.values, prev.values if prev is not None else None)
+    if (
+        rounded.keys() == {"accepted"}
+        and positions
+        and rounded["accepted"][0] <= sum(positions) <= rounded["accepted"][1]
+    ):
+        ints["accepted"] = sum(positions)
+        return {}
+    return rounded
 
 
 def _rounded_interval(
