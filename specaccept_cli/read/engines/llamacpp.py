@@ -500,3 +500,43 @@ def rounded_recovery(
         "known only to half a unit in its last place, so carried as bounds"
     )
     return accepted, (low_d, high_d), rec
+
+
+def rounded_counters(
+    values: dict[str, str], earlier: dict[str, str] | None, ints: dict[str, int], positions: list[int]
+) -> dict[str, tuple[int, int]]:
+    """Bounds of the counters printed rounded; a rounded accepted count alone is pinned down by the exact
+    per-position counts (then `ints` holds it and nothing is left to bound)."""
+    rounded = rounded_counter_bounds(values, earlier)
+    if (
+        rounded.keys() == {"accepted"}
+        and positions
+        and rounded["accepted"][0] <= sum(positions) <= rounded["accepted"][1]
+    ):
+        ints["accepted"] = sum(positions)
+        return {}
+    return rounded
+
+
+def rounded_scrape_interval(
+    where: tuple[str, str, str, int, str | None, dict[str, str], dict[str, str]],
+    rounded: dict[str, tuple[int, int]],
+    ints: dict[str, int],
+    positions: list[int],
+    lone: bool,
+) -> EngineInterval | InputError:
+    """The interval between two scrapes whose counters are only bounded: accepted exact from the per-position
+    counts, the drafted tokens as `draft_tokens_bounds` (`draft_tokens` their low bound)."""
+    try:
+        accepted, drafted, rec = rounded_recovery(rounded, ints, positions)
+    except Inconsistent as exc:
+        return InputError(where[2], where[3], f"inconsistent llama.cpp counters: {exc}")
+    if lone:
+        rec.notes.append("one scrape: counts since the counters started")
+    return make_interval(
+        where,
+        draft_tokens=drafted[0],
+        draft_tokens_bounds=drafted if drafted[0] != drafted[1] else None,
+        accepted=accepted,
+        **rec.fields(),
+    )

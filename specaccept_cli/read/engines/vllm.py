@@ -16,7 +16,7 @@ from msgspec import Struct, field
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
 from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
-from specaccept_cli.read.engines.llamacpp import rounded_counter_bounds, rounded_recovery
+from specaccept_cli.read.engines.llamacpp import rounded_counters, rounded_scrape_interval
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
     Inconsistent,
@@ -466,10 +466,10 @@ def prometheus_intervals(
         printed = {series.names[role]: value for role, value in series.values.items()}
         for pos in sorted(series.per_pos):
             printed[series.per_pos_name(pos)] = series.per_pos[pos]
-        rounded = {} if series.engine != "llama.cpp" or resets else _llama_rounded(series, prev, ints, positions)
+        bounded = None if resets else _llama_bounded(series, prev, ints, positions, printed, (source, after, before))
         accepted = ints["accepted"]
-        if rounded:  # llama.cpp's counters of 10^6 and more print with 6 significant digits: bounds
-            yield _rounded_interval(series, source, after, printed, rounded, ints, positions, before is None)
+        if bounded is not None:  # llama.cpp's counters of 10^6 and more print with 6 significant digits: bounds
+            yield bounded
             continue
         problems = []
         if positions and sum(positions) != accepted:
@@ -495,47 +495,23 @@ def prometheus_intervals(
         yield _scrape_interval(series, source, after, printed, draft_tokens, accepted, rec)
 
 
-def _llama_rounded(
-    series: _VllmCounters, prev: _VllmCounters | None, ints: dict[str, int], positions: list[int]
-) -> dict[str, tuple[int, int]]:
-    """Bounds of the llama.cpp counters printed rounded; a rounded accepted count alone is pinned down by the
-    exact per-position counts (then `ints` holds it and nothing is left to bound)."""
-    rounded = rounded_counter_bounds(series.values, prev.values if prev is not None else None)
-    if (
-        rounded.keys() == {"accepted"}
-        and positions
-        and rounded["accepted"][0] <= sum(positions) <= rounded["accepted"][1]
-    ):
-        ints["accepted"] = sum(positions)
-        return {}
-    return rounded
-
-
-def _rounded_interval(
+def _llama_bounded(
     series: _VllmCounters,
-    source: str,
-    after: PrometheusScrape,
-    printed: dict[str, str],
-    rounded: dict[str, tuple[int, int]],
+    prev: _VllmCounters | None,
     ints: dict[str, int],
     positions: list[int],
-    lone: bool,
-) -> EngineInterval | InputError:
-    """A llama.cpp interval whose counters are only bounded: accepted exact from the per-position counts."""
-    try:
-        accepted, drafted, rec = rounded_recovery(rounded, ints, positions)
-    except Inconsistent as exc:
-        return InputError(source, after.line, f"inconsistent llama.cpp counters: {exc}")
-    if lone:
-        rec.notes.append("one scrape: counts since the counters started")
+    printed: dict[str, str],
+    scrapes: tuple[str, PrometheusScrape, PrometheusScrape | None],
+) -> EngineInterval | InputError | None:
+    """A llama.cpp interval whose counters were printed rounded (see `llamacpp.stringstream_bounds`), or None."""
+    if series.engine != "llama.cpp":
+        return None
+    rounded = rounded_counters(series.values, prev.values if prev is not None else None, ints, positions)
+    if not rounded:
+        return None
+    source, after, before = scrapes
     where = (series.engine, "llamacpp-prometheus", source, after.line, after.timestamp, dict(series.labels), printed)
-    return make_interval(
-        where,
-        draft_tokens=drafted[0],
-        draft_tokens_bounds=drafted if drafted[0] != drafted[1] else None,
-        accepted=accepted,
-        **rec.fields(),
-    )
+    return rounded_scrape_interval(where, rounded, ints, positions, before is None)
 
 
 def _scrape_interval(
