@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs fuzz fuzz-c bench bench-dask bench-live bench-capture study examples clean
+.PHONY: demo test lint docs engines fuzz fuzz-c bench bench-dask bench-live bench-capture study examples clean
 
 # setup.py and the C source too: `pip install -e` builds the compiled reader in place, once per change.
 $(STAMP): pyproject.toml setup.py specaccept_cli/_jsonl_c.c
@@ -53,6 +53,12 @@ $(VENV)/.hf-installed: $(STAMP)
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
 	$(BIN)/python -m pip install --quiet -e '.[dev,hf]'
 	touch $@
+
+# Real serving engines for tests/engines_real/: llama.cpp's llama-server, built from the llama-cpp-python
+# 0.3.36 sdist (pinned by sha256) into a cache outside the checkout, SPECACCEPT_ENGINES_CACHE (default
+# ~/.cache/specaccept/engines), and reused when present: ~900 CPU-seconds the first time, nothing after.
+engines:
+	JOBS=$(or $(JOBS),2) scripts/build-llama-server.sh
 
 # Hypothesis profile "fast" (tests/conftest.py); `make fuzz` runs the same properties "deep".
 test: $(VENV)/.hf-installed

@@ -154,7 +154,9 @@ def test_llamacpp_sample_file() -> None:
     trace = items[3]  # "draft acceptance ... mean len" followed by the "acc per pos" trace line
     assert isinstance(trace, EngineInterval) and trace.per_position is not None
     assert trace.labels == {"slot": "1", "task": "88"}
-    assert parse.tally.metrics == 5 and parse.tally.bad == 0
+    # every line counted: the 'acc per pos' line is a metrics line with its request's
+    assert parse.tally.metrics == 6 and parse.tally.bad == 0
+    assert parse.tally.lines == parse.tally.metrics + parse.tally.ignored
 
 
 def test_prometheus_sample_two_scrapes() -> None:

@@ -69,7 +69,8 @@ class EngineInterval(Struct, frozen=True):
     printed: dict[str, str]  # name -> figure exactly as printed
     k: int | None = None  # draft length (number of positions) when known
     drafts: int | None = None
-    draft_tokens: int | None = None
+    draft_tokens: int | None = None  # the low bound when only `draft_tokens_bounds` are known
+    draft_tokens_bounds: tuple[int, int] | None = None  # set only when the drafted tokens are not exact
     accepted: int | None = None
     per_position: tuple[int, ...] | None = None  # acc_1..acc_k when exact
     per_position_bounds: tuple[tuple[int, int], ...] | None = None
@@ -109,6 +110,7 @@ class EngineInterval(Struct, frozen=True):
             "k": self.k,
             "drafts": self.drafts,
             "draft_tokens": self.draft_tokens,
+            "draft_tokens_bounds": None if self.draft_tokens_bounds is None else list(self.draft_tokens_bounds),
             "accepted": self.accepted,
             "per_position": None if self.per_position is None else list(self.per_position),
             "per_position_bounds": None
@@ -227,6 +229,17 @@ def describe_interval(interval: EngineInterval) -> str:
         return (
             f"llama.cpp {interval.labels.get('drafter', '')} statistics #acc tokens/#gen tokens = "
             f"{interval.accepted}/{interval.draft_tokens} (running total); {alpha}; {tpp}"
+        )
+    if interval.fmt == "llamacpp-trace":
+        return (
+            f"llama.cpp trace lines (LLAMA_TRACE): {interval.accepted} accepted of {interval.draft_tokens} draft "
+            f"tokens over {interval.drafts} verify steps; {alpha}; {tpp}"
+        )
+    if interval.fmt == "llamacpp-prometheus":
+        return (
+            f"llama.cpp counters: accepted/drafted = {interval.accepted}/{interval.draft_tokens}"
+            + (f" over {interval.drafts} verify steps" if interval.drafts is not None else "")
+            + f"; {alpha}; {tpp}"
         )
     if "draft acceptance" in p:
         head = f"llama.cpp 'draft acceptance' {p['draft acceptance']} = accepted/generated draft tokens"

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.aiperf import AIPERF_AGGREGATE_MARKERS, AiperfAggregate
 from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, decode_line, line_error
-from specaccept_cli.read.engines.llamacpp import LLAMA_MARKERS, LlamaLines
+from specaccept_cli.read.engines.llamacpp import LlamaLines, is_llama_line
 from specaccept_cli.read.engines.prometheus import parse_prometheus_scrapes
 from specaccept_cli.read.engines.sglang import (
     SGLANG_MARKER,
@@ -69,7 +69,7 @@ def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> st
             return "vllm-log"
         if SGLANG_MARKER in text and "Decode batch" in text:
             return "sglang-log"
-        if any(marker in text for marker in LLAMA_MARKERS):
+        if is_llama_line(text):
             return "llamacpp-log"
         stripped = text.lstrip()
         if stripped.startswith(_SCRAPE_SERIES) or (
@@ -118,7 +118,7 @@ class EngineLogParse:
                 document.add(raw)
             yield from map(self._count, document.finish())
             return
-        llama = LlamaLines(self.source, self.k)
+        llama = LlamaLines(self.source, self.k, self.tally)
         vllm_v0 = VllmV0Lines(self.source)
         for number, raw in enumerate(self.lines, start=1):
             self.tally.lines += 1
@@ -149,7 +149,7 @@ class EngineLogParse:
                 )
             elif kind == "sglang-log":
                 yield self._count(sglang_line(self.source, number, text, k=self.k))
-        yield from map(self._count, llama.flush())
+        yield from map(self._count, llama.finish())
 
     def _requests(self) -> Iterator[EngineInterval | InputError]:
         """SGLang responses, one JSON line each: every finished request is an interval."""
@@ -183,7 +183,7 @@ class EngineLogParse:
             kind = "vllm-log"
         elif SGLANG_MARKER in text and "Decode batch" in text:
             kind = "sglang-log"
-        elif any(marker in text for marker in LLAMA_MARKERS):
+        elif is_llama_line(text):
             kind = "llamacpp-log"
         else:
             return None

@@ -16,6 +16,7 @@ from msgspec import Struct, field
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
 from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
+from specaccept_cli.read.engines.llamacpp import rounded_counters, rounded_scrape_interval
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
     Inconsistent,
@@ -465,6 +466,11 @@ def prometheus_intervals(
         printed = {series.names[role]: value for role, value in series.values.items()}
         for pos in sorted(series.per_pos):
             printed[series.per_pos_name(pos)] = series.per_pos[pos]
+        bounded = None if resets else _llama_bounded(series, prev, ints, positions, printed, (source, after, before))
+        accepted = ints["accepted"]
+        if bounded is not None:  # llama.cpp's counters of 10^6 and more print with 6 significant digits: bounds
+            yield bounded
+            continue
         problems = []
         if positions and sum(positions) != accepted:
             problems.append(f"per-position counts sum to {sum(positions)}, not accepted {accepted}")
@@ -487,6 +493,25 @@ def prometheus_intervals(
             rec.notes.append("one scrape: counts since the counters started")
         rec.notes.extend(notes)
         yield _scrape_interval(series, source, after, printed, draft_tokens, accepted, rec)
+
+
+def _llama_bounded(
+    series: _VllmCounters,
+    prev: _VllmCounters | None,
+    ints: dict[str, int],
+    positions: list[int],
+    printed: dict[str, str],
+    scrapes: tuple[str, PrometheusScrape, PrometheusScrape | None],
+) -> EngineInterval | InputError | None:
+    """A llama.cpp interval whose counters were printed rounded (see `llamacpp.stringstream_bounds`), or None."""
+    if series.engine != "llama.cpp":
+        return None
+    rounded = rounded_counters(series.values, prev.values if prev is not None else None, ints, positions)
+    if not rounded:
+        return None
+    source, after, before = scrapes
+    where = (series.engine, "llamacpp-prometheus", source, after.line, after.timestamp, dict(series.labels), printed)
+    return rounded_scrape_interval(where, rounded, ints, positions, before is None)
 
 
 def _scrape_interval(
