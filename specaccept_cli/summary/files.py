@@ -86,6 +86,8 @@ def summary_object(
         "cluster_field": numbers.cluster_field,
         "clusters": numbers.clusters,
         "degrees_of_freedom": numbers.degrees_of_freedom,
+        "alpha_degrees_of_freedom": numbers.alpha_degrees_of_freedom,
+        "tokens_per_pass_degrees_of_freedom": numbers.tokens_per_pass_degrees_of_freedom,
         "tokens_per_pass_ci": None if numbers.tokens_per_pass_ci is None else list(numbers.tokens_per_pass_ci),
         "expected_alpha_drafted": numbers.expected_alpha_drafted,
         "draft_length_histogram": {str(k): runs for k, runs in enumerate(numbers.runs_by_k)},
