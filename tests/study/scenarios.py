@@ -20,7 +20,7 @@ from msgspec.structs import replace
 from specaccept_cli.pipeline import summarise
 from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.simulate import Requests, SimulatedChunk, simulate, write_jsonl
-from specaccept_cli.summary.evaluate import Plan, evaluate_batch
+from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_batch
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import WindowSpec
 
@@ -84,6 +84,28 @@ class Scenario:
             assert not errors
             total = total + evaluated.summary
         return total
+
+    def summary_as_served(self, runs: int, seed: int, drop: float = 0.0) -> Summary:
+        """The log as the defaults read `specaccept simulate`'s rows (clustered by request_id, windows of runs),
+        in-process, and split by a `group` field (even and odd requests: two groups of one truth)."""
+        alpha, profile = self._generating(drop)
+        plan = Plan(cluster_field=CLUSTER_FIELD, group_by="group", windows=WindowSpec())
+
+        def evaluated() -> Iterator[Evaluated]:
+            for chunk in self._chunks(runs, alpha, seed, profile):
+                assert chunk.request is not None
+                count = chunk.offsets.shape[0] - 1
+                numbers = chunk.request.tolist()
+                extras: dict[str, list[object]] = {
+                    CLUSTER_FIELD: [f"req-{number}" for number in numbers],
+                    "group": ["even" if number % 2 == 0 else "odd" for number in numbers],
+                }
+                batch = RunBatch("study", np.arange(1, count + 1), chunk.offsets, chunk.p, chunk.q, chunk.r, extras)
+                result, errors = evaluate_batch(batch, plan, keep_runs=False)
+                assert not errors
+                yield result
+
+        return add_up(evaluated(), group_by="group", windows=plan.windows)
 
     def summary_by_default(self, runs: int, seed: int, directory: Path, drop: float = 0.0) -> Summary:
         """The log written as `specaccept simulate` writes it (rows carry `request_id`) and read by the front
