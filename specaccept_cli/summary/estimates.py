@@ -313,11 +313,19 @@ def _estimate_runs(summary: Summary) -> Estimates:
     df = unit_count - 1 if unit_count >= 2 else None
     alpha_error = _ratio_error(units, units.accepted, units.examined, alpha)
     tokens_error = _ratio_error(units, units.accepted + units.runs, units.runs, tokens_per_pass)
-    alpha_df = _small_sample_df(df, _ratio_degrees_of_freedom(units, units.accepted, units.examined, alpha))
-    tokens_df = _small_sample_df(
-        df, _ratio_degrees_of_freedom(units, units.accepted + units.runs, units.runs, tokens_per_pass)
+    # Imbens-Kolesar degrees of freedom for clusters (requests); runs as units keep runs - 1, which the study's
+    # small logs cover at (CR2 is there too; a million one-run groups would pay the fit for nothing).
+    clustered = tally is not None
+    alpha_df = _small_sample_df(
+        df, _ratio_degrees_of_freedom(units, units.accepted, units.examined, alpha) if clustered else None
     )
-    positions = _per_position(summary, units, df)
+    tokens_df = _small_sample_df(
+        df,
+        _ratio_degrees_of_freedom(units, units.accepted + units.runs, units.runs, tokens_per_pass)
+        if clustered
+        else None,
+    )
+    positions = _per_position(summary, units, df, clustered=clustered)
     sampled = summary.sampled_tokens
     examined_sum = summary.examined_threshold_sum_fixed
     return Estimates(
@@ -673,7 +681,9 @@ def _equal_rates(units: Units) -> EqualRates | None:
     )
 
 
-def _per_position(summary: Summary, units: Units, df: int | None) -> tuple[PositionRate, ...]:
+def _per_position(
+    summary: Summary, units: Units, df: int | None, *, clustered: bool = False
+) -> tuple[PositionRate, ...]:
     """One row per 1-based draft position j = 1 .. max_k (see `PositionRate`), with sandwich intervals."""
     counts = summary.counts
     # at_least_k[j] = runs with k >= j; at_least_a[j] = runs with a >= j;
@@ -695,9 +705,11 @@ def _per_position(summary: Summary, units: Units, df: int | None) -> tuple[Posit
         rate_error = _ratio_error(units, kept_by_unit, units.reached[:, column], rate)
         unconditional_error = _ratio_error(units, kept_by_unit, units.drafts[:, column], unconditional)
         reached_column, drafts_column = units.reached[:, column], units.drafts[:, column]
-        rate_df = _small_sample_df(df, _ratio_degrees_of_freedom(units, kept_by_unit, reached_column, rate))
+        rate_df = _small_sample_df(
+            df, _ratio_degrees_of_freedom(units, kept_by_unit, reached_column, rate) if clustered else None
+        )
         unconditional_df = _small_sample_df(
-            df, _ratio_degrees_of_freedom(units, kept_by_unit, drafts_column, unconditional)
+            df, _ratio_degrees_of_freedom(units, kept_by_unit, drafts_column, unconditional) if clustered else None
         )
         rows.append(
             PositionRate(

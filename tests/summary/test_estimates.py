@@ -90,14 +90,12 @@ def test_alpha_and_its_interval_by_hand(hand: dict[str, object]) -> None:
     # residuals a - alpha e = [-0.2, 0.8, -0.6], leverages e / 5 = [0.4, 0.4, 0.2];
     # CR2 var = (0.04 / 0.6 + 0.64 / 0.6 + 0.36 / 0.8) / 5^2 = 1.58333 / 25 = 0.063333.
     # n_eff = 0.6 * 0.4 / 0.063333 = 3.789 (below the 5 examined tokens).
-    # Imbens-Kolesar df: the working model fitted to the squared residuals is v proportional to e (its
-    # intercept would be negative), so df = 1 / tr(M^2) with tr(M^2) = sum h^2/(1-h)^2 - 2 sum h^3/(1-h)^2
-    # + (sum h^2/(1-h))^2 = 0.95139 - 0.73611 + 0.34028 = 0.55556: df = 1.8; t(0.975, 1.8).
+    # Over runs the t keeps runs - 1 = 2 degrees of freedom (Imbens-Kolesar's are for clusters): t(0.975, 2).
     # Wilson's bounds at that quantile, each taken at the rate moved 0.5 / (2 n_eff) outwards.
     assert hand["alpha"] == pytest.approx(0.6)
     assert hand["degrees_of_freedom"] == 2
-    assert hand["alpha_degrees_of_freedom"] == pytest.approx(1.8)
-    n_eff, t = 0.24 / (1.58333333333333333 / 25), student_t_quantile(0.975, 1.8)
+    assert hand["alpha_degrees_of_freedom"] == 2
+    n_eff, t = 0.24 / (1.58333333333333333 / 25), student_t_quantile(0.975, 2)
 
     def wilson(rate: float, sign: int) -> float:
         c = t * t / n_eff
