@@ -557,7 +557,7 @@ def _tokens_per_pass_interval(
 
 
 def _tokens_interval(
-    top: int, drafted: int, tokens_per_pass: float | None, error: float | None, units: int, df: int | None
+    top: int, drafted: int, tokens_per_pass: float | None, error: float | None, units: int, df: float | None
 ) -> tuple[float, float] | None:
     """`_tokens_per_pass_interval` for drafts of at most `top` tokens, `drafted` of them."""
     if tokens_per_pass is None or error is None or df is None or not top:
