@@ -396,7 +396,7 @@ def compare(
         # the bottom of its bounds, the current run at the top (the same value twice when identified).
         (b, se_b), (c, se_c) = b_sides[0], c_sides[1]
         change = (c - b) / b if b != 0 else None
-        z, p = drop_test(b, se_b, c, se_c, max_drop, df)
+        z, p = drop_test(b, se_b, c, se_c, max_drop, _welch_df(baseline, current, metric, se_b, se_c, max_drop, df))
         bounded = b_sides[0] != b_sides[1] or c_sides[0] != c_sides[1]
         rows.append(
             MetricComparison(
@@ -433,6 +433,22 @@ def compare(
             **_power(rows[index], units, len(tested), max_drop, significance),
         )
     return Comparison(max_drop, significance, rows, comparison_warnings(baseline, current), _method(baseline, current))
+
+
+def _welch_df(
+    baseline: Estimates, current: Estimates, metric: str, se_b: float, se_c: float, max_drop: float, df: float
+) -> float:
+    """Welch-Satterthwaite degrees of freedom of the difference current - (1 - max_drop) baseline, from each
+    side's own (Imbens-Kolesar) degrees of freedom; `df` (the smaller side's G - 1) where a side has none."""
+    df_b, df_c = baseline.testing_degrees_of_freedom(metric), current.testing_degrees_of_freedom(metric)
+    if df_b is None or df_c is None:
+        return df
+    keep = 1.0 - max_drop
+    part_b, part_c = (keep * se_b) ** 2, se_c**2
+    denominator = part_b * part_b / df_b + part_c * part_c / df_c
+    if denominator <= 0.0:
+        return df
+    return min(df, max(1.0, (part_b + part_c) ** 2 / denominator))
 
 
 def _power(row: MetricComparison, units: int, tested: int, max_drop: float, significance: float) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def test_every_entry_has_a_status_and_no_option_name() -> None:
     assert not any("--" in entry.text for entry in findings.verdict), [e.text for e in findings.verdict]
     checks = [entry.check for entry in findings.verdict]
     assert checks.index("gate") < checks.index("baseline") < checks.index("iid")  # CHECKS' order
-    assert len(CHECKS) == 9
+    assert len(CHECKS) == 10
     # A failure is a typed record: which check, what went wrong, the value against its limit.
     gate = next(issue for issue in findings.failures if issue.check == "gate")
     assert (gate.kind, gate.metric, gate.limit) == ("below", "alpha", 0.7)
@@ -51,7 +51,7 @@ def test_baseline_in_its_three_states() -> None:
     # 3,000 runs a side cannot see a 2% drop: the comparison says so, with the drop it can see.
     underpowered = [entry.text for entry in same.entries("baseline")[1:]]
     assert underpowered[0].startswith("alpha comparison is underpowered: with 80% power it flags a drop of 4.")
-    assert underpowered[0].endswith("not one just beyond the tolerated 2.00%; that needs about 7,623 runs")
+    assert underpowered[0].endswith("not one just beyond the tolerated 2.00%; that needs about 7,625 runs")
     # A drop beyond max-drop that noise explains: a warning that gives its p, not "no drop".
     small = conclude(simulated(300, 0.74, seed=6), baseline)  # 4.4% down, Holm p = 0.23
     warned = [entry for entry in small.entries("baseline") if entry.status == "warn"]

@@ -36,6 +36,9 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("intervals", "engine_intervals"): None,
     ("intervals", "rates_only"): None,  # no option clusters an engine's aggregate lines
     ("baseline", "cluster_fields_differ"): None,
+    "log": None,  # an impossible log: no option sets a threshold for it
+    ("log", "all_accepted"): "--p-field",  # swapped fields are the likeliest cause: name the option that picks p
+    ("log", "p_at_most_q"): "--p-field",
 }
 
 

@@ -218,6 +218,10 @@ class Estimates(Struct, frozen=True):
     # How each figure is identified by the input (see `Identified`), and the bounds of those that are only
     # bounded: sums of every unit's bounds over the whole input, with Imbens-Manski 95% intervals.
     identified: Identified | None = None
+    # Imbens-Kolesar degrees of freedom of each CR2 variance (at most degrees_of_freedom; fewer when a few
+    # units hold most of the tokens): the Student t of its interval and of a baseline test.
+    alpha_degrees_of_freedom: float | None = None
+    tokens_per_pass_degrees_of_freedom: float | None = None
 
     def identification_keys(self) -> dict[str, Any]:
         """How each figure is identified and the bounds of those only bounded, for the machine formats."""
@@ -259,9 +263,15 @@ class Estimates(Struct, frozen=True):
         """
         error: float | None = getattr(self, f"{metric}_standard_error")
         interval: tuple[float, float] | None = getattr(self, f"{metric}_ci")
-        if error is None or interval is None or self.degrees_of_freedom is None:
+        df = self.testing_degrees_of_freedom(metric)
+        if error is None or interval is None or df is None:
             return None
-        return max(error, (interval[1] - interval[0]) / (2 * _critical(self.degrees_of_freedom)))
+        return max(error, (interval[1] - interval[0]) / (2 * _critical(df)))
+
+    def testing_degrees_of_freedom(self, metric: str) -> float | None:
+        """The Student t degrees of freedom of `metric`'s interval and tests: its own (IK), else G - 1."""
+        own: float | None = getattr(self, f"{metric}_degrees_of_freedom", None)
+        return own if own is not None else None if self.degrees_of_freedom is None else float(self.degrees_of_freedom)
 
     def speedup(self, cost_ratio: float) -> float | None:
         """Observed walltime improvement: sum(a + 1) / sum(k c + 1) over runs."""
@@ -303,7 +313,19 @@ def _estimate_runs(summary: Summary) -> Estimates:
     df = unit_count - 1 if unit_count >= 2 else None
     alpha_error = _ratio_error(units, units.accepted, units.examined, alpha)
     tokens_error = _ratio_error(units, units.accepted + units.runs, units.runs, tokens_per_pass)
-    positions = _per_position(summary, units, df)
+    # Imbens-Kolesar degrees of freedom for clusters (requests); runs as units keep runs - 1, which the study's
+    # small logs cover at (CR2 is there too; a million one-run groups would pay the fit for nothing).
+    clustered = tally is not None
+    alpha_df = _small_sample_df(
+        df, _ratio_degrees_of_freedom(units, units.accepted, units.examined, alpha) if clustered else None
+    )
+    tokens_df = _small_sample_df(
+        df,
+        _ratio_degrees_of_freedom(units, units.accepted + units.runs, units.runs, tokens_per_pass)
+        if clustered
+        else None,
+    )
+    positions = _per_position(summary, units, df, clustered=clustered)
     sampled = summary.sampled_tokens
     examined_sum = summary.examined_threshold_sum_fixed
     return Estimates(
@@ -314,7 +336,7 @@ def _estimate_runs(summary: Summary) -> Estimates:
         emitted_tokens=accepted + runs,
         alpha=alpha,
         alpha_standard_error=alpha_error,
-        alpha_ci=_proportion_interval(alpha, alpha_error, examined, unit_count, df),
+        alpha_ci=_proportion_interval(alpha, alpha_error, examined, unit_count, alpha_df),
         expected_alpha=examined_sum / THRESHOLD_SCALE / examined
         if sampled and examined and examined_sum is not None
         else None,
@@ -340,7 +362,9 @@ def _estimate_runs(summary: Summary) -> Estimates:
         cluster_field=None if tally is None else tally.field,
         clusters=None if tally is None else unit_count,
         degrees_of_freedom=df,
-        tokens_per_pass_ci=_tokens_per_pass_interval(summary, tokens_per_pass, tokens_error, unit_count, df),
+        tokens_per_pass_ci=_tokens_per_pass_interval(summary, tokens_per_pass, tokens_error, unit_count, tokens_df),
+        alpha_degrees_of_freedom=alpha_df,
+        tokens_per_pass_degrees_of_freedom=tokens_df,
         expected_alpha_drafted=summary.threshold_sum_fixed / THRESHOLD_SCALE / sampled if sampled else None,
         runs_by_k=tuple(int(n) for n in summary.runs_by_k[: summary.max_k + 1].tolist()),
         fingerprints=fingerprints(summary),
@@ -352,8 +376,8 @@ def _estimate_runs(summary: Summary) -> Estimates:
 # independent draws. The unit is the cluster (with --cluster-field) or else the run.
 
 
-@functools.lru_cache(maxsize=256)
-def _critical(df: int) -> float:
+@functools.lru_cache(maxsize=1024)
+def _critical(df: float) -> float:
     """Two-sided 95% Student t quantile with `df` degrees of freedom."""
     return student_t_quantile(0.5 + LEVEL / 2, df)
 
@@ -379,14 +403,104 @@ def _weighted_ratio_error(
     denominator: npt.NDArray[np.float64],
     ratio: float | None,
 ) -> float | None:
-    """The same over units given as columns, each `weight` times (identical runs counted once)."""
+    """The same over units given as columns, each `weight` times (identical runs counted once).
+
+    The variance is Bell and McCaffrey's CR2 sandwich: sum_g w_g psi_g^2 / (1 - h_g), h_g = d_g / sum d the
+    unit's leverage (a ratio is the intercept of a token-level regression, whose hat matrix gives a unit
+    of d_g tokens the block J / N). With equal units it is the G/(G-1) sandwich; with unequal ones it stops
+    the largest unit's residual, shrunk by its own pull on the ratio, from reading as small.
+    """
     total = float(np.sum(weight * denominator))
     count = round(float(weight.sum()))
     if ratio is None or total == 0.0 or count < 2:
         return None
     influence = (numerator - ratio * denominator) / total
-    variance = float(count / (count - 1) * np.sum(weight * influence * influence))
+    leverage = denominator / total
+    if float(leverage.max()) >= 1.0 - 1e-12:
+        return None  # one unit holds the whole denominator: nothing varies between units
+    variance = float(np.sum(weight * influence * influence / (1.0 - leverage)))
     return float(np.sqrt(max(0.0, variance)))
+
+
+def _ratio_degrees_of_freedom(
+    units: Units, numerator: npt.NDArray[np.float64], denominator: npt.NDArray[np.float64], ratio: float | None
+) -> float | None:
+    """Imbens and Kolesar's (2016) degrees of freedom for the CR2 variance of a ratio over units.
+
+    The CR2 variance is V = sum_g c_g s_g^2, c_g = 1 / (1 - h_g), s = (I - h 1') t with t the units'
+    residual totals. Under a working model Var(t_g) = v_g, V is a quadratic form whose Satterthwaite
+    degrees of freedom are tr(C S)^2 / tr((C S)^2), S = Cov(s) = diag(v) - h v' - v h' + (sum v) h h':
+    a diagonal plus rank two, so both traces are O(G) sums. The working model is a unit's within part
+    and its between part, v_g = a d_g + b d_g^2 (independent tokens plus a unit effect, IK's random
+    effects), a and b >= 0 fitted to the squared residuals by least squares. Equal units give G - 1; a
+    few units holding most of the tokens give fewer, down to about 1.
+    """
+    weight = units.weight
+    numerator, denominator = numerator.astype(np.float64), denominator.astype(np.float64)  # counts may be int32
+    total = float(np.sum(weight * denominator))
+    count = units.count
+    if ratio is None or total == 0.0 or count < 2:
+        return None
+    squared = denominator * denominator
+    if float(weight @ squared) ** 2 >= IK_EFFECTIVE_UNITS * float(weight @ (squared * squared)):
+        return float(count - 1)  # even with unit effects alone as many effective units: t is the normal's
+    shares = denominator / total
+    if float(shares.max()) >= 1.0 - 1e-12:
+        return None
+    present = denominator > 0
+    d = denominator[present]
+    squares = ((numerator - ratio * denominator)[present]) ** 2 / (1.0 - shares[present])
+    w = weight[present]
+    # Fit squares / d^2 = a / d + b (scaled so units of every size count alike), a, b >= 0.
+    x, y = 1.0 / d, squares / (d * d)
+    within, between = _nonnegative_line(w, x, y)
+    v = np.zeros_like(denominator)
+    v[present] = within * d + between * d * d if within + between > 0 else d
+    c = 1.0 / (1.0 - shares)
+    size = float(np.sum(weight * v))
+    first = float(
+        np.sum(weight * c * v) - 2.0 * np.sum(weight * c * shares * v) + size * np.sum(weight * c * shares**2)
+    )
+    # S = D + U K U', U = [h, v], K = [[sum v, -1], [-1, 0]]; tr((CS)^2) = tr(CDCD) + 2 tr(K U'CDC U) + tr(KQKQ)
+    columns = np.stack([shares, v])
+    gram_dd = (columns * (weight * c * c * v)) @ columns.T
+    gram = (columns * (weight * c)) @ columns.T
+    k = np.array([[size, -1.0], [-1.0, 0.0]])
+    second = float(np.sum(weight * (c * v) ** 2) + 2.0 * np.trace(k @ gram_dd) + np.trace(k @ gram @ k @ gram))
+    if second <= 0.0 or first <= 0.0:
+        return None
+    return min(float(count - 1), first * first / second)
+
+
+# Effective units (sum d^2)^2 / sum d^4, close to the degrees of freedom under unit effects alone (the most
+# concentrated working model here), above which they are not computed: t's 97.5% point at 2,000 df is the
+# normal's to 0.05%, and an estimate of a million requests costs two passes more, not the fit.
+IK_EFFECTIVE_UNITS = 2000.0
+
+
+def _nonnegative_line(
+    weight: npt.NDArray[np.float64], x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
+) -> tuple[float, float]:
+    """(slope, intercept), both >= 0, of the weighted least-squares line y = slope x + intercept."""
+    total = float(weight.sum())
+    mean_x, mean_y = float(weight @ x) / total, float(weight @ y) / total
+    spread = float(weight @ ((x - mean_x) ** 2))
+    slope = float(weight @ ((x - mean_x) * (y - mean_y))) / spread if spread > 0 else 0.0
+    intercept = mean_y - slope * mean_x
+    if slope >= 0.0 and intercept >= 0.0:
+        return slope, intercept
+    if slope < 0.0:
+        return 0.0, max(0.0, mean_y)
+    through_origin = float(weight @ (x * y)) / float(weight @ (x * x))
+    return max(0.0, through_origin), 0.0
+
+
+def _small_sample_df(df: int | None, exact: float | None) -> float | None:
+    """The degrees of freedom an interval or test uses: IK's, rounded down to a tenth (a handful of
+    distinct t quantiles, each computed once), never above G - 1; None without units."""
+    if df is None or exact is None:
+        return None if df is None else float(df)
+    return max(1.0, min(float(df), math.floor(exact * 10.0) / 10.0))
 
 
 CONTINUITY = 0.5  # half Yates' correction: the rate is shifted by 0.5 / (2 n) towards each bound
@@ -401,7 +515,7 @@ def _score_bound(rate: float, n: float, crit: float, sign: int) -> float:
 
 
 def _proportion_interval(
-    rate: float | None, error: float | None, tokens: int, units: int, df: int | None
+    rate: float | None, error: float | None, tokens: int, units: int, df: float | None
 ) -> tuple[float, float] | None:
     """95% interval of a rate in [0, 1]: Wilson's score interval at the effective sample size.
 
@@ -430,7 +544,7 @@ def _score_end(rate: float, error: float, tokens: int, units: int, crit: float, 
 
 
 def _tokens_per_pass_interval(
-    summary: Summary, tokens_per_pass: float | None, error: float | None, units: int, df: int | None
+    summary: Summary, tokens_per_pass: float | None, error: float | None, units: int, df: float | None
 ) -> tuple[float, float] | None:
     """95% interval for tokens per pass, inside [1, 1 + longest draft].
 
@@ -443,7 +557,7 @@ def _tokens_per_pass_interval(
 
 
 def _tokens_interval(
-    top: int, drafted: int, tokens_per_pass: float | None, error: float | None, units: int, df: int | None
+    top: int, drafted: int, tokens_per_pass: float | None, error: float | None, units: int, df: float | None
 ) -> tuple[float, float] | None:
     """`_tokens_per_pass_interval` for drafts of at most `top` tokens, `drafted` of them."""
     if tokens_per_pass is None or error is None or df is None or not top:
@@ -567,7 +681,9 @@ def _equal_rates(units: Units) -> EqualRates | None:
     )
 
 
-def _per_position(summary: Summary, units: Units, df: int | None) -> tuple[PositionRate, ...]:
+def _per_position(
+    summary: Summary, units: Units, df: int | None, *, clustered: bool = False
+) -> tuple[PositionRate, ...]:
     """One row per 1-based draft position j = 1 .. max_k (see `PositionRate`), with sandwich intervals."""
     counts = summary.counts
     # at_least_k[j] = runs with k >= j; at_least_a[j] = runs with a >= j;
@@ -588,6 +704,13 @@ def _per_position(summary: Summary, units: Units, df: int | None) -> tuple[Posit
         kept_by_unit = units.kept[:, column]
         rate_error = _ratio_error(units, kept_by_unit, units.reached[:, column], rate)
         unconditional_error = _ratio_error(units, kept_by_unit, units.drafts[:, column], unconditional)
+        reached_column, drafts_column = units.reached[:, column], units.drafts[:, column]
+        rate_df = _small_sample_df(
+            df, _ratio_degrees_of_freedom(units, kept_by_unit, reached_column, rate) if clustered else None
+        )
+        unconditional_df = _small_sample_df(
+            df, _ratio_degrees_of_freedom(units, kept_by_unit, drafts_column, unconditional) if clustered else None
+        )
         rows.append(
             PositionRate(
                 position=position,
@@ -596,9 +719,9 @@ def _per_position(summary: Summary, units: Units, df: int | None) -> tuple[Posit
                 accepted=accepted,
                 rate=rate,
                 unconditional_rate=unconditional,
-                rate_ci=_proportion_interval(rate, rate_error, reached, int(reaching[column]), df),
+                rate_ci=_proportion_interval(rate, rate_error, reached, int(reaching[column]), rate_df),
                 unconditional_rate_ci=_proportion_interval(
-                    unconditional, unconditional_error, drafts, int(drafting[column]), df
+                    unconditional, unconditional_error, drafts, int(drafting[column]), unconditional_df
                 ),
             )
         )
@@ -758,6 +881,8 @@ def _with_engine_units(summary: Summary, plain: Estimates) -> Estimates:
         if unit != "request"
         else f"cluster-robust over {unit_count:,} requests (sandwich variance, Student t)",
         degrees_of_freedom=df,
+        alpha_degrees_of_freedom=None,  # the bounds' intervals use G - 1 over every unit
+        tokens_per_pass_degrees_of_freedom=None,
         identified=identified,
     )
 

@@ -22,6 +22,7 @@ from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.groups import ColumnsBuilder, GroupColumns
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Groups, Summary, add_groups, group_key
+from specaccept_cli.summary.tokens import TokenTally
 from specaccept_cli.summary.windows import WindowSpec, WindowTally, epoch_seconds, time_problem
 
 # Per-run columns computed beside the rule (e.g. "reported", "mismatch"), for per-run records.
@@ -120,6 +121,7 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         if seconds is None or spec is None
         else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
         one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(batch.q == 1.0)),
+        tokens=None if batch.greedy else TokenTally.of_batch(batch),
     )
     groups = (
         None

@@ -27,6 +27,7 @@ from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary, shown_groups
+from specaccept_cli.summary.tokens import TokenTally
 from specaccept_cli.summary.windows import Drift, WindowTally, design_effect, drift_test, window_estimates
 from specaccept_cli.text import json_controls_escaped
 
@@ -87,6 +88,8 @@ def summary_object(
         "cluster_field": numbers.cluster_field,
         "clusters": numbers.clusters,
         "degrees_of_freedom": numbers.degrees_of_freedom,
+        "alpha_degrees_of_freedom": numbers.alpha_degrees_of_freedom,
+        "tokens_per_pass_degrees_of_freedom": numbers.tokens_per_pass_degrees_of_freedom,
         "tokens_per_pass_ci": None if numbers.tokens_per_pass_ci is None else list(numbers.tokens_per_pass_ci),
         "expected_alpha_drafted": numbers.expected_alpha_drafted,
         "draft_length_histogram": {str(k): runs for k, runs in enumerate(numbers.runs_by_k)},
@@ -114,6 +117,8 @@ def summary_object(
         state["one_hot_draft_tokens"] = summary.one_hot_draft_tokens
     if summary.clusters is not None:
         state["clusters"] = summary.clusters.to_dict()
+    if summary.tokens is not None:
+        state["tokens"] = summary.tokens.to_dict()
     if summary.reported is not None:
         data |= summary.reported.summary_keys()
         state["reported"] = summary.reported.to_dict()
@@ -241,6 +246,7 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             clusters=clusters,
             windows=WindowTally.from_dict(state["windows"]) if "windows" in state else None,
             one_hot_draft_tokens=_whole_or_none(state.get("one_hot_draft_tokens")),
+            tokens=TokenTally.from_dict(state["tokens"]) if "tokens" in state else None,
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None

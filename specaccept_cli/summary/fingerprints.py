@@ -14,7 +14,10 @@ none there.
   0 < m + 1 < k (or one value strictly inside), which an exact rule with these drafts would produce with
   probability below 1e-12 under the i.i.d. model fitted to the same runs; (b) with per-request clusters,
   no between-request variation: the dispersion of request totals is what identical requests give
-  (p > 0.05 over at least 50 requests), where real prompts make requests easy or hard as a whole.
+  (p > 0.05 over at least 50 requests), where real prompts make requests easy or hard as a whole. (b) is
+  absence of evidence unless the log could have shown the variation: it fires only when the dispersion test
+  had power of at least MIN_POWER to reject identical requests if their alphas spread with a standard
+  deviation of SPREAD_SD (see `spread_power`); requests of one run carry no such power at all.
 - `greedy_draft`: q = 1 for every logged token: the draft's probabilities are one-hot (vLLM's default
   `draft_sample_method: greedy`), so the rule reduces to r <= p and alpha measures the target's probability
   of the draft's argmax; the sampler's losslessness is not being exercised.
@@ -44,6 +47,13 @@ CONFINED_P = 1e-12  # test (a): the i.i.d. probability below which two-valued le
 MIN_REQUESTS = 50  # test (b): requests needed before "no variation between them" means anything
 MIN_REQUEST_RUNS = 2000
 HOMOGENEOUS_P = 0.05
+# The between-request spread of alpha that real prompts give, and the power (b) needs to see it. 0.05 is
+# conservative: Leviathan et al. (2023, "Fast Inference from Transformers via Speculative Decoding", table 3)
+# measure alpha 0.62-0.75 for one draft/target pair over tasks, so a task mix spreads more than that, and
+# prompts within a task differ again; tests/study draws request alphas from Beta(7, 3) (SD 0.14).
+SPREAD_SD = 0.05
+MIN_POWER = 0.95
+_UPPER_5 = 1.6448536269514722  # the normal's upper 5% point
 MIN_TOKENS = 100  # greedy_draft: logged tokens needed
 
 
@@ -129,16 +139,53 @@ def _homogeneous_requests(summary: Summary) -> Fingerprint | None:
     n = n[keep]
     statistic = float((((accepted - n * mean) ** 2) / (n * variance)).sum())
     freedom = int(keep.sum()) - 1
+    power = spread_power(summary, n, variance)
+    if power < MIN_POWER:
+        return None  # the test could not have seen real prompts' spread: its silence is no evidence
     p_value = _chi2_upper(statistic, freedom)
     if p_value <= HOMOGENEOUS_P:
         return None
     return Fingerprint(
         SYNTHETIC,
         f"{freedom + 1:,} requests vary no more than identical requests would (dispersion chi-square "
-        f"{statistic:.1f} on {freedom} degrees of freedom, p = {p_value:.2f}): every request had the same "
-        "acceptance distribution, as fixed synthetic acceptance rates give (vLLM synthetic_acceptance_rates); "
+        f"{statistic:.1f} on {freedom} degrees of freedom, p = {p_value:.2f}; the test had power {power:.3f} "
+        f"to see request alphas spread with SD {SPREAD_SD:g}): every request had the same acceptance "
+        "distribution, as fixed synthetic acceptance rates give (vLLM synthetic_acceptance_rates); "
         "real prompts make requests easier or harder for the draft",
     )
+
+
+def spread_power(summary: Summary, runs_per_request: np.ndarray[Any, Any], variance: float) -> float:
+    """The chance that the dispersion test rejects identical requests (p <= HOMOGENEOUS_P) when request
+    alphas spread with SD SPREAD_SD around the log's alpha, by a normal approximation to the statistic.
+
+    A request of n runs then has accepted total variance n s_w^2 + n^2 m'^2 tau^2 (m' the slope of the
+    i.i.d. model's mean accepted per run in alpha, over the log's draft lengths; tau = SPREAD_SD), while the
+    test divides by n times the pooled per-run variance s^2 = s_w^2 + m'^2 tau^2: each request's term is
+    inflated by lambda_g = (n - 1) m'^2 tau^2 / s^2. With shares h_g = n_g / N the statistic's mean is
+    sum (1 + lambda_g)(1 - h_g) and its variance about 2 sum (1 + lambda_g)^2. One-run requests have
+    lambda = 0: the pooled variance already holds the spread between them, and the power is the test's size.
+    """
+    examined = summary.examined_tokens
+    if not examined:
+        return 0.0
+    alpha = summary.accepted_tokens / examined
+    by_k = summary.runs_by_k.astype(np.float64)
+    total = float(by_k.sum())
+    if total <= 0:
+        return 0.0
+    # d/d alpha of E[accepted | k] = sum_{j <= k} alpha^j: sum_{j <= k} j alpha^(j - 1)
+    positions = np.arange(1, by_k.shape[0], dtype=np.float64)
+    per_position = positions * alpha ** (positions - 1)
+    slope = float((by_k[1:] * np.cumsum(per_position)).sum() / total)
+    lam = (runs_per_request - 1.0) * slope * slope * SPREAD_SD * SPREAD_SD / variance
+    shares = runs_per_request / runs_per_request.sum()
+    freedom = runs_per_request.shape[0] - 1
+    mean = float(((1.0 + lam) * (1.0 - shares)).sum())
+    spread = math.sqrt(2.0 * float(((1.0 + lam) ** 2).sum()))
+    from specaccept_cli.summary.probability import normal_sf
+
+    return normal_sf((_chi2_upper_quantile(HOMOGENEOUS_P, freedom) - mean) / spread)
 
 
 def _greedy(summary: Summary) -> Fingerprint | None:
@@ -169,6 +216,15 @@ def _lossy(summary: Summary) -> Fingerprint | None:
         "beyond the known counting bugs and near ties: the server accepted tokens the rule rejects, so its output "
         "does not follow the target distribution",
     )
+
+
+def _chi2_upper_quantile(tail: float, freedom: int) -> float:
+    """The x with P(X >= x) = tail for X ~ chi-square(freedom), by Wilson-Hilferty (the inverse of `_chi2_upper`)."""
+    from specaccept_cli.summary.probability import student_t_quantile
+
+    scale = 2.0 / (9.0 * freedom)
+    z = _UPPER_5 if tail == 0.05 else student_t_quantile(1.0 - tail, math.inf)
+    return float(freedom * (1.0 - scale + z * math.sqrt(scale)) ** 3)
 
 
 def _chi2_upper(statistic: float, freedom: int) -> float:

@@ -24,6 +24,7 @@ from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.groups import SIDE, GroupColumns
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
+from specaccept_cli.summary.tokens import TokenTally
 from specaccept_cli.summary.windows import WindowTally
 
 if TYPE_CHECKING:  # clusters.py imports group_key from here
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # clusters.py imports group_key from here
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally")
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally", TokenTally)
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -106,6 +107,8 @@ class Summary(Struct, frozen=True):
     engine: EngineTally | None = None
     # Logged draft tokens whose q is exactly 1 (None: read from a file that lacks it): the greedy_draft fingerprint.
     one_hot_draft_tokens: int | None = 0
+    # What the logged (p, q, r) values look like (summary.tokens): evidence for the impossible-log checks.
+    tokens: TokenTally | None = None
 
     def __post_init__(self) -> None:
         if self.groups is not None and not isinstance(self.groups, Groups):
@@ -145,6 +148,7 @@ class Summary(Struct, frozen=True):
             windows=_add_optional(self.windows, other.windows),
             engine=_add_optional(self.engine, other.engine),
             one_hot_draft_tokens=_add_unknown(self.one_hot_draft_tokens, other.one_hot_draft_tokens),
+            tokens=_add_optional(self.tokens, other.tokens),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -168,7 +172,8 @@ class Summary(Struct, frozen=True):
             and self.windows == other.windows
             and self.engine == other.engine
             and self.one_hot_draft_tokens == other.one_hot_draft_tokens
-        )
+        )  # `tokens` is not compared: evidence about the whole input's values, which groups do not split
+        # (a whole equals the sum of its groups); TokenTally's own == is exact and tested on merges and files
 
     # --- counters -------------------------------------------------------------------
 

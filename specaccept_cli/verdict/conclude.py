@@ -208,6 +208,54 @@ def fingerprint_entries(findings: Findings) -> list[VerdictEntry]:
     ]
 
 
+ALL_ACCEPTED = 0.999  # alpha at or above this ...
+ALL_ACCEPTED_TOKENS = 1000  # ... over at least this many examined tokens: every drafted token accepted
+MIN_LOGGED_TOKENS = 1000  # logged tokens before "on every token" is evidence about the log
+MIN_REPEATED_RUNS = 100  # runs before one r at every position is evidence
+
+
+def log_entries(findings: Findings) -> list[VerdictEntry]:
+    """Logs that cannot be right, or very likely are not: each a warning with its evidence.
+
+    The exact rule gives figures for any (p, q, r) it is handed; these say when the values themselves
+    betray swapped fields, a placeholder or a draft that is the target (summary.tokens).
+    """
+    numbers, tally = findings.numbers, findings.summary.tokens
+    entries = []
+    examined = numbers.examined_tokens
+    alpha = numbers.alpha
+    if alpha is not None and examined is not None and examined >= ALL_ACCEPTED_TOKENS and alpha >= ALL_ACCEPTED:
+        text = (
+            f"every drafted token accepted: alpha {alpha:.4f} over {examined:,} examined tokens; "
+            "are p and q swapped, or is the draft the target?"
+        )
+        entries.append(_entry("log", "warn", text, Issue("log", "all_accepted", "alpha", alpha)))
+    # The value checks hold only over every logged token: a merged summary from a file without the tally is silent.
+    if tally is None or tally.tokens != findings.summary.sampled_tokens or tally.tokens < MIN_LOGGED_TOKENS:
+        return entries
+    tokens = f"{tally.tokens:,}"
+    if tally.p_at_most_q == tally.tokens and tally.p_range[0] != tally.p_range[1]:
+        text = (
+            f"p <= q on all {tokens} logged tokens: the target never gave a drafted token more probability "
+            "than the draft did, so no token is accepted for certain; are p and q swapped?"
+        )
+        entries.append(_entry("log", "warn", text, Issue("log", "p_at_most_q", value=float(tally.tokens))))
+    for name, (low, high) in (("p", tally.p_range), ("q", tally.q_range)):
+        if low == high and not (name == "q" and low == 1.0):  # q = 1 throughout is greedy_draft's
+            text = f"{name} is {low:.6g} on all {tokens} logged tokens: a constant, not a model's probability"
+            entries.append(_entry("log", "warn", text, Issue("log", "constant", value=low, at=name)))
+    repeated = tally.r_repeated()
+    if repeated is not None and repeated[1] >= MIN_REPEATED_RUNS:
+        positions, runs = repeated
+        text = (
+            f"r is identical across runs: each of {positions:,} draft position{'s' if positions != 1 else ''} "
+            f"holds one r value in all {runs:,} runs that drafted it; the uniforms are not drawn afresh for each "
+            "run (a generator reseeded per request?), so acceptance was not random"
+        )
+        entries.append(_entry("log", "warn", text, Issue("log", "r_repeated", value=float(runs))))
+    return entries
+
+
 def _change(row: MetricComparison) -> str:
     return "unchanged" if row.change is None else f"{row.change:+.2%}"
 
@@ -360,6 +408,7 @@ CHECKS: tuple[Callable[[Findings], list[VerdictEntry]], ...] = (
     skipped_entries,
     drift_entries,
     iid_entries,
+    log_entries,
     fingerprint_entries,
     interval_entries,
 )

@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import Estimates, estimate
 from tests.study.payloads import PAYLOAD_DEEP, PAYLOAD_FAST, payload_table
@@ -48,6 +50,10 @@ class Profile:
     planned_reps: int = 0  # pairs at plan's request count
     planned_baseline_runs: int = 50_000
     planned_drop: float = 0.05
+    edge_logs: int = 0  # logs per edge case (EDGE_CASES)
+    edge_fingerprint_logs: int = 200
+    edge_power_reps: int = 0
+    edge_detection_logs: int = 0
 
 
 @dataclass
@@ -266,6 +272,181 @@ def defaults_table(scenario_name: str, runs: int, logs: int, power: PlannedPower
     return text
 
 
+# --- the edges: few and unequal requests, one-run and ten-run requests, as the defaults read them -------
+
+EDGE_CASES = ("unequal_5", "unequal_10", "unequal_20", "one_run", "ten_run", "serving")
+EDGE_RUNS = 4000  # runs of a log where the scenario is not a fixed number of requests
+SIGNIFICANCES = (0.01, 0.05)
+
+
+@dataclass
+class EdgeOutcome:
+    """Coverage, false alarms and fingerprints over the logs of one edge case, read as the defaults read them."""
+
+    logs: int = 0
+    units: float = 0.0
+    covered: dict[str, int] = field(default_factory=lambda: {"alpha": 0, "tokens_per_pass": 0, "group": 0})
+    intervals: dict[str, int] = field(default_factory=lambda: {"alpha": 0, "tokens_per_pass": 0, "group": 0})
+    pairs: int = 0
+    alarms: dict[float, int] = field(default_factory=dict)  # --max-drop 0 at each significance
+    drift_tests: int = 0
+    drift_alarms: dict[float, int] = field(default_factory=dict)
+    fingerprint_logs: int = 0
+    fingerprinted: int = 0
+
+    def rate(self, name: str) -> float:
+        return self.covered[name] / max(1, self.intervals[name])
+
+
+def run_edge(name: str, logs: int, fingerprint_logs: int, seed: int = 0, runs: int = EDGE_RUNS) -> EdgeOutcome:
+    """`logs` seeded logs of an edge case: every interval against the truth, fresh pairs for the baseline test
+    (--max-drop 0), the drift test, and any fingerprint on the first `fingerprint_logs` (all ordinary logs)."""
+    from specaccept_cli.summary.state import shown_groups
+    from specaccept_cli.summary.windows import drift_test
+
+    scenario = SCENARIOS[name]
+    truth = scenario.truth()
+    outcome = EdgeOutcome()
+    previous: Estimates | None = None
+    for index in range(logs):
+        summary = scenario.summary_as_served(runs, seed * 1_000_003 + index)
+        numbers = estimate(summary)
+        outcome.logs += 1
+        outcome.units += numbers.clusters or 0
+        for metric, value in (("alpha", truth.alpha), ("tokens_per_pass", truth.tokens_per_pass)):
+            bounds = getattr(numbers, f"{metric}_ci")
+            if bounds is not None:
+                outcome.intervals[metric] += 1
+                outcome.covered[metric] += bounds[0] <= value <= bounds[1]
+        for _, group in shown_groups(summary, 0)[0]:
+            bounds = estimate(group).alpha_ci
+            if bounds is not None:
+                outcome.intervals["group"] += 1
+                outcome.covered["group"] += bounds[0] <= truth.alpha <= bounds[1]
+        if summary.windows is not None:
+            drift = drift_test(summary.windows, summary.clusters)
+            if drift is not None:
+                outcome.drift_tests += 1
+                for significance in SIGNIFICANCES:
+                    outcome.drift_alarms[significance] = outcome.drift_alarms.get(significance, 0) + (
+                        drift.p_value < significance
+                    )
+        if index < fingerprint_logs:
+            outcome.fingerprint_logs += 1
+            outcome.fingerprinted += bool(numbers.fingerprints)
+        if index % 2 == 1 and previous is not None:
+            outcome.pairs += 1
+            for significance in SIGNIFICANCES:
+                regressed = any(
+                    row.verdict == "regressed" for row in compare(previous, numbers, 0.0, significance).metrics
+                )
+                outcome.alarms[significance] = outcome.alarms.get(significance, 0) + regressed
+        previous = numbers
+    return outcome
+
+
+def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: int = 20_000) -> PlannedPower:
+    """Plan from one log of the case, then `reps` fresh pairs (baseline as planned from, current of plan's
+    request count with acceptance scaled by 1 - drop): the share the alpha comparison flags (--max-drop 0,
+    --significance 0.01). A case of a fixed number of requests plans from 100 of them and draws the current
+    log's requests from the same sizes."""
+    from dataclasses import replace as replace_struct
+
+    from specaccept_cli.checks import plan_requests
+
+    scenario = SCENARIOS[name]
+    planning_scenario = scenario
+    if scenario.unequal is not None:
+        planning_scenario = replace_struct(scenario, unequal=(100, scenario.unequal[1]))
+    planning = estimate(planning_scenario.summary_as_served(runs, seed * 7919))
+    needed = plan_requests(planning, drop, 0.0, 0.01)[0].requests_needed
+    assert needed is not None, "the planning baseline is too small for this drop"
+    requests = scenario.requests
+    assert requests is not None
+    if scenario.unequal is not None:
+        current_scenario, current_runs = replace_struct(scenario, unequal=(needed, scenario.unequal[1])), 0
+    else:
+        current_scenario, current_runs = scenario, round(needed * (requests.runs[0] + requests.runs[1]) / 2)
+    regressed = 0
+    for rep in range(reps):
+        base = seed * 7919 + 2 * rep + 1
+        baseline = estimate(planning_scenario.summary_as_served(runs, base))
+        current = estimate(current_scenario.summary_as_served(current_runs, base + 1, drop=drop))
+        regressed += compare(baseline, current, 0.0, 0.01).metrics[0].verdict == "regressed"
+    return PlannedPower(drop, runs, needed, current_runs, regressed / reps, reps)
+
+
+def synthetic_detection(name: str, mode: str, logs: int, seed: int = 17, runs: int = EDGE_RUNS) -> float:
+    """Share of `logs` logs with the case's requests whose accepted lengths vLLM's synthetic sampler chose that
+    show `synthetic_acceptance` (vllm/v1/sample/rejection_sampler.py with rejection_sample_method: synthetic).
+
+    "length": synthetic_acceptance_length 2.6 at k = 4, the minimum-variance schedule [1.0] * int(L - 1) +
+    [frac] + [0.0] * ..., so every step accepts 1 or 2 tokens; "rates": synthetic_acceptance_rates
+    [0.8, 0.6, 0.45, 0.3], one uniform per step against the unconditional rates, the same for every request.
+    """
+    from specaccept_cli.summary.clusters import ClusterTally
+    from specaccept_cli.summary.state import Summary
+
+    scenario = SCENARIOS[name]
+    found = 0
+    for index in range(logs):
+        rng = np.random.default_rng(seed * 1_000_003 + index)
+        chunks = list(scenario._chunks(runs, scenario.alpha, seed * 1_000_003 + index, None))
+        request = np.concatenate([chunk.request for chunk in chunks if chunk.request is not None])
+        steps = request.shape[0]
+        k = np.full(steps, 4, dtype=np.int64)
+        if mode == "length":
+            accepted = 1 + (rng.random(steps) < 0.6).astype(np.int64)
+        else:
+            accepted = (rng.random(steps)[:, None] < np.array([0.8, 0.6, 0.45, 0.3])[None, :]).sum(axis=1)
+        counts = np.zeros((5, 5), dtype=np.int64)
+        np.add.at(counts, (k, accepted), 1)
+        clusters = ClusterTally.of_runs("request_id", request.astype(np.uint64), k, accepted)
+        numbers = estimate(Summary(counts=counts, clusters=clusters))
+        found += any(item.code == "synthetic_acceptance" for item in numbers.fingerprints)
+    return found / logs
+
+
+def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_logs: int) -> str:
+    """The edge cases as markdown: one row each, then detection of the synthetic modes."""
+    lines = [
+        "| scenario | requests | alpha | tokens/pass | group alpha | baseline false alarms 0.01 / 0.05 | "
+        "drift false alarms 0.01 / 0.05 | power at plan's count | fingerprints on ordinary logs | "
+        "synthetic length / rates found |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name in EDGE_CASES:
+        outcome = run_edge(name, logs, fingerprint_logs)
+        pairs = max(1, outcome.pairs)
+        tests = max(1, outcome.drift_tests)
+        drop = 0.2 if SCENARIOS[name].unequal is not None else 0.1  # requests of 100x spread need a larger drop
+        power = "" if not power_reps else _power_cell(edge_planned_power(name, drop, power_reps))
+        detection = (
+            ""
+            if not detection_logs
+            else " / ".join(_percent(synthetic_detection(name, mode, detection_logs)) for mode in ("length", "rates"))
+        )
+        lines.append(
+            f"| {SCENARIOS[name].name} | {outcome.units / max(1, outcome.logs):,.0f} | "
+            f"{_percent(outcome.rate('alpha'))} | {_percent(outcome.rate('tokens_per_pass'))} | "
+            f"{_percent(outcome.rate('group'))} | "
+            f"{_percent(outcome.alarms.get(0.01, 0) / pairs)} / {_percent(outcome.alarms.get(0.05, 0) / pairs)} | "
+            f"{_percent(outcome.drift_alarms.get(0.01, 0) / tests)} / "
+            f"{_percent(outcome.drift_alarms.get(0.05, 0) / tests)} | {power} | "
+            f"{outcome.fingerprinted} of {outcome.fingerprint_logs} | {detection} |"
+        )
+    return (
+        f"The edges, read as the defaults read them (clustered by request_id, windows of runs; {logs:,} logs a "
+        f"case, fingerprints on the first {fingerprint_logs}; power: {power_reps} pairs at plan's request count "
+        f"for a 10% drop, 20% for unequal requests, planned from 100 of them; synthetic modes: "
+        f"{detection_logs} logs each):\n\n" + "\n".join(lines)
+    )
+
+
+def _power_cell(power: PlannedPower) -> str:
+    return f"{_percent(power.power)} ({power.requests_needed:,} requests, {power.drop:.0%} drop)"
+
+
 FAST = Profile(  # what `make test` runs (tests/study/test_study.py)
     logs=200,
     cases=(
@@ -300,6 +481,10 @@ DEEP = Profile(
     default_runs=4000,
     planned_reps=300,
     planned_baseline_runs=20_000,
+    edge_logs=600,
+    edge_fingerprint_logs=200,
+    edge_power_reps=100,
+    edge_detection_logs=200,
 )
 
 
@@ -347,6 +532,10 @@ def table(profile: Profile) -> str:
                 "serving", profile.planned_baseline_runs, profile.planned_drop, profile.planned_reps
             )
         text += "\n\n" + defaults_table("serving", profile.default_runs, profile.default_logs, planned)
+    if profile.edge_logs:
+        text += "\n\n" + edges_table(
+            profile.edge_logs, profile.edge_fingerprint_logs, profile.edge_power_reps, profile.edge_detection_logs
+        )
     return text
 
 

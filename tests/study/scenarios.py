@@ -10,15 +10,17 @@ and every truth is an expectation computed exactly from the generating process, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from msgspec.structs import replace
 
 from specaccept_cli.pipeline import summarise
 from specaccept_cli.rule.batch import RunBatch
-from specaccept_cli.simulate import Requests, simulate, write_jsonl
-from specaccept_cli.summary.evaluate import Plan, evaluate_batch
+from specaccept_cli.simulate import Requests, SimulatedChunk, simulate, write_jsonl
+from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_batch
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import WindowSpec
 
@@ -45,6 +47,9 @@ class Scenario:
     k: tuple[int, int]
     profile: tuple[float, ...] | None = None  # per-position acceptance (the last repeats)
     requests: Requests | None = None
+    # A fixed number of requests whose sizes are log-uniform in [low, high] runs (a log's `runs` is then
+    # ignored): few and unequal clusters, the small-sample corner of every interval and test.
+    unequal: tuple[int, tuple[int, int]] | None = None
 
     @property
     def clustered(self) -> bool:
@@ -68,7 +73,7 @@ class Scenario:
         alpha, profile = self._generating(drop)
         plan = Plan(cluster_field=CLUSTER_FIELD if cluster else None)
         total = Summary()
-        for chunk in simulate(runs, alpha, self.k[0], self.k[1], seed, profile, self.requests):
+        for chunk in self._chunks(runs, alpha, seed, profile):
             count = chunk.offsets.shape[0] - 1
             extras: dict[str, list[object]] = {}
             if cluster:
@@ -80,17 +85,53 @@ class Scenario:
             total = total + evaluated.summary
         return total
 
+    def summary_as_served(self, runs: int, seed: int, drop: float = 0.0) -> Summary:
+        """The log as the defaults read `specaccept simulate`'s rows (clustered by request_id, windows of runs),
+        in-process, and split by a `group` field (even and odd requests: two groups of one truth)."""
+        alpha, profile = self._generating(drop)
+        plan = Plan(cluster_field=CLUSTER_FIELD, group_by="group", windows=WindowSpec())
+
+        def evaluated() -> Iterator[Evaluated]:
+            for chunk in self._chunks(runs, alpha, seed, profile):
+                assert chunk.request is not None
+                count = chunk.offsets.shape[0] - 1
+                numbers = chunk.request.tolist()
+                extras: dict[str, list[object]] = {
+                    CLUSTER_FIELD: [f"req-{number}" for number in numbers],
+                    "group": ["even" if number % 2 == 0 else "odd" for number in numbers],
+                }
+                batch = RunBatch("study", np.arange(1, count + 1), chunk.offsets, chunk.p, chunk.q, chunk.r, extras)
+                result, errors = evaluate_batch(batch, plan, keep_runs=False)
+                assert not errors
+                yield result
+
+        return add_up(evaluated(), group_by="group", windows=plan.windows)
+
     def summary_by_default(self, runs: int, seed: int, directory: Path, drop: float = 0.0) -> Summary:
         """The log written as `specaccept simulate` writes it (rows carry `request_id`) and read by the front
         door with no settings but windows of runs: whatever clusters it is found by the defaults."""
         alpha, profile = self._generating(drop)
         path = directory / f"study-{seed}.jsonl"
         with path.open("wb") as out:
-            write_jsonl(simulate(runs, alpha, self.k[0], self.k[1], seed, profile, self.requests), out)
+            write_jsonl(self._chunks(runs, alpha, seed, profile), out)
         try:
             return summarise([str(path)], plan=Plan(windows=WindowSpec()))
         finally:
             path.unlink()
+
+    def _chunks(self, runs: int, alpha: float, seed: int, profile: list[float] | None) -> Iterator[SimulatedChunk]:
+        """The generator's chunks: `runs` runs, or with `unequal` its requests one by one, numbered in order."""
+        if self.unequal is None:
+            yield from simulate(runs, alpha, self.k[0], self.k[1], seed, profile, self.requests)
+            return
+        assert self.requests is not None, "unequal requests draw their alphas from `requests`"
+        count, (low, high) = self.unequal
+        rng = np.random.default_rng(seed)
+        sizes = np.floor(np.exp(rng.uniform(np.log(low), np.log(high + 1), size=count))).astype(np.int64)
+        for number, size in enumerate(sizes.tolist()):
+            one = Requests((size, size), self.requests.alpha_beta, self.requests.k_follows_alpha)
+            for chunk in simulate(size, alpha, self.k[0], self.k[1], seed * 1009 + number, profile, one):
+                yield replace(chunk, request=np.full(chunk.offsets.shape[0] - 1, number, dtype=np.int64))
 
     def truth(self) -> Truth:
         """Expected sums per run over the scenario's (alpha, k) distribution, then their ratios."""
@@ -149,6 +190,24 @@ SCENARIOS = {
     # Serving traffic: short requests (5-20 runs), many of them, each easy or hard as a whole.
     "serving": Scenario(
         "requests of 5-20 runs, alpha ~ Beta(7, 3), k 1-8", 0.7, (1, 8), requests=Requests((5, 20), (7.0, 3.0))
+    ),
+    # Few and unequal requests: 5, 10 or 20 of 20-2,000 runs (log-uniform, 1x-100x), alpha ~ Beta(7, 3).
+    **{
+        f"unequal_{count}": Scenario(
+            f"{count} requests of 20-2,000 runs (log-uniform), alpha ~ Beta(7, 3), k 1-8",
+            0.7,
+            (1, 8),
+            requests=Requests((20, 2000), (7.0, 3.0)),
+            unequal=(count, (20, 2000)),
+        )
+        for count in (5, 10, 20)
+    },
+    # Serving traffic of one-run and of ten-run requests.
+    "one_run": Scenario(
+        "requests of 1 run, alpha ~ Beta(7, 3), k 1-8", 0.7, (1, 8), requests=Requests((1, 1), (7.0, 3.0))
+    ),
+    "ten_run": Scenario(
+        "requests of 10 runs, alpha ~ Beta(7, 3), k 1-8", 0.7, (1, 8), requests=Requests((10, 10), (7.0, 3.0))
     ),
     "small_90": Scenario("small logs, alpha 0.9, k 2", 0.9, (2, 2)),
     "small_99": Scenario("small logs, alpha 0.99, k 2", 0.99, (2, 2)),

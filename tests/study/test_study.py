@@ -25,6 +25,8 @@ from tests.study.run import (
     planned_power,
     run_case,
     run_defaults,
+    run_edge,
+    synthetic_detection,
     write_page,
 )
 from tests.study.scenarios import SCENARIOS
@@ -160,3 +162,18 @@ def test_the_payload_table_goes_between_its_own_markers(tmp_path: Path) -> None:
     page.write_text(runs + f"{PAYLOAD_START}\nold\n{PAYLOAD_END}\n")
     write_page("| new |", page, start=PAYLOAD_START, end=PAYLOAD_END)
     assert page.read_text() == runs + "<!-- payload-study:start -->\n| new |\n<!-- payload-study:end -->\n"
+
+
+def test_few_and_unequal_requests_are_covered_and_quiet() -> None:
+    """5 requests of 20-2,000 runs: CR2 with Imbens-Kolesar degrees of freedom covers (the G/(G-1) sandwich with
+    G - 1 df covered 75% here); no false alarm, no fingerprint (the deep profile runs 600 logs a case)."""
+    outcome = run_edge("unequal_5", 30, 30, seed=4)
+    assert outcome.rate("alpha") >= 0.85 and outcome.rate("tokens_per_pass") >= 0.85, outcome
+    assert outcome.alarms.get(0.01, 0) <= 1 and outcome.fingerprinted == 0
+
+
+def test_synthetic_modes_are_found_where_the_log_can_show_them() -> None:
+    """vLLM's length target shows in any log; fixed rates only where requests hold runs enough to differ."""
+    assert synthetic_detection("ten_run", "length", 5) == 1.0
+    assert synthetic_detection("ten_run", "rates", 10) >= 0.8
+    assert synthetic_detection("one_run", "rates", 5) == 0.0  # one-run requests cannot show it: no false claim

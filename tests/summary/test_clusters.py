@@ -103,14 +103,17 @@ def test_sandwich_over_clusters_by_hand() -> None:
     # accepted / examined per cluster: b (1 + 4) / (2 + 4), a 2 / 2, c 0 / 1 -> alpha = 7 / 9
     alpha = 7 / 9
     residuals = [5 - alpha * 6, 2 - alpha * 2, 0 - alpha * 1]
-    expected = math.sqrt(3 / 2 * sum(r * r for r in residuals)) / 9
+    leverages = [6 / 9, 2 / 9, 1 / 9]  # CR2: each cluster's squared residual over 1 - its share of examined
+    expected = math.sqrt(sum(r * r / (1 - h) for r, h in zip(residuals, leverages))) / 9
     assert numbers.alpha == pytest.approx(alpha)
     assert numbers.alpha_standard_error == pytest.approx(expected)
     assert numbers.clusters == 3 and numbers.degrees_of_freedom == 2 and numbers.cluster_field == "request_id"
     # tokens per pass (accepted + runs) / runs: per cluster (5 + 2), (2 + 2), (0 + 1) over runs 2, 2, 1
     tpp = 12 / 5
     residuals = [7 - tpp * 2, 4 - tpp * 2, 1 - tpp * 1]
-    assert numbers.tokens_per_pass_standard_error == pytest.approx(math.sqrt(3 / 2 * sum(r * r for r in residuals)) / 5)
+    leverages = [2 / 5, 2 / 5, 1 / 5]
+    variance = sum(r * r / (1 - h) for r, h in zip(residuals, leverages))
+    assert numbers.tokens_per_pass_standard_error == pytest.approx(math.sqrt(variance) / 5)
     assert "cluster-robust" in numbers.interval_method
 
 

@@ -14,6 +14,7 @@ from specaccept_cli.rule.vectorized import accept_prefix_batch
 from specaccept_cli.simulate import simulate
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.files import summary_object
+from specaccept_cli.summary.probability import student_t_quantile
 from specaccept_cli.summary.state import Summary
 from tests.helpers import (
     MODEL_ROWS,
@@ -51,10 +52,12 @@ def test_standard_errors_by_hand() -> None:
         counts[k, a] += 1
     summary = Summary(counts=counts)
     residuals = [2 - 0.6 * 2, 0 - 0.6 * 1, 1 - 0.6 * 2]
-    expected = (3 / 2 * sum(d * d for d in residuals)) ** 0.5 / 5
+    # CR2: each squared residual over 1 - its run's leverage, examined / E = 2/5, 1/5, 2/5
+    leverages = [2 / 5, 1 / 5, 2 / 5]
+    expected = sum(d * d / (1 - h) for d, h in zip(residuals, leverages)) ** 0.5 / 5
     assert estimate(summary).alpha_standard_error is not None
     assert abs(estimate(summary).alpha_standard_error - expected) < 1e-12
-    # a + 1 = 3, 1, 2: sample variance 1, n = 3
+    # a + 1 = 3, 1, 2: sample variance 1, n = 3 (equal runs: CR2's 1 / (1 - 1/3) is the G/(G-1) of the sample variance)
     assert estimate(summary).tokens_per_pass_standard_error is not None
     assert abs(estimate(summary).tokens_per_pass_standard_error - (1 / 3) ** 0.5) < 1e-12
     single = Summary(counts=np.array([[0, 0], [0, 1]], dtype=np.int64))
@@ -84,13 +87,15 @@ def hand(tmp_path: Path) -> dict[str, object]:
 
 def test_alpha_and_its_interval_by_hand(hand: dict[str, object]) -> None:
     # a = [1, 2, 0], e = [2, 2, 1], alpha = 3/5.
-    # residuals a - alpha e = [-0.2, 0.8, -0.6]; sum of squares 1.04;
-    # var = n/(n-1) * 1.04 / 5^2 = 1.5 * 1.04 / 25 = 0.0624; se = 0.249800.
-    # n_eff = 0.6 * 0.4 / 0.0624 = 3.846 (below the 5 examined tokens); t(0.975, 2 df) = 4.302653;
+    # residuals a - alpha e = [-0.2, 0.8, -0.6], leverages e / 5 = [0.4, 0.4, 0.2];
+    # CR2 var = (0.04 / 0.6 + 0.64 / 0.6 + 0.36 / 0.8) / 5^2 = 1.58333 / 25 = 0.063333.
+    # n_eff = 0.6 * 0.4 / 0.063333 = 3.789 (below the 5 examined tokens).
+    # Over runs the t keeps runs - 1 = 2 degrees of freedom (Imbens-Kolesar's are for clusters): t(0.975, 2).
     # Wilson's bounds at that quantile, each taken at the rate moved 0.5 / (2 n_eff) outwards.
     assert hand["alpha"] == pytest.approx(0.6)
     assert hand["degrees_of_freedom"] == 2
-    n_eff, t = 0.24 / 0.0624, 4.302652729911275
+    assert hand["alpha_degrees_of_freedom"] == 2
+    n_eff, t = 0.24 / (1.58333333333333333 / 25), student_t_quantile(0.975, 2)
 
     def wilson(rate: float, sign: int) -> float:
         c = t * t / n_eff
@@ -293,3 +298,30 @@ def test_per_position_and_histogram_equal_counting_run_by_run(pairs: list[tuple[
         assert row.accepted == sum(a >= j for _, a in runs)
     assert len(estimate(summary).per_position) == max((k for k, _ in runs), default=0)
     assert sum(estimate(summary).accepted_histogram.values()) == len(runs)
+
+
+def test_imbens_kolesar_degrees_of_freedom_match_the_matrix_formula() -> None:
+    """The O(G) traces equal tr(CS)^2 / tr((CS)^2) computed with G x G matrices; equal units give G - 1;
+    a few units holding most tokens give far fewer (the small-sample corner the study measures)."""
+    from specaccept_cli.summary.clusters import Units
+    from specaccept_cli.summary.estimates import _nonnegative_line, _ratio_degrees_of_freedom
+
+    rng = np.random.default_rng(1)
+    for count in (3, 5, 12, 40):
+        tokens = np.floor(np.exp(rng.uniform(np.log(20), np.log(2001), count)))
+        kept = tokens * rng.beta(7, 3, count)
+        ratio = kept.sum() / tokens.sum()
+        empty = np.zeros((count, 1))
+        units = Units(np.ones(count), np.ones(count), kept, tokens, empty, empty, empty)
+        found = _ratio_degrees_of_freedom(units, kept, tokens, ratio)
+        shares = tokens / tokens.sum()
+        squares = (kept - ratio * tokens) ** 2 / (1 - shares)
+        within, between = _nonnegative_line(np.ones(count), 1 / tokens, squares / tokens**2)
+        variances = within * tokens + between * tokens**2
+        centring = np.eye(count) - np.outer(shares, np.ones(count))
+        product = np.diag(1 / (1 - shares)) @ centring @ np.diag(variances) @ centring.T
+        assert found == pytest.approx(np.trace(product) ** 2 / np.trace(product @ product), rel=1e-9)
+        assert found is not None and found < count - 1
+        equal = np.full(count, 100.0)
+        same = Units(np.ones(count), np.ones(count), kept, equal, empty, empty, empty)
+        assert _ratio_degrees_of_freedom(same, kept, equal, kept.sum() / equal.sum()) == pytest.approx(count - 1)

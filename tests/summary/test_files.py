@@ -130,6 +130,9 @@ def test_merge_groups_value_by_value(tmp_path: Path) -> None:
     del merged["provenance"]
     assert {key: value for key, value in merged.items() if key not in ("groups", "group_by")} == abc
     assert merged["group_by"] == "draft"
+    # groups do not split the token tally (whole-input evidence for the impossible-log checks): theirs is not kept
+    for whole in (ac, b):
+        del whole["state"]["tokens"]
     assert merged["groups"] == {"draft-a": ac, "draft-b": b}
     assert merged["alpha"] == 3 / 5  # (1 + 2 + 0) / (2 + 2 + 1)
 

@@ -12,11 +12,12 @@ import pytest
 from specaccept_cli.errors import InputError
 from specaccept_cli.pipeline.payloads import request_part
 from specaccept_cli.read.payloads.record import RequestRecord
+from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.simulate import Requests, simulate
 from specaccept_cli.summary.estimates import estimate
-from specaccept_cli.summary.evaluate import Plan
+from specaccept_cli.summary.evaluate import Plan, evaluate_batch
 from specaccept_cli.summary.files import summary_from_object, summary_object
-from specaccept_cli.summary.fingerprints import GREEDY, LOSSY, SYNTHETIC, fingerprints
+from specaccept_cli.summary.fingerprints import GREEDY, LOSSY, SYNTHETIC, fingerprints, spread_power
 from specaccept_cli.summary.state import Summary
 from tests import payloads as sim
 from tests.helpers import invoke, jsonl_bytes
@@ -165,3 +166,57 @@ def test_fingerprints_survive_a_saved_summary_and_a_merge() -> None:
     assert estimate(again).fingerprints == estimate(synthetic).fingerprints != ()
     halves = summary_of(synthetic_by_length(8, 2.5)[:30]) + summary_of(synthetic_by_length(8, 2.5)[30:])
     assert estimate(halves).fingerprints == estimate(synthetic).fingerprints
+
+
+def test_one_run_requests_never_show_the_synthetic_fingerprint() -> None:
+    """Requests of one run each hold no between-request evidence: the pooled run variance already holds the
+    spread between them, so the dispersion test has no power and its silence is not read as synthetic rates
+    (the server-reported example, 2,000 one-run requests, showed it before)."""
+    result = invoke("audit", "examples/server-reported.jsonl.gz", "-o", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    assert orjson.loads(result.stdout)["fingerprints"] == []
+    summary = simulated_requests(Requests((1, 1)), runs=5000)  # identical requests, one run each
+    assert summary.clusters is not None and len(summary.clusters.sums) == 5000
+    assert spread_power(summary, np.ones(5000), 1.0) == pytest.approx(0.05, abs=0.01)  # the test's size
+    assert fingerprints(summary) == ()
+    # ... where requests of 20 runs each, just as identical, are evidence: the test would have seen a spread
+    twenty = simulated_requests(Requests((20, 20)), runs=5000)
+    assert [item.code for item in fingerprints(twenty)] in ([SYNTHETIC], [])  # p > 0.05 in 95% of seeds
+    assert spread_power(twenty, np.full(250, 20.0), 1.0) > 0.95
+
+
+def simulated_requests(requests: Requests, runs: int, seed: int = 4) -> Summary:
+    """A simulated (p, q, r) log clustered by request, through the per-batch stage."""
+    total = Summary()
+    for chunk in simulate(runs, 0.7, 2, 6, seed, requests=requests):
+        assert chunk.request is not None
+        count = chunk.offsets.shape[0] - 1
+        extras: dict[str, list[object]] = {"request_id": chunk.request.tolist()}
+        batch = RunBatch("sim", np.arange(1, count + 1), chunk.offsets, chunk.p, chunk.q, chunk.r, extras)
+        evaluated, errors = evaluate_batch(batch, Plan(cluster_field="request_id"), keep_runs=False)
+        assert not errors
+        total = total + evaluated.summary
+    return total
+
+
+def test_the_synthetic_evidence_says_what_was_tested_and_its_power() -> None:
+    found = [
+        item
+        for seed in range(10)
+        for item in fingerprints(summary_of(synthetic_by_rates(seed, [0.8, 0.6, 0.45, 0.3])))
+        if item.code == SYNTHETIC
+    ]
+    assert found and all("the test had power" in item.evidence and "SD 0.05" in item.evidence for item in found)
+
+
+def test_too_few_runs_per_request_give_no_power_and_no_fingerprint() -> None:
+    """Identical requests of 2-3 runs: the dispersion test would not have seen a real spread, so it stays silent."""
+    rng = np.random.default_rng(2)
+    batch = []
+    for index in range(1500):
+        steps = int(rng.integers(2, 4))
+        accepted = (rng.random((steps, 4)) < np.array([0.8, 0.6, 0.45, 0.3])).sum(axis=1)
+        batch.append(sim.Request(f"few-{index}", 4, (4,) * steps, tuple(accepted.tolist())))
+    summary = summary_of(batch)
+    assert summary.runs >= 3000
+    assert fingerprints(summary) == ()
