@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from specaccept_cli.cli.audit import AuditOptions, audit, run_audit, write_report
+from specaccept_cli.cli.audit import audit, run_audit, write_report
+from specaccept_cli.cli.audit_options import AuditOptions
 from specaccept_cli.cli.output import check_writable, refuse_outputs_that_are_inputs
 
 if TYPE_CHECKING:

@@ -92,7 +92,8 @@ def watch(**options: Any) -> None:
       specaccept watch http://a:8000/metrics http://b:8000/metrics --group-by model_name -o jsonl
       specaccept watch https://vllm.internal/metrics --header "Authorization=Bearer $TOKEN" --min-alpha 0.6
     """
-    from specaccept_cli.cli.audit import AuditOptions, run_audit
+    from specaccept_cli.cli.audit import run_audit
+    from specaccept_cli.cli.audit_options import AuditOptions
 
     run_audit(
         AuditOptions(
