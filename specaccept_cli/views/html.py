@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from specaccept_cli import __version__
 from specaccept_cli.summary.conventions import DEFINITIONS
-from specaccept_cli.summary.estimates import BOUNDED, Z_95, Estimates
+from specaccept_cli.summary.estimates import Z_95, Estimates
+from specaccept_cli.summary.identified import BOUNDED
 from specaccept_cli.summary.probability import kolmogorov_sf
 from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, THRESHOLD_BINS, ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary

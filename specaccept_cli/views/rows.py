@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from msgspec import Struct
 
 from specaccept_cli.checks import shown_against, shown_threshold
-from specaccept_cli.summary.estimates import ASSUMED, BOUNDED, EXACT, UNKNOWN
+from specaccept_cli.summary.identified import ASSUMED, BOUNDED, EXACT, UNKNOWN
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.views.format import MISSING, interval, number
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from specaccept_cli.read.payloads.record import RequestRecord
 from specaccept_cli.summary.bounded import COLUMNS, BoundedUnits, steps_bounds
 from specaccept_cli.summary.clusters import encode_column
-from specaccept_cli.summary.estimates import _proportion_interval, bounds_interval
+from specaccept_cli.summary.identified import bounds_interval
 from specaccept_cli.summary.probability import normal_cdf, student_t_quantile
+from specaccept_cli.summary.uncertainty import _proportion_interval
 
 # --- random requests: steps of (drafted d, accepted a), a <= d <= k --------------------------------------
 

@@ -304,7 +304,7 @@ def test_imbens_kolesar_degrees_of_freedom_match_the_matrix_formula() -> None:
     """The O(G) traces equal tr(CS)^2 / tr((CS)^2) computed with G x G matrices; equal units give G - 1;
     a few units holding most tokens give far fewer (the small-sample corner the study measures)."""
     from specaccept_cli.summary.clusters import Units
-    from specaccept_cli.summary.estimates import _nonnegative_line, _ratio_degrees_of_freedom
+    from specaccept_cli.summary.uncertainty import _nonnegative_line, _ratio_degrees_of_freedom
 
     rng = np.random.default_rng(1)
     for count in (3, 5, 12, 40):
