@@ -45,6 +45,8 @@ OTHER_PROGRAMS = {
     "--speculative-eagle-topk": "SGLang's server",
     "--export-level": "AIPerf",
     "--extra_llm_api_options": "trtllm-serve",
+    "--metrics": "llama-server",
+    "--target": "cmake --build",
     "--flag": "a placeholder for any check's option (cli/hints.py)",
     "--min-": "a prefix: the --min-* gates",
 }

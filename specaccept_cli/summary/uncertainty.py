@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from specaccept_cli.summary import fixed
 from specaccept_cli.summary.clusters import Units
 from specaccept_cli.summary.probability import student_t_quantile
 
@@ -92,7 +93,7 @@ def _ratio_degrees_of_freedom(
     if ratio is None or total == 0.0 or count < 2:
         return None
     squared = denominator * denominator
-    if float(weight @ squared) ** 2 >= IK_EFFECTIVE_UNITS * float(weight @ (squared * squared)):
+    if fixed.dot(weight, squared) ** 2 >= IK_EFFECTIVE_UNITS * fixed.dot(weight, squared * squared):
         return float(count - 1)  # even with unit effects alone as many effective units: t is the normal's
     shares = denominator / total
     if float(shares.max()) >= 1.0 - 1e-12:
@@ -112,11 +113,19 @@ def _ratio_degrees_of_freedom(
         np.sum(weight * c * v) - 2.0 * np.sum(weight * c * shares * v) + size * np.sum(weight * c * shares**2)
     )
     # S = D + U K U', U = [h, v], K = [[sum v, -1], [-1, 0]]; tr((CS)^2) = tr(CDCD) + 2 tr(K U'CDC U) + tr(KQKQ)
-    columns = np.stack([shares, v])
-    gram_dd = (columns * (weight * c * c * v)) @ columns.T
-    gram = (columns * (weight * c)) @ columns.T
-    k = np.array([[size, -1.0], [-1.0, 0.0]])
-    second = float(np.sum(weight * (c * v) ** 2) + 2.0 * np.trace(k @ gram_dd) + np.trace(k @ gram @ k @ gram))
+    # 2 x 2 products in plain floats, the sums in a fixed order (summary.fixed): the same bytes on every CPU.
+    columns = np.stack([shares, v], axis=1)
+    gram_dd = fixed.weighted_gram(columns, weight * c * c * v)
+    gram = fixed.weighted_gram(columns, weight * c)
+    k = [[size, -1.0], [-1.0, 0.0]]
+
+    def product(left: list[list[float]], right: list[list[float]]) -> list[list[float]]:
+        return [[left[i][0] * right[0][j] + left[i][1] * right[1][j] for j in range(2)] for i in range(2)]
+
+    kg = product(k, gram)
+    kgkg = product(kg, kg)
+    kgdd = product(k, gram_dd)
+    second = float(np.sum(weight * (c * v) ** 2)) + 2.0 * (kgdd[0][0] + kgdd[1][1]) + (kgkg[0][0] + kgkg[1][1])
     if second <= 0.0 or first <= 0.0:
         return None
     return min(float(count - 1), first * first / second)
@@ -133,15 +142,15 @@ def _nonnegative_line(
 ) -> tuple[float, float]:
     """(slope, intercept), both >= 0, of the weighted least-squares line y = slope x + intercept."""
     total = float(weight.sum())
-    mean_x, mean_y = float(weight @ x) / total, float(weight @ y) / total
-    spread = float(weight @ ((x - mean_x) ** 2))
-    slope = float(weight @ ((x - mean_x) * (y - mean_y))) / spread if spread > 0 else 0.0
+    mean_x, mean_y = fixed.dot(weight, x) / total, fixed.dot(weight, y) / total
+    spread = fixed.dot(weight, (x - mean_x) ** 2)
+    slope = fixed.dot(weight, (x - mean_x) * (y - mean_y)) / spread if spread > 0 else 0.0
     intercept = mean_y - slope * mean_x
     if slope >= 0.0 and intercept >= 0.0:
         return slope, intercept
     if slope < 0.0:
         return 0.0, max(0.0, mean_y)
-    through_origin = float(weight @ (x * y)) / float(weight @ (x * x))
+    through_origin = fixed.dot(weight, x * y) / fixed.dot(weight, x * x)
     return max(0.0, through_origin), 0.0
 
 
