@@ -103,19 +103,8 @@ class BoundedUnits(Struct, frozen=True, dict=True):
         examined: tuple[int, int],
         histogram: tuple[int, ...] | None,
     ) -> BoundedUnits:
-        def column(value: int) -> Column:
-            return np.array([value], dtype=np.int64)
-
-        row = BoundedRows(
-            np.array([key], dtype=np.uint64),
-            column(steps[0]),
-            column(steps[1]),
-            column(accepted),
-            column(drafted),
-            column(examined[0]),
-            column(examined[1]),
-        )
-        return cls((row,), histogram or (), 0 if histogram is not None else 1)
+        row = (key, steps[0], steps[1], accepted, drafted, examined[0], examined[1])
+        return cls.of_rows([row], histogram or (), 0 if histogram is not None else 1)
 
     def __add__(self, other: BoundedUnits) -> BoundedUnits:
         size = max(len(self.histogram), len(other.histogram))

@@ -96,23 +96,6 @@ class EngineTally(Struct, frozen=True):
     def bounded_examined_high(self) -> int:
         return 0 if self.units is None else self.units.total("examined_high")
 
-    def alpha_bounds_with(self, accepted: int, examined: int) -> tuple[float, float] | None:
-        """Bounds on alpha over every interval with token counts: the exact ones (`accepted`,
-        `examined` from the counts) plus the bounded ones; None when nothing was bounded.
-
-        Intervals exact only under the full-drafts assumption count with their bounds without it, so
-        the bounds contain the truth whatever the draft lengths were.
-        """
-        if not self.bounded and not self.assumed:
-            return None
-        total = accepted + self.bounded_accepted
-        surely = examined - self.assumed_examined  # the counts' examined tokens that assume nothing
-        low_examined = surely + self.assumed_examined_low + self.bounded_examined_low
-        high_examined = surely + self.assumed_examined_high + self.bounded_examined_high
-        if high_examined <= 0:
-            return None
-        return (total / high_examined, total / low_examined if low_examined > 0 else 1.0)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "engines": list(self.engines),

@@ -132,14 +132,20 @@ def with_engine_units(summary: Summary, plain: Plain) -> dict[str, Any]:
     assumed = engine.assumed or engine.requests_assuming_full_drafts  # SGLang's nominal proposed count
     how["alpha"] = how["per_position"] = ASSUMED if assumed else EXACT
     if rows is None or not count:
+        # Intervals exact only under the full-drafts assumption are bounded without it: alpha is, accordingly.
+        low, high = _assumed_examined(summary)
+        bounds = None
+        if engine.assumed and high > 0:
+            accepted = summary.accepted_tokens
+            bounds = (accepted / high, accepted / low if low > 0 else 1.0)
         identified = Identified(
             how=how,
             exact_units=exact_units or 0,
             bounded_units=0,
             rates_only=engine.unquantified,
             unit=unit,
-            examined_bounds=_assumed_examined(summary) if engine.assumed else None,
-            alpha_bounds=engine.alpha_bounds_with(summary.accepted_tokens, summary.examined_tokens),
+            examined_bounds=(low, high) if engine.assumed else None,
+            alpha_bounds=bounds,
         )
         return {"identified": identified}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from specaccept_cli.read.engines.vllm import vllm_line
+from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.files import summary_from_object
 from tests.helpers import invoke
 
@@ -45,6 +46,7 @@ def test_audit_shows_the_assumption_and_bounds_that_contain_the_truth(tmp_path: 
     assert low <= TRUE_ALPHA <= high and low <= data["alpha"] <= high
     again = summary_from_object(data)  # the assumption survives a saved summary, and so do the bounds
     assert again.engine is not None and again.engine.assumed == 1
-    assert again.engine.alpha_bounds_with(again.accepted_tokens, again.examined_tokens) == (low, high)
+    identified = estimate(again).identified
+    assert identified is not None and identified.alpha_bounds == (low, high)
     markdown = invoke("audit", str(log), "-o", "markdown").stdout
     assert "| assumes full drafts | 1 | intervals exact only if every draft had k tokens" in markdown
