@@ -23,7 +23,7 @@ from specaccept_cli.pipeline.engine import interval_runs
 from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.rule.batch import IntArray
 from specaccept_cli.rule.validate import did_you_mean
-from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
+from specaccept_cli.summary.bounded import BoundedUnits, added_histograms, steps_bounds
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.engine import MAX_KEPT_INTERVALS, EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
@@ -95,7 +95,7 @@ class _Block:
         self.examples: list[str] = []
         self.recovered = self.assumed = self.bounded = self.unquantified = 0
         self.rows: list[tuple[int, int, int, int, int, int, int]] = []  # bounded requests: key, then COLUMNS
-        self.histogram: list[int] = []
+        self.histogram: tuple[int, ...] = ()
         self.without_histogram = 0
 
     def add(self, record: RequestRecord, line: int) -> None:
@@ -118,9 +118,7 @@ class _Block:
             if record.histogram is None:
                 self.without_histogram += 1
             else:
-                self.histogram += [0] * (len(record.histogram) - len(self.histogram))
-                for length, steps in enumerate(record.histogram):
-                    self.histogram[length] += steps
+                self.histogram = added_histograms(self.histogram, record.histogram)
             return
         k, accepted = found
         self.recovered += 1
@@ -140,7 +138,7 @@ class _Block:
             recovered=self.recovered,
             requests_assuming_full_drafts=self.assumed,
             bounded=self.bounded,
-            units=BoundedUnits.of_rows(self.rows, tuple(self.histogram), self.without_histogram) if self.rows else None,
+            units=BoundedUnits.of_rows(self.rows, self.histogram, self.without_histogram) if self.rows else None,
             unquantified=self.unquantified,
             examples=tuple(self.examples),
         )

@@ -20,6 +20,7 @@ mean length beside its totals.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -107,15 +108,12 @@ class BoundedUnits(Struct, frozen=True, dict=True):
         return cls.of_rows([row], histogram or (), 0 if histogram is not None else 1)
 
     def __add__(self, other: BoundedUnits) -> BoundedUnits:
-        size = max(len(self.histogram), len(other.histogram))
-        mine = self.histogram + (0,) * (size - len(self.histogram))
-        theirs = other.histogram + (0,) * (size - len(other.histogram))
         parts = self.parts + other.parts
         if len(parts) > 64:  # a bounded list of arrays however many parts are added
             parts = (BoundedRows.combined(parts),)
         return BoundedUnits(
             parts,
-            tuple(a + b for a, b in zip(mine, theirs, strict=True)),
+            added_histograms(self.histogram, other.histogram),
             self.without_histogram + other.without_histogram,
         )
 
@@ -146,8 +144,7 @@ class BoundedUnits(Struct, frozen=True, dict=True):
         return (
             np.array_equal(mine.keys, theirs.keys)
             and all(np.array_equal(getattr(mine, name), getattr(theirs, name)) for name in COLUMNS)
-            and self.histogram + (0,) * (size - len(self.histogram))
-            == other.histogram + (0,) * (size - len(other.histogram))
+            and added_histograms(self.histogram, (0,) * size) == added_histograms(other.histogram, (0,) * size)
             and self.without_histogram == other.without_histogram
         )
 
@@ -191,6 +188,12 @@ class BoundedUnits(Struct, frozen=True, dict=True):
         order = np.argsort(keys, kind="stable")
         rows = BoundedRows(keys[order].astype(np.uint64), **{name: column[order] for name, column in columns.items()})
         return cls((rows,) if count else (), tuple(histogram), without)
+
+
+def added_histograms(left: Sequence[int], right: Sequence[int]) -> tuple[int, ...]:
+    """Two histograms by accepted length added bucket by bucket, the shorter padded with empty buckets."""
+    size = max(len(left), len(right))
+    return tuple((left[a] if a < len(left) else 0) + (right[a] if a < len(right) else 0) for a in range(size))
 
 
 def steps_bounds(
