@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from msgspec import Struct
 
+from specaccept_cli.summary.bounded import added_histograms
 from specaccept_cli.summary.clusters import Units
 from specaccept_cli.summary.probability import student_t_cdf
 from specaccept_cli.summary.uncertainty import LEVEL, _critical, _score_end, _tokens_interval, _weighted_ratio_error
@@ -285,14 +286,10 @@ def _whole_histogram(summary: Summary, units: BoundedUnits) -> tuple[int, ...] |
     """Steps by accepted length over the whole input, when every bounded unit wrote its histogram."""
     if not units.histogram_complete:
         return None
-    exact = summary.counts.sum(axis=0).tolist()
-    size = max(len(exact), len(units.histogram))
-    padded = [int(n) for n in exact] + [0] * (size - len(exact))
-    for a, n in enumerate(units.histogram):
-        padded[a] += n
-    while len(padded) > 1 and padded[-1] == 0:
-        padded.pop()
-    return tuple(padded)
+    summed = list(added_histograms([int(n) for n in summary.counts.sum(axis=0).tolist()], units.histogram))
+    while len(summed) > 1 and summed[-1] == 0:
+        summed.pop()
+    return tuple(summed)
 
 
 def _step_positions(summary: Summary, histogram: tuple[int, ...] | None, steps: int | None) -> tuple[StepPosition, ...]:
