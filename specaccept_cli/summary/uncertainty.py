@@ -196,10 +196,11 @@ def _score_end(rate: float, error: float, tokens: int, units: int, crit: float, 
     spread = rate * (1.0 - rate)
     n = min(float(tokens), spread / (error * error)) if spread > 0.0 and error > 0.0 else float(units)
     shift = CONTINUITY / (2 * n)
-    # At rate 0 or 1 the interval's near end is the rate itself.
+    # At rate 0 or 1 the interval's near end is the rate itself; so is the far end of a rate the continuity shift
+    # takes to 0 or 1, which the score formula gives only to rounding (1 - 1e-16 where 1 is exact).
     if sign < 0:
-        return 0.0 if rate == 0.0 else max(0.0, _score_bound(max(0.0, rate - shift), n, crit, -1))
-    return 1.0 if rate == 1.0 else min(1.0, _score_bound(min(1.0, rate + shift), n, crit, +1))
+        return 0.0 if rate - shift <= 0.0 else max(0.0, _score_bound(rate - shift, n, crit, -1))
+    return 1.0 if rate + shift >= 1.0 else min(1.0, _score_bound(rate + shift, n, crit, +1))
 
 
 def _tokens_per_pass_interval(
