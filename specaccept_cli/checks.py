@@ -312,26 +312,78 @@ POWER = 0.80  # the chance of flagging a drop that minimum_detectable_drop and r
 # less often (about 71% at the planned size).
 
 
-def _one_sided_quantiles(significance: float) -> float:
-    """z_(1 - significance) + z_POWER: how many standard errors apart a detectable drop and the floor are."""
-    return student_t_quantile(1.0 - significance, math.inf) + student_t_quantile(POWER, math.inf)
+def _one_sided_quantiles(significance: float, df: float = math.inf) -> float:
+    """t_(1 - significance) + t_POWER with `df` degrees of freedom (the test's): how many standard errors apart
+    a detectable drop and the floor are. With few units Student's t asks for more than the normal's 2.33 + 0.84."""
+    return student_t_quantile(1.0 - significance, df) + student_t_quantile(POWER, df)
+
+
+def dropped_unit_variance(
+    runs_by_k: tuple[int, ...], metric: str, value: float, drop: float, unit_variance: float, units: int
+) -> float:
+    """A baseline's variance per unit (`unit_variance`, over `units` units) moved to the value a relative `drop`
+    leaves: what a plan takes as the current run's. Two parts move differently when every token's acceptance
+    scales by 1 - drop:
+
+    - within runs, as the i.i.d. model over this draft-length mix scales it (`formulas.run_variance`): a lower
+      alpha ends runs sooner, so fewer tokens are examined per run and alpha's estimate is noisier per run (by
+      15% for a 10% drop from 0.73 with k 1-8);
+    - between requests (what the sandwich holds beyond the i.i.d. part), by (1 - drop)^2: each request's
+      acceptance scales alike, and so does the spread between them.
+
+    Taking the baseline's spread as the current's, unmoved, fell short of the power asked on logs of
+    one-run requests (64% where 80% was planned, in tests/study); the parts as they are where the model
+    has nothing to say (no drafted runs, alpha at 0 or 1)."""
+    from specaccept_cli.summary.formulas import alpha_of_tokens_per_pass, run_variance
+
+    dropped = value * (1.0 - drop)
+    if metric == "alpha":
+        at, moved = value, dropped
+    else:
+        at, moved = alpha_of_tokens_per_pass(value, runs_by_k), alpha_of_tokens_per_pass(dropped, runs_by_k)
+    runs = sum(runs_by_k[1:])
+    if not (moved > 0.0 and at < 1.0) or runs <= 0 or units <= 0:
+        return unit_variance
+    before, after = run_variance(at, runs_by_k, metric), run_variance(moved, runs_by_k, metric)
+    if before is None or after is None:
+        return unit_variance
+    within = min(unit_variance, before * units / runs)
+    return within * after / before + (unit_variance - within) * (1.0 - drop) ** 2
+
+
+def _welch(part_b: float, df_b: float, part_c: float, df_c: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference whose two squared errors are part_b and part_c."""
+    denominator = (part_b * part_b / df_b if part_b else 0.0) + (part_c * part_c / df_c if part_c else 0.0)
+    return math.inf if denominator <= 0.0 else max(1.0, (part_b + part_c) ** 2 / denominator)
 
 
 def detectable_drop(
-    baseline: float, baseline_se: float, current_se: float, significance: float, max_drop: float = 0.0
+    baseline: float,
+    baseline_se: float,
+    current_se: float,
+    significance: float,
+    max_drop: float = 0.0,
+    df: float = math.inf,
+    scale: Callable[[float], float] | None = None,
 ) -> float | None:
     """The relative drop beyond `max_drop` that the one-sided test at `significance` flags with POWER.
 
     With the current value at (1 - max_drop - m) b, the test's z is centred at -m b / S, S the
-    standard error of the difference (`drop_test`): it falls below -z_(1 - significance) with
-    probability POWER when m = (z_(1 - significance) + z_POWER) S / b. Normal quantiles: with few
-    units Student's t makes the true power a little lower.
+    standard error of the difference (`drop_test`): it falls below -t_(1 - significance) with
+    probability POWER when m = (t_(1 - significance) + t_POWER) S / b, t with the test's `df`.
+    `scale(m)`, when given, is how much the current side's variance grows at that drop (see
+    `dropped_unit_variance`): m is then its fixed point.
     """
     if baseline <= 0.0:
         return None
     keep = 1.0 - max_drop
-    spread = math.sqrt(current_se * current_se + keep * keep * baseline_se * baseline_se)
-    return _one_sided_quantiles(significance) * spread / baseline
+    quantiles = _one_sided_quantiles(significance, df)
+    drop = 0.0
+    for _ in range(1 if scale is None else 8):
+        grown = 1.0 if scale is None else scale(drop)
+        spread = math.sqrt(grown * current_se * current_se + keep * keep * baseline_se * baseline_se)
+        drop = quantiles * spread / baseline
+    return drop
 
 
 def units_needed(
@@ -341,20 +393,54 @@ def units_needed(
     drop: float,
     significance: float,
     max_drop: float = 0.0,
+    *,
+    baseline_df: float = math.inf,
+    baseline_units: float = math.inf,
+    df_per_unit: float = 1.0,
 ) -> int | None:
     """Current-side units (requests, or runs) at which `detectable_drop` is `drop`; None when no number suffices.
 
     The current side's squared standard error is `unit_variance` / n (a sandwich variance: the sum
     of n squared unit contributions, each of about the same size). The baseline's own error stays
-    as it is: when it alone exceeds what `drop` allows, no current run is large enough.
+    as it is: when it alone exceeds what `drop` allows, no current run is large enough. The test's
+    degrees of freedom at n units are Welch-Satterthwaite's over the baseline's (`baseline_df`) and the
+    current side's `df_per_unit` (n - 1) (the share of its units' degrees of freedom Imbens-Kolesar keep
+    when units are unequal), capped at the smaller side's units - 1 as `compare` caps them: the smallest n
+    whose Student t quantiles leave room for the drop.
     """
     if baseline <= 0.0 or drop <= 0.0:
         return None
     keep = 1.0 - max_drop
-    room = (drop * baseline / _one_sided_quantiles(significance)) ** 2 - (keep * baseline_se) ** 2
+    fixed = (keep * baseline_se) ** 2
+
+    def enough(units: int) -> bool:
+        part = unit_variance / units
+        welch = _welch(fixed, baseline_df, part, max(1.0, df_per_unit * (units - 1)))
+        df = min(float(units - 1), baseline_units - 1.0, welch)
+        room = (drop * baseline / _one_sided_quantiles(significance, df)) ** 2 - fixed
+        return room > 0.0 and part <= room
+
+    room = (drop * baseline / _one_sided_quantiles(significance)) ** 2 - fixed
     if room <= 0.0:
         return None
-    return max(MIN_UNITS, math.ceil(unit_variance / room))
+    low = max(MIN_UNITS, math.ceil(unit_variance / room))  # the normal's answer: t never asks for fewer
+    if enough(low):
+        return low
+    high = low
+    while not enough(high):
+        if high >= _MAX_UNITS:
+            return None
+        high = min(_MAX_UNITS, 2 * high)
+    while high - low > 1:  # enough(high), not enough(low): more units only add degrees of freedom
+        middle = (low + high) // 2
+        if enough(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+_MAX_UNITS = 1 << 40  # a plan beyond this many units is no plan
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -384,6 +470,7 @@ def compare(
     df = math.inf if df_b is None or df_c is None else float(min(df_b, df_c))
     runs = (baseline.runs, current.runs)
     unfavourable: dict[int, float] = {}  # bounded rows: the p of the least favourable values
+    tested_df: dict[int, float] = {}  # tested rows: the degrees of freedom of their test
     for metric, label, _ in COMPARED_METRICS:
         b_sides, c_sides = baseline.sides(metric), current.sides(metric)
         if b_sides is None or c_sides is None or min(df_b or 0, df_c or 0) < MIN_UNITS - 1:
@@ -396,7 +483,8 @@ def compare(
         # the bottom of its bounds, the current run at the top (the same value twice when identified).
         (b, se_b), (c, se_c) = b_sides[0], c_sides[1]
         change = (c - b) / b if b != 0 else None
-        z, p = drop_test(b, se_b, c, se_c, max_drop, _welch_df(baseline, current, metric, se_b, se_c, max_drop, df))
+        tested_df[len(rows)] = _welch_df(baseline, current, metric, se_b, se_c, max_drop, df)
+        z, p = drop_test(b, se_b, c, se_c, max_drop, tested_df[len(rows)])
         bounded = b_sides[0] != b_sides[1] or c_sides[0] != c_sides[1]
         rows.append(
             MetricComparison(
@@ -430,7 +518,7 @@ def compare(
             rows[index],
             p_adjusted=p_adjusted,
             verdict=verdict,
-            **_power(rows[index], units, len(tested), max_drop, significance),
+            **_power(rows[index], current, units, tested_df[index], max_drop, significance),
         )
     return Comparison(max_drop, significance, rows, comparison_warnings(baseline, current), _method(baseline, current))
 
@@ -451,16 +539,31 @@ def _welch_df(
     return min(df, max(1.0, (part_b + part_c) ** 2 / denominator))
 
 
-def _power(row: MetricComparison, units: int, tested: int, max_drop: float, significance: float) -> dict[str, Any]:
-    """A tested row's power fields, at `significance` itself (see POWER)."""
+def _power(
+    row: MetricComparison, current: Estimates, units: int, df: float, max_drop: float, significance: float
+) -> dict[str, Any]:
+    """A tested row's power fields, at `significance` itself (see POWER), with the test's own degrees of freedom
+    and the current side's variance moved to the value each drop leaves (`dropped_unit_variance`), as `plan`."""
     assert row.baseline is not None and row.baseline_standard_error is not None
-    assert row.current_standard_error is not None
-    level = significance
-    drop = detectable_drop(row.baseline, row.baseline_standard_error, row.current_standard_error, level, max_drop)
+    assert row.current_standard_error is not None and row.current is not None
+    level, value, variance = significance, row.current, row.current_standard_error**2 * units
+
+    def grown(drop: float) -> float:  # the current's variance at (1 - max_drop - drop) baseline, over its own
+        target = (1.0 - max_drop - drop) * row.baseline  # type: ignore[operator]
+        if variance <= 0.0 or value <= 0.0 or not 0.0 < target < 1.0 or units < MIN_UNITS:
+            return 1.0
+        moved = dropped_unit_variance(current.runs_by_k, row.metric, value, 1.0 - target / value, variance, units)
+        return moved / variance
+
+    base, base_se = row.baseline, row.baseline_standard_error
+    drop = detectable_drop(base, base_se, row.current_standard_error, level, max_drop, df, grown)
     needed = None
     if max_drop > 0.0:
-        variance = row.current_standard_error**2 * units
-        needed = units_needed(row.baseline, row.baseline_standard_error, variance, max_drop, level, max_drop)
+        own_df = current.testing_degrees_of_freedom(row.metric) or float(units - 1)
+        share = min(1.0, own_df / max(1, units - 1))
+        needed = units_needed(
+            base, base_se, grown(max_drop) * variance, max_drop, level, max_drop, baseline_df=df, df_per_unit=share
+        )
     return {
         "minimum_detectable_drop": drop,
         "detectable_drop": None if drop is None else max_drop + drop,
@@ -515,11 +618,21 @@ def plan_requests(
         value, error = sides[0] if sides is not None else (getattr(baseline, metric), None)
         needed = each_side = None
         if value is not None and error is not None and count >= MIN_UNITS:
+            # The current run varies per unit as the baseline does, moved to its lower value (see
+            # dropped_unit_variance), and keeps the same share of degrees of freedom per unit.
             variance = error * error * count
-            needed = units_needed(value, error, variance, drop - max_drop, level, max_drop)
-            # Both sides of n units: (1 + (1 - max_drop)^2) variance / n is the difference's squared error.
+            moved = dropped_unit_variance(baseline.runs_by_k, metric, value, drop, variance, count)
+            own_df = baseline.testing_degrees_of_freedom(metric) or float(count - 1)
+            share = min(1.0, own_df / (count - 1))
+            needed = units_needed(
+                value, error, moved, drop - max_drop, level, max_drop,
+                baseline_df=own_df, baseline_units=float(count), df_per_unit=share,
+            )  # fmt: skip
+            # Both sides of n units: (moved + (1 - max_drop)^2 variance) / n is the difference's squared error.
             keep = 1.0 - max_drop
-            each_side = units_needed(value, 0.0, (1.0 + keep * keep) * variance, drop - max_drop, level, max_drop)
+            each_side = units_needed(
+                value, 0.0, moved + keep * keep * variance, drop - max_drop, level, max_drop, df_per_unit=share
+            )
         plans.append(
             RequestPlan(metric, label, value, error, count if error is not None else 0, units, needed, each_side)
         )

@@ -47,7 +47,9 @@ def plan(baseline_path: str, drop: float, max_drop: float, significance: float, 
     with 80% power, at --max-drop and --significance.
 
     The run is assumed to vary from request to request as the baseline does (the baseline's
-    cluster-robust standard error, scaled by its requests). A baseline summarised over runs (no
+    cluster-robust standard error, scaled by its requests), moved to the dropped value: the
+    i.i.d. part as the i.i.d. model moves it, the spread between requests by (1 - drop)^2; the
+    test's Student t quantiles count its degrees of freedom. A baseline summarised over runs (no
     request field) plans in runs, which holds only for a replayed prompt set.
 
     \b

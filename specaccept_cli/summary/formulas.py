@@ -28,3 +28,57 @@ def expectation(alpha: float, k: int, cost_ratio: float | None = None) -> dict[s
     if cost_ratio is not None:
         row["speedup"] = expected_speedup(alpha, k, cost_ratio)
     return row
+
+
+def _run_moments(alpha: float, k: int) -> tuple[float, float, float, float, float]:
+    """(E a, E a^2, E e, E e^2, E a e) for one run of draft length k under the i.i.d. model: a accepted, with
+    P(a = j) = alpha^j (1 - alpha) below k and alpha^k at k; e = min(a + 1, k) tokens examined."""
+    moments = [0.0] * 5
+    for accepted in range(k + 1):
+        chance = alpha**accepted * ((1.0 - alpha) if accepted < k else 1.0)
+        examined = min(accepted + 1, k)
+        for index, value in enumerate(
+            (accepted, accepted * accepted, examined, examined * examined, accepted * examined)
+        ):
+            moments[index] += chance * value
+    return moments[0], moments[1], moments[2], moments[3], moments[4]
+
+
+def run_variance(alpha: float, runs_by_k: tuple[int, ...], metric: str) -> float | None:
+    """The i.i.d. model's variance per run of a metric's estimate over runs of this draft-length mix: for
+    "alpha" (accepted / examined) the linearised ratio's E[(a - alpha e)^2] / E[e]^2, for "tokens_per_pass"
+    (1 + accepted / runs) Var(a). None when the mix has no drafted runs or the variance is 0."""
+    total = sum(count for k, count in enumerate(runs_by_k) if k > 0)
+    if total <= 0 or not 0.0 <= alpha <= 1.0:
+        return None
+    mean = [0.0] * 5
+    for k, count in enumerate(runs_by_k):
+        if k > 0 and count:
+            for index, value in enumerate(_run_moments(alpha, k)):
+                mean[index] += value * count / total
+    a, a2, e, e2, ae = mean
+    if metric == "alpha":
+        ratio = a / e
+        variance = (a2 - 2.0 * ratio * ae + ratio * ratio * e2) / (e * e)
+    else:
+        variance = a2 - a * a
+    return variance if variance > 0.0 else None
+
+
+def tokens_per_pass_of(alpha: float, runs_by_k: tuple[int, ...]) -> float:
+    """E[tokens per pass] = 1 + E[a] over runs of this draft-length mix, under the i.i.d. model."""
+    total = sum(count for k, count in enumerate(runs_by_k) if k > 0)
+    accepted = sum(count * _run_moments(alpha, k)[0] for k, count in enumerate(runs_by_k) if k > 0 and count)
+    return 1.0 + accepted / total if total else 1.0
+
+
+def alpha_of_tokens_per_pass(tokens_per_pass: float, runs_by_k: tuple[int, ...]) -> float:
+    """The i.i.d. alpha whose tokens per pass over this mix is `tokens_per_pass` (clamped to [0, 1]), by bisection."""
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2.0
+        if tokens_per_pass_of(middle, runs_by_k) < tokens_per_pass:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0

@@ -346,10 +346,11 @@ def run_edge(name: str, logs: int, fingerprint_logs: int, seed: int = 0, runs: i
 
 
 def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: int = 20_000) -> PlannedPower:
-    """Plan from one log of the case, then `reps` fresh pairs (baseline as planned from, current of plan's
-    request count with acceptance scaled by 1 - drop): the share the alpha comparison flags (--max-drop 0,
-    --significance 0.01). A case of a fixed number of requests plans from 100 of them and draws the current
-    log's requests from the same sizes."""
+    """`reps` times: plan from a fresh baseline log of the case, then draw a current log of plan's request count
+    with acceptance scaled by 1 - drop and compare it with that baseline: the share the alpha comparison flags
+    (--max-drop 0, --significance 0.01). Each pair plans from its own baseline, as a user does, so the power is
+    over the baseline's noise too. A case of a fixed number of requests plans from 100 of them and draws the
+    current log's requests from the same sizes. `requests_needed` is the median planned count."""
     from dataclasses import replace as replace_struct
 
     from specaccept_cli.checks import plan_requests
@@ -358,22 +359,24 @@ def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: 
     planning_scenario = scenario
     if scenario.unequal is not None:
         planning_scenario = replace_struct(scenario, unequal=(100, scenario.unequal[1]))
-    planning = estimate(planning_scenario.summary_as_served(runs, seed * 7919))
-    needed = plan_requests(planning, drop, 0.0, 0.01)[0].requests_needed
-    assert needed is not None, "the planning baseline is too small for this drop"
     requests = scenario.requests
     assert requests is not None
-    if scenario.unequal is not None:
-        current_scenario, current_runs = replace_struct(scenario, unequal=(needed, scenario.unequal[1])), 0
-    else:
-        current_scenario, current_runs = scenario, round(needed * (requests.runs[0] + requests.runs[1]) / 2)
-    regressed = 0
+    regressed, planned, current_runs = 0, [], 0
     for rep in range(reps):
         base = seed * 7919 + 2 * rep + 1
         baseline = estimate(planning_scenario.summary_as_served(runs, base))
+        needed = plan_requests(baseline, drop, 0.0, 0.01)[0].requests_needed
+        assert needed is not None, "the planning baseline is too small for this drop"
+        planned.append(needed)
+        if scenario.unequal is not None:
+            current_scenario, current_runs = replace_struct(scenario, unequal=(needed, scenario.unequal[1])), 0
+        else:
+            current_scenario, current_runs = scenario, round(needed * (requests.runs[0] + requests.runs[1]) / 2)
         current = estimate(current_scenario.summary_as_served(current_runs, base + 1, drop=drop))
         regressed += compare(baseline, current, 0.0, 0.01).metrics[0].verdict == "regressed"
-    return PlannedPower(drop, runs, needed, current_runs, regressed / reps, reps)
+    middle = sorted(planned)[len(planned) // 2]
+    typical_runs = 0 if scenario.unequal is not None else round(middle * (requests.runs[0] + requests.runs[1]) / 2)
+    return PlannedPower(drop, runs, middle, typical_runs, regressed / reps, reps)
 
 
 def synthetic_detection(name: str, mode: str, logs: int, seed: int = 17, runs: int = EDGE_RUNS) -> float:
@@ -438,7 +441,8 @@ def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_log
     return (
         f"The edges, read as the defaults read them (clustered by request_id, windows of runs; {logs:,} logs a "
         f"case, fingerprints on the first {fingerprint_logs}; power: {power_reps} pairs at plan's request count "
-        f"for a 10% drop, 20% for unequal requests, planned from 100 of them; synthetic modes: "
+        "for a 10% drop, 20% for unequal requests, each pair planned from its own baseline (100 requests of the "
+        "unequal cases), the median planned count shown; synthetic modes: "
         f"{detection_logs} logs each):\n\n" + "\n".join(lines)
     )
 

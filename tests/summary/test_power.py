@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
@@ -24,12 +25,18 @@ def test_detectable_drop_and_units_needed_by_hand() -> None:
     assert drop == pytest.approx((Z_995 + Z_80) * math.hypot(0.004, 0.003) / 0.8)
     at_tolerance = detectable_drop(0.8, 0.004, 0.003, 0.005, max_drop=0.02)
     assert at_tolerance == pytest.approx((Z_995 + Z_80) * math.hypot(0.98 * 0.004, 0.003) / 0.8)
-    # units_needed inverts it: at that many units the current's error makes the detectable drop the target.
+    # Student t with df degrees of freedom asks for more standard errors than the normal.
+    assert detectable_drop(0.8, 0.004, 0.003, 0.005, df=10) > 1.15 * drop
+    # units_needed inverts it: at that many units the current's error, with the t test's n - 1 degrees of
+    # freedom, makes the detectable drop the target, and one unit fewer does not.
     variance = 0.003**2 * 500  # per-unit variance of a current side of 500 units
     needed = units_needed(0.8, 0.004, variance, 0.03, 0.005)
     assert needed is not None
-    assert detectable_drop(0.8, 0.004, math.sqrt(variance / needed), 0.005) <= 0.03
-    assert detectable_drop(0.8, 0.004, math.sqrt(variance / (needed - 1)), 0.005) > 0.03
+    assert detectable_drop(0.8, 0.004, math.sqrt(variance / needed), 0.005, df=needed - 1) <= 0.03
+    assert detectable_drop(0.8, 0.004, math.sqrt(variance / (needed - 1)), 0.005, df=needed - 2) > 0.03
+    # Fewer degrees of freedom per unit (unequal units) ask for more units.
+    unequal = units_needed(0.8, 0.004, variance, 0.03, 0.005, df_per_unit=0.05)
+    assert unequal is not None and unequal > needed
     assert units_needed(0.8, 0.01, variance, 0.03, 0.005) is None  # the baseline alone is too noisy
 
 
@@ -47,11 +54,12 @@ def test_every_comparison_reports_its_power() -> None:
         level = comparison.significance  # planned at the full level: both metrics drop together
         assert row.baseline is not None and row.baseline_standard_error is not None
         assert row.current_standard_error is not None
-        assert row.minimum_detectable_drop == pytest.approx(
-            detectable_drop(
-                row.baseline, row.baseline_standard_error, row.current_standard_error, level, comparison.max_drop
-            )
+        # Near the normal-quantile drop with the current's own spread: Student t and the spread moved to the
+        # dropped value (noisier within runs, narrower between requests) shift it by a few percent, no more.
+        plain = detectable_drop(
+            row.baseline, row.baseline_standard_error, row.current_standard_error, level, comparison.max_drop
         )
+        assert plain is not None and 0.9 * plain <= row.minimum_detectable_drop <= 1.15 * plain
     assert (
         weak.metrics[0].underpowered
         and weak.underpowered
@@ -105,3 +113,41 @@ def test_plan_command(tmp_path: Path) -> None:
     # audit --baseline and diff show the detectable drop in their tables, the Action's markdown too
     shown = invoke("audit", str(log), "--baseline", str(baseline), "-o", "markdown")
     assert "| detectable |" in shown.stdout
+
+
+def test_the_iid_run_variance_matches_runs_drawn_from_the_model() -> None:
+    from specaccept_cli.summary.formulas import alpha_of_tokens_per_pass, run_variance, tokens_per_pass_of
+
+    # k = 1: one Bernoulli token, for both metrics.
+    assert run_variance(0.7, (0, 10), "alpha") == pytest.approx(0.21)
+    assert run_variance(0.7, (0, 10), "tokens_per_pass") == pytest.approx(0.21)
+    # A mix of k 1-8, against 400,000 seeded runs of the i.i.d. model.
+    rng = np.random.default_rng(5)
+    mix = (0,) + (1,) * 8
+    k = rng.integers(1, 9, 400_000)
+    accepted = np.minimum(rng.geometric(1 - 0.7, k.shape[0]) - 1, k)
+    examined = np.minimum(accepted + 1, k)
+    ratio = accepted.sum() / examined.sum()
+    score = (accepted - ratio * examined) / examined.mean()
+    assert run_variance(0.7, mix, "alpha") == pytest.approx(float(score.var()), rel=0.02)
+    assert run_variance(0.7, mix, "tokens_per_pass") == pytest.approx(float(accepted.var()), rel=0.02)
+    assert tokens_per_pass_of(0.7, mix) == pytest.approx(1 + float(accepted.mean()), rel=0.01)
+    assert alpha_of_tokens_per_pass(tokens_per_pass_of(0.63, mix), mix) == pytest.approx(0.63, abs=1e-9)
+
+
+def test_a_drop_moves_the_spread_within_runs_and_between_requests_apart() -> None:
+    from specaccept_cli.checks import dropped_unit_variance
+    from specaccept_cli.summary.formulas import run_variance
+
+    mix = (0,) + (100,) * 8
+    before, after = run_variance(0.73, mix, "alpha"), run_variance(0.73 * 0.9, mix, "alpha")
+    assert before is not None and after is not None and after > 1.1 * before  # runs end sooner: noisier
+    # One-run requests of one alpha (800 units of 800 runs): the i.i.d. part, all of it.
+    assert dropped_unit_variance(mix, "alpha", 0.73, 0.1, before, 800) == pytest.approx(after)
+    # Requests of 10 runs (80 units): the i.i.d. part of a unit is a tenth of a run's; the rest is between
+    # requests, and shrinks by 0.9^2.
+    moved = dropped_unit_variance(mix, "alpha", 0.73, 0.1, 2 * before, 80)
+    assert moved == pytest.approx(0.1 * after + 1.9 * before * 0.81)
+    # Where the model says nothing (alpha 1, no drafted runs) the spread stays as it was.
+    assert dropped_unit_variance(mix, "alpha", 1.0, 0.1, 2.0, 80) == 2.0
+    assert dropped_unit_variance((5,), "alpha", 0.7, 0.1, 2.0, 80) == 2.0
