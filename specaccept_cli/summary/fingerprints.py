@@ -14,10 +14,11 @@ none there.
   0 < m + 1 < k (or one value strictly inside), which an exact rule with these drafts would produce with
   probability below 1e-12 under the i.i.d. model fitted to the same runs; (b) with per-request clusters,
   no between-request variation: the dispersion of request totals is what identical requests give
-  (p > 0.05 over at least 50 requests), where real prompts make requests easy or hard as a whole. (b) is
-  absence of evidence unless the log could have shown the variation: it fires only when the dispersion test
-  had power of at least MIN_POWER to reject identical requests if their alphas spread with a standard
-  deviation of SPREAD_SD (see `spread_power`); requests of one run carry no such power at all.
+  (chi-square p > HOMOGENEOUS_P over at least MIN_REQUESTS requests), where real prompts make requests easy
+  or hard as a whole. (b) is absence of evidence unless the log could have shown the variation: it fires
+  only when the dispersion test had power of at least MIN_POWER to reject identical requests if their alphas
+  spread with a standard deviation of SPREAD_SD (see `spread_power`), so a few large requests can show it
+  and many small ones may not; requests of one run carry no such power at all.
 - `greedy_draft`: q = 1 for every logged token: the draft's probabilities are one-hot (vLLM's default
   `draft_sample_method: greedy`), so the rule reduces to r <= p and alpha measures the target's probability
   of the draft's argmax; the sampler's losslessness is not being exercised.
@@ -35,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from msgspec import Struct
 
+from specaccept_cli.summary.probability import chi2_sf, chi2_upper_quantile
+
 if TYPE_CHECKING:
     from specaccept_cli.summary.state import Summary
 
@@ -44,16 +47,19 @@ LOSSY = "lossy_acceptance"
 
 MIN_RUNS = 200  # a row of the histogram needs this many runs before its shape is evidence
 CONFINED_P = 1e-12  # test (a): the i.i.d. probability below which two-valued lengths are not chance
-MIN_REQUESTS = 50  # test (b): requests needed before "no variation between them" means anything
-MIN_REQUEST_RUNS = 2000
-HOMOGENEOUS_P = 0.05
+# test (b): the fewest requests, and runs, the dispersion test is run on; its power decides the rest. Five is the
+# study's smallest case (tests/study: 5 requests of 20-2,000 runs); the tail is the exact chi-square's.
+MIN_REQUESTS = 5
+MIN_REQUEST_RUNS = MIN_RUNS
+# Fires when p exceeds this: logs of identical requests (synthetic rates) show it 99% of the time; the power
+# gate below holds the false alarms on real spread to 1 - MIN_POWER at most.
+HOMOGENEOUS_P = 0.01
 # The between-request spread of alpha that real prompts give, and the power (b) needs to see it. 0.05 is
 # conservative: Leviathan et al. (2023, "Fast Inference from Transformers via Speculative Decoding", table 3)
 # measure alpha 0.62-0.75 for one draft/target pair over tasks, so a task mix spreads more than that, and
 # prompts within a task differ again; tests/study draws request alphas from Beta(7, 3) (SD 0.14).
 SPREAD_SD = 0.05
 MIN_POWER = 0.95
-_UPPER_5 = 1.6448536269514722  # the normal's upper 5% point
 MIN_TOKENS = 100  # greedy_draft: logged tokens needed
 
 
@@ -117,14 +123,29 @@ def _confined_lengths(summary: Summary) -> Fingerprint | None:
     return None
 
 
-def _homogeneous_requests(summary: Summary) -> Fingerprint | None:
-    """Request totals no more dispersed than identical requests give: a chi-square of the per-request accepted sums."""
+class Dispersion(Struct, frozen=True):
+    """Test (b): the chi-square of request totals against identical requests, and its power (`spread_power`)."""
+
+    requests: int
+    statistic: float
+    freedom: int
+    p_value: float
+    power: float
+
+    @property
+    def powered(self) -> bool:
+        """Whether silence (p above HOMOGENEOUS_P) is evidence: the test could have seen real prompts' spread."""
+        return self.power >= MIN_POWER
+
+
+def dispersion(summary: Summary) -> Dispersion | None:
+    """Test (b) on a summary clustered by request; None without clusters, or below MIN_REQUESTS requests or
+    MIN_REQUEST_RUNS runs, or when every run accepted alike."""
     tally = summary.clusters
     if tally is None or summary.runs < MIN_REQUEST_RUNS:
         return None
     sums = tally.sums
-    requests = len(sums)
-    if requests < MIN_REQUESTS:
+    if len(sums) < MIN_REQUESTS:
         return None
     counts = summary.counts
     _, a = np.indices(counts.shape)
@@ -139,32 +160,39 @@ def _homogeneous_requests(summary: Summary) -> Fingerprint | None:
     n = n[keep]
     statistic = float((((accepted - n * mean) ** 2) / (n * variance)).sum())
     freedom = int(keep.sum()) - 1
-    power = spread_power(summary, n, variance)
-    if power < MIN_POWER:
-        return None  # the test could not have seen real prompts' spread: its silence is no evidence
-    p_value = _chi2_upper(statistic, freedom)
-    if p_value <= HOMOGENEOUS_P:
+    if freedom <= 0:
         return None
+    power = spread_power(summary, n, variance)
+    return Dispersion(freedom + 1, statistic, freedom, chi2_sf(statistic, freedom), power)
+
+
+def _homogeneous_requests(summary: Summary) -> Fingerprint | None:
+    """Request totals no more dispersed than identical requests give, where the test had the power to see more."""
+    test = dispersion(summary)
+    if test is None or not test.powered or test.p_value <= HOMOGENEOUS_P:
+        return None  # unpowered: the test could not have seen real prompts' spread, so its silence is no evidence
     return Fingerprint(
         SYNTHETIC,
-        f"{freedom + 1:,} requests vary no more than identical requests would (dispersion chi-square "
-        f"{statistic:.1f} on {freedom} degrees of freedom, p = {p_value:.2f}; the test had power {power:.3f} "
-        f"to see request alphas spread with SD {SPREAD_SD:g}): every request had the same acceptance "
-        "distribution, as fixed synthetic acceptance rates give (vLLM synthetic_acceptance_rates); "
+        f"{test.requests:,} requests vary no more than identical requests would (dispersion chi-square "
+        f"{test.statistic:.1f} on {test.freedom} degrees of freedom, p = {test.p_value:.2f}; the test had power "
+        f"{test.power:.3f} to see request alphas spread with SD {SPREAD_SD:g}): every request had the same "
+        "acceptance distribution, as fixed synthetic acceptance rates give (vLLM synthetic_acceptance_rates); "
         "real prompts make requests easier or harder for the draft",
     )
 
 
 def spread_power(summary: Summary, runs_per_request: np.ndarray[Any, Any], variance: float) -> float:
     """The chance that the dispersion test rejects identical requests (p <= HOMOGENEOUS_P) when request
-    alphas spread with SD SPREAD_SD around the log's alpha, by a normal approximation to the statistic.
+    alphas spread with SD SPREAD_SD around the log's alpha.
 
     A request of n runs then has accepted total variance n s_w^2 + n^2 m'^2 tau^2 (m' the slope of the
     i.i.d. model's mean accepted per run in alpha, over the log's draft lengths; tau = SPREAD_SD), while the
     test divides by n times the pooled per-run variance s^2 = s_w^2 + m'^2 tau^2: each request's term is
-    inflated by lambda_g = (n - 1) m'^2 tau^2 / s^2. With shares h_g = n_g / N the statistic's mean is
-    sum (1 + lambda_g)(1 - h_g) and its variance about 2 sum (1 + lambda_g)^2. One-run requests have
-    lambda = 0: the pooled variance already holds the spread between them, and the power is the test's size.
+    inflated by lambda_g = (n - 1) m'^2 tau^2 / s^2. With shares h_g = n_g / N the statistic is about
+    sum (1 + lambda_g)(1 - h_g) chi-square(1) terms: mean sum (1 + lambda_g)(1 - h_g), variance about
+    2 sum (1 + lambda_g)^2, taken as a scaled chi-square c chi-square(nu) of that mean and variance
+    (Satterthwaite), which keeps the skew a handful of requests give. One-run requests have lambda = 0: the
+    pooled variance already holds the spread between them, and the power is the test's size.
     """
     examined = summary.examined_tokens
     if not examined:
@@ -181,11 +209,12 @@ def spread_power(summary: Summary, runs_per_request: np.ndarray[Any, Any], varia
     lam = (runs_per_request - 1.0) * slope * slope * SPREAD_SD * SPREAD_SD / variance
     shares = runs_per_request / runs_per_request.sum()
     freedom = runs_per_request.shape[0] - 1
+    if freedom <= 0:
+        return 0.0
     mean = float(((1.0 + lam) * (1.0 - shares)).sum())
-    spread = math.sqrt(2.0 * float(((1.0 + lam) ** 2).sum()))
-    from specaccept_cli.summary.probability import normal_sf
-
-    return normal_sf((_chi2_upper_quantile(HOMOGENEOUS_P, freedom) - mean) / spread)
+    spread = 2.0 * float(((1.0 + lam) ** 2).sum())
+    scale, shape = spread / (2.0 * mean), 2.0 * mean * mean / spread
+    return chi2_sf(chi2_upper_quantile(HOMOGENEOUS_P, freedom) / scale, shape)
 
 
 def _greedy(summary: Summary) -> Fingerprint | None:
@@ -216,24 +245,3 @@ def _lossy(summary: Summary) -> Fingerprint | None:
         "beyond the known counting bugs and near ties: the server accepted tokens the rule rejects, so its output "
         "does not follow the target distribution",
     )
-
-
-def _chi2_upper_quantile(tail: float, freedom: int) -> float:
-    """The x with P(X >= x) = tail for X ~ chi-square(freedom), by Wilson-Hilferty (the inverse of `_chi2_upper`)."""
-    from specaccept_cli.summary.probability import student_t_quantile
-
-    scale = 2.0 / (9.0 * freedom)
-    z = _UPPER_5 if tail == 0.05 else student_t_quantile(1.0 - tail, math.inf)
-    return float(freedom * (1.0 - scale + z * math.sqrt(scale)) ** 3)
-
-
-def _chi2_upper(statistic: float, freedom: int) -> float:
-    """P(X >= statistic) for X ~ chi-square(freedom), by the Wilson-Hilferty cube-root normal approximation:
-    within about 0.002 of the exact tail near p = 0.05 once freedom >= 49, which the test requires."""
-    if freedom <= 0:
-        return 1.0
-    from specaccept_cli.summary.probability import normal_sf
-
-    scale = 2.0 / (9.0 * freedom)
-    z = ((statistic / freedom) ** (1.0 / 3.0) - (1.0 - scale)) / math.sqrt(scale)
-    return normal_sf(z)

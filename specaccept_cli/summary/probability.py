@@ -117,3 +117,65 @@ def f_sf(statistic: float, df_numerator: float, df_denominator: float) -> float:
         return 1.0
     x = df_denominator / (df_denominator + df_numerator * statistic)
     return regularized_beta(df_denominator / 2.0, df_numerator / 2.0, x)
+
+
+# --- chi-square: what the fingerprints' dispersion test needs at a handful of requests ---------------------
+# The regularized incomplete gamma function, by its series below a + 1 and its continued fraction (Lentz's
+# method) above, as in Numerical Recipes (6.2); tested against tables.
+
+
+def _gamma_series(a: float, x: float) -> float:
+    """P(a, x) by its power series (convergent fast for x < a + 1)."""
+    term = total = 1.0 / a
+    denominator = a
+    for _ in range(10_000):
+        denominator += 1.0
+        term *= x / denominator
+        total += term
+        if abs(term) < abs(total) * _EPSILON:
+            break
+    return total * math.exp(-x + a * math.log(x) - math.lgamma(a))
+
+
+def _gamma_fraction(a: float, x: float) -> float:
+    """Q(a, x) by its continued fraction (convergent fast for x >= a + 1)."""
+    b = x + 1.0 - a
+    c, d = 1.0 / _TINY, 1.0 / b
+    fraction = d
+    for i in range(1, 10_000):
+        numerator = -i * (i - a)
+        b += 2.0
+        d = numerator * d + b
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
+        c = b + numerator / c
+        c = c if abs(c) > _TINY else _TINY
+        fraction *= c * d
+        if abs(c * d - 1.0) < _EPSILON:
+            break
+    return fraction * math.exp(-x + a * math.log(x) - math.lgamma(a))
+
+
+def chi2_sf(statistic: float, df: float) -> float:
+    """P(X >= statistic) for X ~ chi-square with `df` (> 0, not necessarily whole) degrees of freedom."""
+    if statistic <= 0.0:
+        return 1.0
+    a, x = df / 2.0, statistic / 2.0
+    if x < a + 1.0:
+        return max(0.0, 1.0 - _gamma_series(a, x))
+    return min(1.0, _gamma_fraction(a, x))
+
+
+def chi2_upper_quantile(tail: float, df: float) -> float:
+    """The x with P(X >= x) = tail for X ~ chi-square(df), by bisection on `chi2_sf` (to 1e-10 relative)."""
+    if not 0.0 < tail < 1.0:
+        raise ValueError(f"tail must be in (0, 1), not {tail}")
+    low, high = 0.0, max(1.0, df)
+    while chi2_sf(high, df) > tail:
+        low, high = high, high * 2.0
+    while high - low > 1e-10 * high:
+        middle = (low + high) / 2.0
+        if chi2_sf(middle, df) > tail:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0

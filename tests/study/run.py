@@ -379,19 +379,24 @@ def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: 
     return PlannedPower(drop, runs, middle, typical_runs, regressed / reps, reps)
 
 
-def synthetic_detection(name: str, mode: str, logs: int, seed: int = 17, runs: int = EDGE_RUNS) -> float:
+def synthetic_detection(name: str, mode: str, logs: int, seed: int = 17, runs: int = EDGE_RUNS) -> tuple[float, float]:
     """Share of `logs` logs with the case's requests whose accepted lengths vLLM's synthetic sampler chose that
     show `synthetic_acceptance` (vllm/v1/sample/rejection_sampler.py with rejection_sample_method: synthetic).
 
     "length": synthetic_acceptance_length 2.6 at k = 4, the minimum-variance schedule [1.0] * int(L - 1) +
     [frac] + [0.0] * ..., so every step accepts 1 or 2 tokens; "rates": synthetic_acceptance_rates
     [0.8, 0.6, 0.45, 0.3], one uniform per step against the unconditional rates, the same for every request.
+
+    Returns (the share of logs that can show the mode, the share of those found). Every log can show a length
+    target; fixed rates only where the dispersion test had the power to see real prompts' spread (its gate:
+    `fingerprints.Dispersion.powered`), so one-run requests, or a handful of requests, cannot.
     """
     from specaccept_cli.summary.clusters import ClusterTally
+    from specaccept_cli.summary.fingerprints import dispersion
     from specaccept_cli.summary.state import Summary
 
     scenario = SCENARIOS[name]
-    found = 0
+    found = testable = 0
     for index in range(logs):
         rng = np.random.default_rng(seed * 1_000_003 + index)
         chunks = list(scenario._chunks(runs, scenario.alpha, seed * 1_000_003 + index, None))
@@ -405,9 +410,14 @@ def synthetic_detection(name: str, mode: str, logs: int, seed: int = 17, runs: i
         counts = np.zeros((5, 5), dtype=np.int64)
         np.add.at(counts, (k, accepted), 1)
         clusters = ClusterTally.of_runs("request_id", request.astype(np.uint64), k, accepted)
-        numbers = estimate(Summary(counts=counts, clusters=clusters))
-        found += any(item.code == "synthetic_acceptance" for item in numbers.fingerprints)
-    return found / logs
+        summary = Summary(counts=counts, clusters=clusters)
+        if mode == "rates":
+            test = dispersion(summary)
+            if test is None or not test.powered:
+                continue
+        testable += 1
+        found += any(item.code == "synthetic_acceptance" for item in estimate(summary).fingerprints)
+    return testable / logs, found / max(1, testable)
 
 
 def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_logs: int) -> str:
@@ -424,11 +434,12 @@ def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_log
         tests = max(1, outcome.drift_tests)
         drop = 0.2 if SCENARIOS[name].unequal is not None else 0.1  # requests of 100x spread need a larger drop
         power = "" if not power_reps else _power_cell(edge_planned_power(name, drop, power_reps))
-        detection = (
-            ""
-            if not detection_logs
-            else " / ".join(_percent(synthetic_detection(name, mode, detection_logs)) for mode in ("length", "rates"))
-        )
+        detection = ""
+        if detection_logs:
+            length = synthetic_detection(name, "length", detection_logs)[1]
+            testable, found = synthetic_detection(name, "rates", detection_logs)
+            rates = f"{_percent(found)} of {_percent(testable)} testable" if testable else "untestable (no power)"
+            detection = f"{_percent(length)} / {rates}"
         lines.append(
             f"| {SCENARIOS[name].name} | {outcome.units / max(1, outcome.logs):,.0f} | "
             f"{_percent(outcome.rate('alpha'))} | {_percent(outcome.rate('tokens_per_pass'))} | "

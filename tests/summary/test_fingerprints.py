@@ -17,7 +17,7 @@ from specaccept_cli.simulate import Requests, simulate
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.evaluate import Plan, evaluate_batch
 from specaccept_cli.summary.files import summary_from_object, summary_object
-from specaccept_cli.summary.fingerprints import GREEDY, LOSSY, SYNTHETIC, fingerprints, spread_power
+from specaccept_cli.summary.fingerprints import GREEDY, HOMOGENEOUS_P, LOSSY, SYNTHETIC, fingerprints, spread_power
 from specaccept_cli.summary.state import Summary
 from tests import payloads as sim
 from tests.helpers import invoke, jsonl_bytes
@@ -177,11 +177,11 @@ def test_one_run_requests_never_show_the_synthetic_fingerprint() -> None:
     assert orjson.loads(result.stdout)["fingerprints"] == []
     summary = simulated_requests(Requests((1, 1)), runs=5000)  # identical requests, one run each
     assert summary.clusters is not None and len(summary.clusters.sums) == 5000
-    assert spread_power(summary, np.ones(5000), 1.0) == pytest.approx(0.05, abs=0.01)  # the test's size
+    assert spread_power(summary, np.ones(5000), 1.0) == pytest.approx(HOMOGENEOUS_P, abs=0.005)  # the test's size
     assert fingerprints(summary) == ()
     # ... where requests of 20 runs each, just as identical, are evidence: the test would have seen a spread
     twenty = simulated_requests(Requests((20, 20)), runs=5000)
-    assert [item.code for item in fingerprints(twenty)] in ([SYNTHETIC], [])  # p > 0.05 in 95% of seeds
+    assert [item.code for item in fingerprints(twenty)] in ([SYNTHETIC], [])  # p > 0.01 in 99% of seeds
     assert spread_power(twenty, np.full(250, 20.0), 1.0) > 0.95
 
 

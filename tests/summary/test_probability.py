@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from specaccept_cli.summary.probability import kolmogorov_sf, ks_p_value, normal_cdf, normal_sf, normal_two_sided
@@ -70,3 +72,34 @@ def test_ks_p_value_edges() -> None:
 )
 def test_normal_cdf_known_values(z: float, expected: float) -> None:
     assert normal_cdf(z) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("df", "tail", "quantile"),
+    [  # upper points of the chi-square (Abramowitz & Stegun, table 26.8)
+        (1, 0.05, 3.84146),
+        (2, 0.05, 5.99146),
+        (4, 0.01, 13.2767),
+        (5, 0.05, 11.0705),
+        (10, 0.01, 23.2093),
+        (30, 0.05, 43.7730),
+        (100, 0.01, 135.807),
+    ],
+)
+def test_chi2_tail_and_quantile_match_the_tables(df: int, tail: float, quantile: float) -> None:
+    from specaccept_cli.summary.probability import chi2_sf, chi2_upper_quantile
+
+    assert chi2_sf(quantile, df) == pytest.approx(tail, rel=1e-4)
+    assert chi2_upper_quantile(tail, df) == pytest.approx(quantile, rel=1e-5)
+
+
+def test_chi2_tail_at_its_edges_and_between_the_two_methods() -> None:
+    from specaccept_cli.summary.probability import chi2_sf
+
+    assert chi2_sf(0.0, 3) == 1.0 and chi2_sf(-1.0, 3) == 1.0
+    assert chi2_sf(2.0, 2) == pytest.approx(math.exp(-1.0))  # df 2: the exponential's tail
+    assert 0.0 <= chi2_sf(1e4, 3) < 1e-300 or chi2_sf(1e4, 3) == 0.0
+    # series below df/2 + 1, continued fraction above: continuous where they meet (x/2 = a + 1)
+    for df in (0.7, 3.0, 12.5):
+        edge = 2.0 * (df / 2.0 + 1.0)
+        assert chi2_sf(edge * (1 - 1e-9), df) == pytest.approx(chi2_sf(edge * (1 + 1e-9), df), rel=1e-6)
