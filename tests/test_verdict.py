@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from msgspec.structs import replace
@@ -51,7 +53,8 @@ def test_baseline_in_its_three_states() -> None:
     # 3,000 runs a side cannot see a 2% drop: the comparison says so, with the drop it can see.
     underpowered = [entry.text for entry in same.entries("baseline")[1:]]
     assert underpowered[0].startswith("alpha comparison is underpowered: with 80% power it flags a drop of 4.")
-    assert underpowered[0].endswith("not one just beyond the tolerated 2.00%; that needs about 7,625 runs")
+    needs = re.search(r"not one just beyond the tolerated 2\.00%; that needs about ([\d,]+) runs$", underpowered[0])
+    assert needs is not None and 6_000 < int(needs.group(1).replace(",", "")) < 12_000  # more than the 3,000 here
     # A drop beyond max-drop that noise explains: a warning that gives its p, not "no drop".
     small = conclude(simulated(300, 0.74, seed=6), baseline)  # 4.4% down, Holm p = 0.23
     warned = [entry for entry in small.entries("baseline") if entry.status == "warn"]
