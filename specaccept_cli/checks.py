@@ -532,11 +532,7 @@ def _welch_df(
     if df_b is None or df_c is None:
         return df
     keep = 1.0 - max_drop
-    part_b, part_c = (keep * se_b) ** 2, se_c**2
-    denominator = part_b * part_b / df_b + part_c * part_c / df_c
-    if denominator <= 0.0:
-        return df
-    return min(df, max(1.0, (part_b + part_c) ** 2 / denominator))
+    return min(df, _welch((keep * se_b) ** 2, df_b, se_c**2, df_c))
 
 
 def _power(
