@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 
 def normal_sf(z: float) -> float:
@@ -99,12 +100,18 @@ def student_t_quantile(probability: float, df: float) -> float:
         raise ValueError(f"probability must be in (0, 1), not {probability}")
     if probability < 0.5:
         return -student_t_quantile(1.0 - probability, df)
-    low, high = 0.0, 1.0
-    while student_t_cdf(high, df) < probability:
+    return _positive_root(lambda t: student_t_cdf(t, df) < probability, 1.0, 1e-12, 1.0)
+
+
+def _positive_root(below: Callable[[float], bool], high: float, tolerance: float, floor: float) -> float:
+    """The x >= 0 where `below(x)` (true left of it, false right of it) turns false: `high` doubled until past it,
+    then bisection until the bracket is narrower than tolerance * max(floor, its top end)."""
+    low = 0.0
+    while below(high):
         low, high = high, high * 2.0
-    while high - low > 1e-12 * max(1.0, high):
+    while high - low > tolerance * max(floor, high):
         middle = (low + high) / 2.0
-        if student_t_cdf(middle, df) < probability:
+        if below(middle):
             low = middle
         else:
             high = middle
@@ -169,13 +176,4 @@ def chi2_upper_quantile(tail: float, df: float) -> float:
     """The x with P(X >= x) = tail for X ~ chi-square(df), by bisection on `chi2_sf` (to 1e-10 relative)."""
     if not 0.0 < tail < 1.0:
         raise ValueError(f"tail must be in (0, 1), not {tail}")
-    low, high = 0.0, max(1.0, df)
-    while chi2_sf(high, df) > tail:
-        low, high = high, high * 2.0
-    while high - low > 1e-10 * high:
-        middle = (low + high) / 2.0
-        if chi2_sf(middle, df) > tail:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2.0
+    return _positive_root(lambda x: chi2_sf(x, df) > tail, max(1.0, df), 1e-10, 0.0)
