@@ -307,9 +307,7 @@ def _tokens_per_pass_predicted(summary: Summary, alpha: float | None) -> float |
     runs = summary.runs
     if alpha is None or not runs:
         return None
-    by_k = summary.runs_by_k
-    total = sum(int(n) * formulas.expected_tokens_per_pass(alpha, k) for k, n in enumerate(by_k.tolist()) if n)
-    return total / runs
+    return formulas.tokens_per_pass_of(alpha, tuple(summary.runs_by_k.tolist()))
 
 
 def _iid_check(

@@ -66,10 +66,11 @@ def run_variance(alpha: float, runs_by_k: tuple[int, ...], metric: str) -> float
 
 
 def tokens_per_pass_of(alpha: float, runs_by_k: tuple[int, ...]) -> float:
-    """E[tokens per pass] = 1 + E[a] over runs of this draft-length mix, under the i.i.d. model."""
-    total = sum(count for k, count in enumerate(runs_by_k) if k > 0)
-    accepted = sum(count * _run_moments(alpha, k)[0] for k, count in enumerate(runs_by_k) if k > 0 and count)
-    return 1.0 + accepted / total if total else 1.0
+    """E[tokens per pass] over runs of this draft-length mix (each run with its own k, runs of k = 0 one token),
+    under the i.i.d. model: the mean of `expected_tokens_per_pass`; 1 for no runs."""
+    runs = sum(runs_by_k)
+    total = sum(count * expected_tokens_per_pass(alpha, k) for k, count in enumerate(runs_by_k) if count)
+    return total / runs if runs else 1.0
 
 
 def alpha_of_tokens_per_pass(tokens_per_pass: float, runs_by_k: tuple[int, ...]) -> float:
