@@ -126,11 +126,14 @@ def _confined_lengths(summary: Summary) -> Fingerprint | None:
 class Dispersion(Struct, frozen=True):
     """Test (b): the chi-square of request totals against identical requests, and its power (`spread_power`)."""
 
-    requests: int
     statistic: float
-    freedom: int
+    freedom: int  # requests - 1
     p_value: float
     power: float
+
+    @property
+    def requests(self) -> int:
+        return self.freedom + 1
 
     @property
     def powered(self) -> bool:
@@ -163,7 +166,7 @@ def dispersion(summary: Summary) -> Dispersion | None:
     if freedom <= 0:
         return None
     power = spread_power(summary, n, variance)
-    return Dispersion(freedom + 1, statistic, freedom, chi2_sf(statistic, freedom), power)
+    return Dispersion(statistic, freedom, chi2_sf(statistic, freedom), power)
 
 
 def _homogeneous_requests(summary: Summary) -> Fingerprint | None:
