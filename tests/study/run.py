@@ -361,6 +361,10 @@ def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: 
         planning_scenario = replace_struct(scenario, unequal=(100, scenario.unequal[1]))
     requests = scenario.requests
     assert requests is not None
+
+    def runs_of(count: int) -> int:  # runs of `count` requests of the scenario's mean size
+        return round(count * (requests.runs[0] + requests.runs[1]) / 2)
+
     regressed, planned, current_runs = 0, [], 0
     for rep in range(reps):
         base = seed * 7919 + 2 * rep + 1
@@ -371,11 +375,11 @@ def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: 
         if scenario.unequal is not None:
             current_scenario, current_runs = replace_struct(scenario, unequal=(needed, scenario.unequal[1])), 0
         else:
-            current_scenario, current_runs = scenario, round(needed * (requests.runs[0] + requests.runs[1]) / 2)
+            current_scenario, current_runs = scenario, runs_of(needed)
         current = estimate(current_scenario.summary_as_served(current_runs, base + 1, drop=drop))
         regressed += compare(baseline, current, 0.0, 0.01).metrics[0].verdict == "regressed"
     middle = sorted(planned)[len(planned) // 2]
-    typical_runs = 0 if scenario.unequal is not None else round(middle * (requests.runs[0] + requests.runs[1]) / 2)
+    typical_runs = 0 if scenario.unequal is not None else runs_of(middle)
     return PlannedPower(drop, runs, middle, typical_runs, regressed / reps, reps)
 
 
