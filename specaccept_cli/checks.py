@@ -535,6 +535,14 @@ def _welch_df(
     return min(df, _welch((keep * se_b) ** 2, df_b, se_c**2, df_c))
 
 
+def _df_share(estimates: Estimates, metric: str, units: int) -> float:
+    """The share of its units - 1 a side's test keeps as degrees of freedom (Imbens-Kolesar's, fewer when units
+    are unequal), at most 1: what a plan expects of a run of other units with the same spread of sizes."""
+    whole = float(max(1, units - 1))
+    own = estimates.testing_degrees_of_freedom(metric) or whole
+    return own / whole if own < whole else 1.0
+
+
 def _power(
     row: MetricComparison, current: Estimates, units: int, df: float, max_drop: float, significance: float
 ) -> dict[str, Any]:
@@ -555,8 +563,7 @@ def _power(
     drop = detectable_drop(base, base_se, row.current_standard_error, level, max_drop, df, grown)
     needed = None
     if max_drop > 0.0:
-        own_df = current.testing_degrees_of_freedom(row.metric) or float(units - 1)
-        share = min(1.0, own_df / max(1, units - 1))
+        share = _df_share(current, row.metric, units)
         needed = units_needed(
             base, base_se, grown(max_drop) * variance, max_drop, level, max_drop, baseline_df=df, df_per_unit=share
         )
@@ -618,11 +625,10 @@ def plan_requests(
             # dropped_unit_variance), and keeps the same share of degrees of freedom per unit.
             variance = error * error * count
             moved = dropped_unit_variance(baseline.runs_by_k, metric, value, drop, variance, count)
-            own_df = baseline.testing_degrees_of_freedom(metric) or float(count - 1)
-            share = min(1.0, own_df / (count - 1))
+            share = _df_share(baseline, metric, count)
             needed = units_needed(
                 value, error, moved, drop - max_drop, level, max_drop,
-                baseline_df=own_df, baseline_units=float(count), df_per_unit=share,
+                baseline_df=share * (count - 1), baseline_units=float(count), df_per_unit=share,
             )  # fmt: skip
             # Both sides of n units: (moved + (1 - max_drop)^2 variance) / n is the difference's squared error.
             keep = 1.0 - max_drop
