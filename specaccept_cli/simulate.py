@@ -2,7 +2,8 @@
 
 Each token gets an acceptance probability t = min(1, p/q) drawn so that E[t] = alpha
 (half the mass, alpha/2, at t = 1 with p >= q; the rest from a Beta with the matching
-mean), a draft probability q, p = t * q, and a uniform r in [0, 1). Since r is
+mean), a draft probability q, p = t * q (at t = 1, p = q times a small excess that keeps
+E[p/q] <= 1, as it is for any real pair of models), and a uniform r in [0, 1). Since r is
 uniform and independent of t, P(r <= t) = E[t] = alpha exactly.
 
 With `alpha_by_position`, token i of every run (0-based) uses alpha_by_position[i]
@@ -122,6 +123,17 @@ def _thresholds_by_position(rng: np.random.Generator, alphas: FloatArray) -> Flo
     return np.where(inner, t, np.where(alphas >= 1.0, 1.0, 0.0))
 
 
+def _excess(alpha: FloatArray, u: FloatArray) -> FloatArray:
+    """p/q - 1 for the tokens drawn at t = 1: 1.8 u (1 - alpha) / alpha, so that E[p/q] stays below 1.
+
+    A drafted token x is drawn from q, so E[p(x)/q(x)] = sum of p over q's support <= 1 for any real pair
+    of models (the mean-p/q check, verdict.conclude). With half the mass, alpha/2, at t = 1 and the
+    rest at mean t, E[p/q] = alpha + (alpha/2) E[excess] = alpha + 0.45 (1 - alpha) < 1 (less with p <= 1).
+    """
+    safe: FloatArray = np.clip(alpha, 1e-12, 1.0)
+    return 1.8 * u * (1.0 - safe) / safe
+
+
 def parse_alpha_list(text: str) -> list[float]:
     """`0.9,0.7,0.5` -> [0.9, 0.7, 0.5]; each in [0, 1]. Raises ValueError on anything else."""
     values = [float(item) for item in text.split(",")]
@@ -162,10 +174,10 @@ def simulate(
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(k, out=offsets[1:])
         tokens = int(offsets[-1])
+        token_alpha: FloatArray = np.full(tokens, alpha) if run_alpha is None else np.repeat(run_alpha, k)
         if by_position is None and run_alpha is None:
             t = _thresholds(rng, alpha, tokens)
         else:
-            token_alpha = np.full(tokens, alpha) if run_alpha is None else np.repeat(run_alpha, k)
             if by_position is not None:
                 position = np.arange(tokens, dtype=np.int64) - np.repeat(offsets[:-1], k)
                 profile = by_position[np.minimum(position, by_position.shape[0] - 1)]
@@ -175,7 +187,7 @@ def simulate(
                     token_alpha = np.minimum(1.0, profile * token_alpha / max(requests.mean_alpha(alpha), 1e-12))
             t = _thresholds_by_position(rng, token_alpha)
         q = 1.0 - rng.random(tokens) * 0.95  # (0.05, 1]
-        p = np.where(t >= 1.0, q + rng.random(tokens) * (1.0 - q), t * q)  # t = 1: p >= q
+        p = np.where(t >= 1.0, np.minimum(1.0, q * (1.0 + _excess(token_alpha, rng.random(tokens)))), t * q)
         r = rng.random(tokens)
         yield SimulatedChunk(offsets=offsets, p=p, q=q, r=r, request=request)
 

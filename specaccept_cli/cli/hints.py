@@ -39,6 +39,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     "log": None,  # an impossible log: no option sets a threshold for it
     ("log", "all_accepted"): "--p-field",  # swapped fields are the likeliest cause: name the option that picks p
     ("log", "p_at_most_q"): "--p-field",
+    ("log", "mean_p_over_q"): "--p-field",
 }
 
 

@@ -9,7 +9,15 @@ figures that look like any other. These tallies keep what such logs betray, addi
 - the range of p and of q over every token (one value throughout: a constant written in place of a
   probability);
 - per draft position, the range of r over the runs that drafted it (one value at every position across
-  many runs: the uniforms were not drawn afresh for each run, so acceptance was not random).
+  many runs: the uniforms were not drawn afresh for each run, so acceptance was not random);
+- the sum of min(p/q, 2) over the tokens, in fixed point (`RATIO_SCALE` steps, rounded down, so the sum
+  is an exact integer that adds in any order). A drafted token x is drawn from q, so E[p(x)/q(x)] is the
+  target's mass on the draft's support, at most 1, given everything before it, for any pair of models,
+  any temperature and any truncation applied alike to the logged q and to the draft's sampling. Capped
+  at 2 and rounded down, the mean only falls. Swapped fields give E[q/p] = sum q^2/p >= 1 (Cauchy-Schwarz)
+  instead, and a draft whose tokens were not drawn from the logged q (a greedy argmax logged with its
+  softmax q) is not bound at all: `mean_ratio_limit` is the level an honest log stays under but for a
+  one-in-a-million chance.
 
 q = 1 on every token is the `greedy_draft` fingerprint's (`Summary.one_hot_draft_tokens`).
 Computed with numpy for each batch of (p, q, r) runs (`summary.evaluate.evaluate_batch`); greedy batches,
@@ -28,6 +36,12 @@ if TYPE_CHECKING:
     from specaccept_cli.rule.batch import RunBatch
 
 
+RATIO_SCALE = 1 << 16  # fixed-point steps of min(p/q, 2)
+RATIO_CAP = 2.0
+RATIO_SLACK = 0.01  # room for probabilities logged in reduced precision (bf16 p and q: ~0.4% each)
+RATIO_RISK = 1e-6  # chance an honest log crosses the limit, by Azuma-Hoeffding
+
+
 class TokenTally(Struct, frozen=True):
     """Additive facts about the logged tokens (see the module doc)."""
 
@@ -39,6 +53,7 @@ class TokenTally(Struct, frozen=True):
     r_low: tuple[float, ...]
     r_high: tuple[float, ...]
     r_runs: tuple[int, ...]
+    ratio_fixed: int | None = None  # sum of floor(min(p/q, 2) * RATIO_SCALE); None: a file from before it
 
     @classmethod
     def of_batch(cls, batch: RunBatch) -> TokenTally | None:
@@ -61,6 +76,7 @@ class TokenTally(Struct, frozen=True):
             r_low=tuple(low),
             r_high=tuple(high),
             r_runs=tuple(runs),
+            ratio_fixed=int(np.floor(np.minimum(p / q, RATIO_CAP) * RATIO_SCALE).sum(dtype=np.int64)),
         )
 
     def __add__(self, other: TokenTally) -> TokenTally:
@@ -77,7 +93,21 @@ class TokenTally(Struct, frozen=True):
             r_low=tuple(map(min, padded(self.r_low, math.inf), padded(other.r_low, math.inf))),
             r_high=tuple(map(max, padded(self.r_high, -math.inf), padded(other.r_high, -math.inf))),
             r_runs=tuple(a + b for a, b in zip(padded(self.r_runs, 0), padded(other.r_runs, 0))),
+            ratio_fixed=None
+            if self.ratio_fixed is None or other.ratio_fixed is None
+            else self.ratio_fixed + other.ratio_fixed,
         )
+
+    def mean_ratio(self) -> float | None:
+        """The mean of min(p/q, 2) over the logged tokens (rounded down to RATIO_SCALE steps)."""
+        if self.ratio_fixed is None or self.tokens == 0:
+            return None
+        return self.ratio_fixed / RATIO_SCALE / self.tokens
+
+    def mean_ratio_limit(self) -> float:
+        """The mean an honest log stays at or under, but with chance RATIO_RISK: 1 + RATIO_SLACK plus the
+        Azuma-Hoeffding margin for terms in [0, RATIO_CAP], cap * sqrt(ln(1 / risk) / (2 n))."""
+        return 1.0 + RATIO_SLACK + RATIO_CAP * math.sqrt(math.log(1.0 / RATIO_RISK) / (2 * max(1, self.tokens)))
 
     def r_repeated(self) -> tuple[int, int] | None:
         """(positions, runs) when every draft position drafted by two runs or more holds one r value in all
@@ -96,6 +126,7 @@ class TokenTally(Struct, frozen=True):
             "r_low": list(self.r_low),
             "r_high": list(self.r_high),
             "r_runs": list(self.r_runs),
+            **({} if self.ratio_fixed is None else {"ratio_fixed": self.ratio_fixed}),
         }
 
     @classmethod
@@ -133,7 +164,10 @@ class TokenTally(Struct, frozen=True):
             r_low=tuple(number(value) for value in r_low),
             r_high=tuple(number(value) for value in r_high),
             r_runs=tuple(whole(value) for value in r_runs),
+            ratio_fixed=whole(data["ratio_fixed"]) if "ratio_fixed" in data else None,
         )
         if tally.p_at_most_q > tally.tokens:
             raise ValueError("tokens tally: more tokens with p <= q than tokens")
+        if tally.ratio_fixed is not None and tally.ratio_fixed > tally.tokens * int(RATIO_CAP * RATIO_SCALE):
+            raise ValueError("tokens tally: ratio_fixed is above its cap on every token")
         return tally

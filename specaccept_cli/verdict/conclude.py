@@ -240,6 +240,14 @@ def log_entries(findings: Findings) -> list[VerdictEntry]:
             "than the draft did, so no token is accepted for certain; are p and q swapped?"
         )
         entries.append(_entry("log", "warn", text, Issue("log", "p_at_most_q", value=float(tally.tokens))))
+    mean_ratio, limit = tally.mean_ratio(), tally.mean_ratio_limit()
+    if mean_ratio is not None and mean_ratio > limit:
+        text = (
+            f"mean p/q is {mean_ratio:.4f} over {tokens} logged tokens (capped at 2), above the {limit:.4f} "
+            "an honest log stays under: a token drawn from the draft has E[p/q] <= 1 for any two models, so "
+            "p and q are likely swapped, or the drafted tokens were not sampled from the logged q"
+        )
+        entries.append(_entry("log", "warn", text, Issue("log", "mean_p_over_q", value=mean_ratio, limit=limit)))
     for name, (low, high) in (("p", tally.p_range), ("q", tally.q_range)):
         if low == high and not (name == "q" and low == 1.0):  # q = 1 throughout is greedy_draft's
             text = f"{name} is {low:.6g} on all {tokens} logged tokens: a constant, not a model's probability"

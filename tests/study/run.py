@@ -293,6 +293,7 @@ class EdgeOutcome:
     drift_alarms: dict[float, int] = field(default_factory=dict)
     fingerprint_logs: int = 0
     fingerprinted: int = 0
+    log_warned: int = 0  # impossible-log warnings (verdict check "log") on the same ordinary logs
 
     def rate(self, name: str) -> float:
         return self.covered[name] / max(1, self.intervals[name])
@@ -303,6 +304,7 @@ def run_edge(name: str, logs: int, fingerprint_logs: int, seed: int = 0, runs: i
     (--max-drop 0), the drift test, and any fingerprint on the first `fingerprint_logs` (all ordinary logs)."""
     from specaccept_cli.summary.state import shown_groups
     from specaccept_cli.summary.windows import drift_test
+    from specaccept_cli.verdict.conclude import conclude
 
     scenario = SCENARIOS[name]
     truth = scenario.truth()
@@ -334,6 +336,7 @@ def run_edge(name: str, logs: int, fingerprint_logs: int, seed: int = 0, runs: i
         if index < fingerprint_logs:
             outcome.fingerprint_logs += 1
             outcome.fingerprinted += bool(numbers.fingerprints)
+            outcome.log_warned += any(entry.check == "log" for entry in conclude(summary).verdict)
         if index % 2 == 1 and previous is not None:
             outcome.pairs += 1
             for significance in SIGNIFICANCES:
@@ -428,7 +431,7 @@ def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_log
     """The edge cases as markdown: one row each, then detection of the synthetic modes."""
     lines = [
         "| scenario | requests | alpha | tokens/pass | group alpha | baseline false alarms 0.01 / 0.05 | "
-        "drift false alarms 0.01 / 0.05 | power at plan's count | fingerprints on ordinary logs | "
+        "drift false alarms 0.01 / 0.05 | power at plan's count | fingerprints / log warnings on ordinary logs | "
         "synthetic length / rates found |",
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
@@ -451,7 +454,7 @@ def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_log
             f"{_percent(outcome.alarms.get(0.01, 0) / pairs)} / {_percent(outcome.alarms.get(0.05, 0) / pairs)} | "
             f"{_percent(outcome.drift_alarms.get(0.01, 0) / tests)} / "
             f"{_percent(outcome.drift_alarms.get(0.05, 0) / tests)} | {power} | "
-            f"{outcome.fingerprinted} of {outcome.fingerprint_logs} | {detection} |"
+            f"{outcome.fingerprinted} / {outcome.log_warned} of {outcome.fingerprint_logs} | {detection} |"
         )
     return (
         f"The edges, read as the defaults read them (clustered by request_id, windows of runs; {logs:,} logs a "

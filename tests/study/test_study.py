@@ -166,10 +166,11 @@ def test_the_payload_table_goes_between_its_own_markers(tmp_path: Path) -> None:
 
 def test_few_and_unequal_requests_are_covered_and_quiet() -> None:
     """5 requests of 20-2,000 runs: CR2 with Imbens-Kolesar degrees of freedom covers (the G/(G-1) sandwich with
-    G - 1 df covered 75% here); no false alarm, no fingerprint (the deep profile runs 600 logs a case)."""
+    G - 1 df covered 75% here); no false alarm, no fingerprint, no impossible-log warning (the deep profile runs
+    600 logs a case)."""
     outcome = run_edge("unequal_5", 30, 30, seed=4)
     assert outcome.rate("alpha") >= 0.85 and outcome.rate("tokens_per_pass") >= 0.85, outcome
-    assert outcome.alarms.get(0.01, 0) <= 1 and outcome.fingerprinted == 0
+    assert outcome.alarms.get(0.01, 0) <= 1 and outcome.fingerprinted == 0 and outcome.log_warned == 0
 
 
 def test_synthetic_modes_are_found_where_the_log_can_show_them() -> None:

@@ -35,11 +35,35 @@ def summary_of(rows: list[dict[str, list[float]]]) -> Summary:
 
 
 def ordinary_rows(seed: int, runs: int = 1500) -> list[dict[str, list[float]]]:
+    """Runs whose p/q averages 0.95, as any real pair of models keeps under 1 (the mean-p/q check)."""
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(runs):
         k = int(rng.integers(1, 7))
-        rows.append({"p": rng.random(k).tolist(), "q": rng.uniform(0.05, 1, k).tolist(), "r": rng.random(k).tolist()})
+        q = rng.uniform(0.05, 1, k)
+        p = np.minimum(1.0, q * rng.uniform(0, 1.9, k))
+        rows.append({"p": p.tolist(), "q": q.tolist(), "r": rng.random(k).tolist()})
+    return rows
+
+
+def model_rows(seed: int, runs: int, vocabulary: int = 50) -> list[dict[str, list[float]]]:
+    """Runs drafted as a real drafter does: per token a draft distribution q and a target p over a small
+    vocabulary (the target sharper where the draft is, as distillation gives), the token drawn from q."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(runs):
+        k = int(rng.integers(1, 7))
+        p_of, q_of = [], []
+        for _ in range(k):
+            logits = rng.normal(0, 2.5, vocabulary)
+            q = np.exp(logits - logits.max())
+            q /= q.sum()
+            target = np.exp(1.3 * logits + rng.normal(0, 1.0, vocabulary))
+            target /= target.sum()
+            token = rng.choice(vocabulary, p=q)
+            p_of.append(float(target[token]))
+            q_of.append(float(q[token]))
+        rows.append({"p": p_of, "q": q_of, "r": rng.random(k).tolist()})
     return rows
 
 
@@ -107,8 +131,9 @@ def test_p_at_most_q_everywhere_warns_and_its_swap_accepts_everything(tmp_path: 
         row["p"] = [min(p, q) for p, q in zip(row["p"], row["q"])]
     (entry,) = audit_log(tmp_path, rows)
     assert entry["status"] == "warn" and "p <= q on all" in str(entry["text"]) and "swapped" in str(entry["text"])
-    (swapped,) = audit_log(tmp_path, rows, "--p-field", "q", "--q-field", "p")
-    assert "every drafted token accepted" in str(swapped["text"]) and "alpha 1.0000" in str(swapped["text"])
+    accepted, mean = audit_log(tmp_path, rows, "--p-field", "q", "--q-field", "p")
+    assert "every drafted token accepted" in str(accepted["text"]) and "alpha 1.0000" in str(accepted["text"])
+    assert str(mean["text"]).startswith("mean p/q is")  # q/p >= 1 on every token: its mean is above the limit too
 
 
 def test_a_constant_p_or_q_warns(tmp_path: Path) -> None:
@@ -146,3 +171,49 @@ def test_a_merge_with_a_summary_that_lacks_the_tally_says_nothing_about_every_to
 
     merged = summary + replace(older, tokens=None)  # a file from before the tally
     assert [entry.check for entry in conclude(merged).verdict].count("log") == 0
+
+
+def test_swapped_fields_on_a_real_pair_of_models_warn_on_mean_p_over_q(tmp_path: Path) -> None:
+    rows = model_rows(1, 600)
+    assert audit_log(tmp_path, rows) == []
+    (entry,) = audit_log(tmp_path, rows, "--p-field", "q", "--q-field", "p")
+    assert entry["status"] == "warn" and str(entry["text"]).startswith("mean p/q is")
+    assert "swapped" in str(entry["text"]) and "(--p-field)" not in str(entry["text"])  # the hint is the view's
+
+
+def test_the_mean_p_over_q_limit_holds_for_honest_logs_and_catches_their_swaps() -> None:
+    """Seeded: 40 honest logs of real model pairs stay under the limit; every one of them swapped crosses it,
+    and the mean the tally keeps is the mean of min(p/q, 2) to within one fixed-point step a token."""
+    crossed = 0
+    for seed in range(40):
+        rows = model_rows(100 + seed, 300)
+        tally = TokenTally.of_batch(batch_of(rows))
+        assert tally is not None and tally.tokens >= 600
+        ratios = [min(p / q, 2.0) for row in rows for p, q in zip(row["p"], row["q"])]
+        mean = tally.mean_ratio()
+        assert mean is not None and sum(ratios) / len(ratios) - 1 / 65536 <= mean <= sum(ratios) / len(ratios)
+        assert mean <= tally.mean_ratio_limit()
+        swapped = TokenTally.of_batch(batch_of([{"p": row["q"], "q": row["p"], "r": row["r"]} for row in rows]))
+        assert swapped is not None
+        ratio = swapped.mean_ratio()
+        crossed += ratio is not None and ratio > swapped.mean_ratio_limit()
+    assert crossed == 40
+
+
+def test_the_simulated_examples_keep_mean_p_over_q_under_one() -> None:
+    from specaccept_cli.simulate import simulate
+
+    for alpha in (0.3, 0.78, 0.95, 1.0):
+        chunk = next(simulate(3000, alpha, 1, 8, seed=3))
+        tally = TokenTally.of_batch(RunBatch("t", np.arange(3000), chunk.offsets, chunk.p, chunk.q, chunk.r, {}))
+        assert tally is not None and (tally.mean_ratio() or 0) <= 1.0
+
+
+def test_a_tally_from_before_the_ratio_says_nothing_about_it() -> None:
+    tally = TokenTally.of_batch(batch_of(model_rows(2, 50)))
+    assert tally is not None and tally.ratio_fixed is not None
+    older = {key: value for key, value in tally.to_dict().items() if key != "ratio_fixed"}
+    old = TokenTally.from_dict(older)
+    assert old.ratio_fixed is None and old.mean_ratio() is None and (old + tally).mean_ratio() is None
+    with pytest.raises(ValueError, match="above its cap"):
+        TokenTally.from_dict(tally.to_dict() | {"ratio_fixed": 2 * 65536 * tally.tokens + 1})
