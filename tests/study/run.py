@@ -503,10 +503,10 @@ DEEP = Profile(
     default_runs=4000,
     planned_reps=300,
     planned_baseline_runs=20_000,
-    edge_logs=600,
-    edge_fingerprint_logs=200,
-    edge_power_reps=100,
-    edge_detection_logs=200,
+    edge_logs=2000,
+    edge_fingerprint_logs=400,
+    edge_power_reps=400,
+    edge_detection_logs=400,
 )
 
 
