@@ -28,7 +28,6 @@ from specaccept_cli.summary.uncertainty import (
     _proportion_interval,
     _ratio_degrees_of_freedom,
     _ratio_error,
-    _sandwich,
     _small_sample_df,
     _tokens_per_pass_interval,
 )
@@ -272,7 +271,7 @@ def _estimate_runs(summary: Summary) -> Estimates:
         tokens_per_pass=tokens_per_pass,
         tokens_per_pass_standard_error=tokens_error,
         tokens_per_pass_predicted=predicted,
-        iid_check=_iid_check(units, alpha, tokens_per_pass, predicted, df),
+        iid_check=_iid_check(units, alpha, tokens_per_pass, predicted, tokens_df),
         per_position=positions,
         accepted_histogram=_accepted_histogram(summary),
         conventions=engine_conventions(
@@ -311,7 +310,7 @@ def _tokens_per_pass_predicted(summary: Summary, alpha: float | None) -> float |
 
 
 def _iid_check(
-    units: Units, alpha: float | None, observed: float | None, predicted: float | None, df: int | None
+    units: Units, alpha: float | None, observed: float | None, predicted: float | None, df: float | None
 ) -> IidCheck | None:
     """Does one alpha, token after token, explain the logs? Observed vs predicted tokens per pass, and equal rates.
 
@@ -320,6 +319,11 @@ def _iid_check(
     with F_g = n_g + sum_j alpha^j drafts_gj its predicted tokens and m' the prediction's slope in
     alpha. Ignoring the fit (the plain standard error of observed tokens per pass) overstates the
     error 3-8 fold and the check then almost never fires.
+
+    The variance is CR2's, as tokens per pass's interval: each unit's squared influence over 1 - h_g,
+    h_g = n_g / N its share of the runs (with runs as units, 1 / N: the G/(G-1) sandwich), and `df` is
+    tokens per pass's Imbens-Kolesar degrees of freedom. With the G/(G-1) sandwich and G - 1, five or ten
+    requests of 20-2,000 runs at one alpha rejected 2.2% and 2.0% of the time at the nominal 1%.
     """
     if observed is None or predicted is None or alpha is None or df is None:
         return None
@@ -335,8 +339,11 @@ def _iid_check(
     influence = (units.accepted + units.runs - predicted_by_unit - difference * units.runs) / runs_total - slope * (
         units.accepted - alpha * units.examined
     ) / examined_total
-    variance = _sandwich(units, influence)
-    error = float(np.sqrt(max(0.0, variance or 0.0)))
+    leverage = units.runs / runs_total
+    if units.count < 2 or float(leverage.max()) >= 1.0 - 1e-12:
+        return None  # one unit holds every run: nothing varies between units
+    variance = float(np.sum(units.weight * influence * influence / (1.0 - leverage)))
+    error = float(np.sqrt(max(0.0, variance)))
     if error == 0.0:
         z = None
         p_value = 1.0 if abs(difference) < 1e-9 else 0.0

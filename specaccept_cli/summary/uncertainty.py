@@ -33,14 +33,6 @@ def _critical(df: float) -> float:
     return student_t_quantile(0.5 + LEVEL / 2, df)
 
 
-def _sandwich(units: Units, influence: npt.NDArray[np.float64]) -> float | None:
-    """G/(G-1) sum_g w_g psi_g^2 (for a matrix of influences, the covariance matrix); None below two units."""
-    count = units.count
-    if count < 2:
-        return None
-    return float(count / (count - 1) * np.sum(units.weight * influence * influence))
-
-
 def _ratio_error(
     units: Units, numerator: npt.NDArray[np.float64], denominator: npt.NDArray[np.float64], ratio: float | None
 ) -> float | None:

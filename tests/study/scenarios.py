@@ -202,6 +202,17 @@ SCENARIOS = {
         )
         for count in (5, 10, 20)
     },
+    # The same requests at one alpha (no request effect): the null of the i.i.d. check.
+    **{
+        f"unequal_{count}_flat": Scenario(
+            f"{count} requests of 20-2,000 runs (log-uniform), alpha 0.7, k 1-8",
+            0.7,
+            (1, 8),
+            requests=Requests((20, 2000)),
+            unequal=(count, (20, 2000)),
+        )
+        for count in (5, 10, 20)
+    },
     # Serving traffic of one-run and of ten-run requests.
     "one_run": Scenario(
         "requests of 1 run, alpha ~ Beta(7, 3), k 1-8", 0.7, (1, 8), requests=Requests((1, 1), (7.0, 3.0))

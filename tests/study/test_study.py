@@ -182,3 +182,11 @@ def test_synthetic_modes_are_found_where_the_log_can_show_them() -> None:
     testable, found = synthetic_detection("unequal_20", "rates", 10)
     assert testable >= 0.8 and found >= 0.9
     assert synthetic_detection("one_run", "rates", 5) == (0.0, 0.0)  # one-run requests cannot show it: no claim
+
+
+def test_the_iid_check_keeps_its_size_with_few_unequal_requests() -> None:
+    """Five requests of 20-2,000 runs at one alpha: CR2 with tokens per pass's Imbens-Kolesar degrees of freedom
+    rejects about its nominal 1% (the G/(G-1) sandwich with G - 1 df rejected 2.2% over 400 logs, 9 of them)."""
+    from tests.study.run import iid_size
+
+    assert iid_size(5, 300) <= 4 / 300

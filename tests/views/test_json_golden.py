@@ -1,6 +1,7 @@
 """`-o json` against goldens captured before the verdict was computed in one place.
 
-Every key the output had then keeps its exact value (the bytes of its JSON); keys may only be added
+Every key the output had then keeps its value (the bytes of its JSON; a float to 12 significant digits,
+never its last bit); keys may only be added
 (`verdict`). Provenance's `created` and `specaccept` (the time and the version) are dropped: they change
 with every run. `SPECACCEPT_WRITE_GOLDEN=1` rewrites the files (only when the output is meant to change).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import subprocess
 import sys
@@ -75,6 +77,15 @@ def assert_only_added(golden: Any, current: Any, where: str = "$") -> None:
             assert key in current, f"{where}.{key} is gone"
             assert_only_added(value, current[key], f"{where}.{key}")
         assert [key for key in current if key in golden] == list(golden), f"{where}: keys reordered"
+    elif isinstance(golden, list):
+        assert isinstance(current, list) and len(current) == len(golden), f"{where} changed: {golden!r} -> {current!r}"
+        for index, (old, new) in enumerate(zip(golden, current)):
+            assert_only_added(old, new, f"{where}[{index}]")
+    elif isinstance(golden, float) and isinstance(current, float):
+        # A float to 12 significant digits, not its last bit: a sum taken in another order may move that
+        assert math.isclose(current, golden, rel_tol=1e-12, abs_tol=1e-300), (
+            f"{where} changed: {golden!r} -> {current!r}"
+        )
     else:
         assert json.dumps(current) == json.dumps(golden), f"{where} changed: {golden!r} -> {current!r}"
 
