@@ -463,9 +463,7 @@ def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_log
         "unequal cases), the median planned count shown; synthetic modes: "
         f"{detection_logs} logs each):\n\n" + "\n".join(lines) + "\n\nThe i.i.d. check's size with "
         "5, 10 and 20 requests of 20-2,000 runs at one alpha (no request effect; nominal 1%, "
-        f"{logs:,} logs each): "
-        + " / ".join(_percent(iid_size(count, logs)) for count in (5, 10, 20))
-        + "."
+        f"{logs:,} logs each): " + " / ".join(_percent(iid_size(count, logs)) for count in (5, 10, 20)) + "."
     )
 
 
