@@ -170,4 +170,6 @@ class TokenTally(Struct, frozen=True):
             raise ValueError("tokens tally: more tokens with p <= q than tokens")
         if tally.ratio_fixed is not None and tally.ratio_fixed > tally.tokens * int(RATIO_CAP * RATIO_SCALE):
             raise ValueError("tokens tally: ratio_fixed is above its cap on every token")
+        if tally.ratio_fixed is not None and tally.ratio_fixed < (tally.tokens - tally.p_at_most_q) * RATIO_SCALE:
+            raise ValueError("tokens tally: ratio_fixed is below one step a token where p > q")
         return tally

@@ -206,7 +206,9 @@ def test_the_simulated_examples_keep_mean_p_over_q_under_one() -> None:
     for alpha in (0.3, 0.78, 0.95, 1.0):
         chunk = next(simulate(3000, alpha, 1, 8, seed=3))
         tally = TokenTally.of_batch(RunBatch("t", np.arange(3000), chunk.offsets, chunk.p, chunk.q, chunk.r, {}))
-        assert tally is not None and (tally.mean_ratio() or 0) <= 1.0
+        assert tally is not None
+        mean = tally.mean_ratio()
+        assert mean is not None and mean <= 1.0
 
 
 def test_a_tally_from_before_the_ratio_says_nothing_about_it() -> None:
@@ -217,3 +219,5 @@ def test_a_tally_from_before_the_ratio_says_nothing_about_it() -> None:
     assert old.ratio_fixed is None and old.mean_ratio() is None and (old + tally).mean_ratio() is None
     with pytest.raises(ValueError, match="above its cap"):
         TokenTally.from_dict(tally.to_dict() | {"ratio_fixed": 2 * 65536 * tally.tokens + 1})
+    with pytest.raises(ValueError, match="below one step a token where p > q"):  # each such token adds >= 1
+        TokenTally.from_dict(tally.to_dict() | {"ratio_fixed": (tally.tokens - tally.p_at_most_q) * 65536 - 1})
