@@ -12,6 +12,7 @@ Every log is seeded: the same profile gives the same table on every machine.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -349,6 +350,16 @@ def run_edge(name: str, logs: int, fingerprint_logs: int, seed: int = 0, runs: i
 
 
 def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: int = 20_000) -> PlannedPower:
+    """`_planned_power` of the case; the unequal cases plan from 100 requests and draw the current log at plan's
+    count whatever their own count, so they share one measurement (computed once)."""
+    scenario = SCENARIOS[name]
+    if scenario.unequal is not None:
+        name = min(other for other in EDGE_CASES if SCENARIOS[other].unequal is not None)
+    return _planned_power(name, drop, reps, seed, runs)
+
+
+@functools.cache
+def _planned_power(name: str, drop: float, reps: int, seed: int, runs: int) -> PlannedPower:
     """`reps` times: plan from a fresh baseline log of the case, then draw a current log of plan's request count
     with acceptance scaled by 1 - drop and compare it with that baseline: the share the alpha comparison flags
     (--max-drop 0, --significance 0.01). Each pair plans from its own baseline, as a user does, so the power is
@@ -429,33 +440,21 @@ def synthetic_detection(name: str, mode: str, logs: int, seed: int = 17, runs: i
 
 def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_logs: int) -> str:
     """The edge cases as markdown: one row each, then detection of the synthetic modes."""
+    rows = [edge_row(name, logs, fingerprint_logs, power_reps, detection_logs) for name in EDGE_CASES]
+    sizes = [iid_size(count, logs) for count in (5, 10, 20)]
+    return edges_text(logs, fingerprint_logs, power_reps, detection_logs, rows, sizes)
+
+
+def edges_text(
+    logs: int, fingerprint_logs: int, power_reps: int, detection_logs: int, rows: list[str], sizes: list[float]
+) -> str:
     lines = [
         "| scenario | requests | alpha | tokens/pass | group alpha | baseline false alarms 0.01 / 0.05 | "
         "drift false alarms 0.01 / 0.05 | power at plan's count | fingerprints / log warnings on ordinary logs | "
         "synthetic length / rates found |",
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        *rows,
     ]
-    for name in EDGE_CASES:
-        outcome = run_edge(name, logs, fingerprint_logs)
-        pairs = max(1, outcome.pairs)
-        tests = max(1, outcome.drift_tests)
-        drop = 0.2 if SCENARIOS[name].unequal is not None else 0.1  # requests of 100x spread need a larger drop
-        power = "" if not power_reps else _power_cell(edge_planned_power(name, drop, power_reps))
-        detection = ""
-        if detection_logs:
-            length = synthetic_detection(name, "length", detection_logs)[1]
-            testable, found = synthetic_detection(name, "rates", detection_logs)
-            rates = f"{_percent(found)} of {_percent(testable)} testable" if testable else "untestable (no power)"
-            detection = f"{_percent(length)} / {rates}"
-        lines.append(
-            f"| {SCENARIOS[name].name} | {outcome.units / max(1, outcome.logs):,.0f} | "
-            f"{_percent(outcome.rate('alpha'))} | {_percent(outcome.rate('tokens_per_pass'))} | "
-            f"{_percent(outcome.rate('group'))} | "
-            f"{_percent(outcome.alarms.get(0.01, 0) / pairs)} / {_percent(outcome.alarms.get(0.05, 0) / pairs)} | "
-            f"{_percent(outcome.drift_alarms.get(0.01, 0) / tests)} / "
-            f"{_percent(outcome.drift_alarms.get(0.05, 0) / tests)} | {power} | "
-            f"{outcome.fingerprinted} / {outcome.log_warned} of {outcome.fingerprint_logs} | {detection} |"
-        )
     return (
         f"The edges, read as the defaults read them (clustered by request_id, windows of runs; {logs:,} logs a "
         f"case, fingerprints on the first {fingerprint_logs}; power: {power_reps} pairs at plan's request count "
@@ -463,7 +462,31 @@ def edges_table(logs: int, fingerprint_logs: int, power_reps: int, detection_log
         "unequal cases), the median planned count shown; synthetic modes: "
         f"{detection_logs} logs each):\n\n" + "\n".join(lines) + "\n\nThe i.i.d. check's size with "
         "5, 10 and 20 requests of 20-2,000 runs at one alpha (no request effect; nominal 1%, "
-        f"{logs:,} logs each): " + " / ".join(_percent(iid_size(count, logs)) for count in (5, 10, 20)) + "."
+        f"{logs:,} logs each): " + " / ".join(_percent(size) for size in sizes) + "."
+    )
+
+
+def edge_row(name: str, logs: int, fingerprint_logs: int, power_reps: int, detection_logs: int) -> str:
+    """One edge case's row of the table."""
+    outcome = run_edge(name, logs, fingerprint_logs)
+    pairs = max(1, outcome.pairs)
+    tests = max(1, outcome.drift_tests)
+    drop = 0.2 if SCENARIOS[name].unequal is not None else 0.1  # requests of 100x spread need a larger drop
+    power = "" if not power_reps else _power_cell(edge_planned_power(name, drop, power_reps))
+    detection = ""
+    if detection_logs:
+        length = synthetic_detection(name, "length", detection_logs)[1]
+        testable, found = synthetic_detection(name, "rates", detection_logs)
+        rates = f"{_percent(found)} of {_percent(testable)} testable" if testable else "untestable (no power)"
+        detection = f"{_percent(length)} / {rates}"
+    return (
+        f"| {SCENARIOS[name].name} | {outcome.units / max(1, outcome.logs):,.0f} | "
+        f"{_percent(outcome.rate('alpha'))} | {_percent(outcome.rate('tokens_per_pass'))} | "
+        f"{_percent(outcome.rate('group'))} | "
+        f"{_percent(outcome.alarms.get(0.01, 0) / pairs)} / {_percent(outcome.alarms.get(0.05, 0) / pairs)} | "
+        f"{_percent(outcome.drift_alarms.get(0.01, 0) / tests)} / "
+        f"{_percent(outcome.drift_alarms.get(0.05, 0) / tests)} | {power} | "
+        f"{outcome.fingerprinted} / {outcome.log_warned} of {outcome.fingerprint_logs} | {detection} |"
     )
 
 
@@ -520,7 +543,7 @@ DEEP = Profile(
     planned_baseline_runs=20_000,
     edge_logs=2000,
     edge_fingerprint_logs=400,
-    edge_power_reps=400,
+    edge_power_reps=1000,
     edge_detection_logs=400,
 )
 
