@@ -24,6 +24,7 @@ from specaccept_cli.summary.identified import Identified, Plain, with_engine_uni
 from specaccept_cli.summary.probability import f_sf, student_t_cdf
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.uncertainty import (
+    _cr2_variance,
     _critical,
     _proportion_interval,
     _ratio_degrees_of_freedom,
@@ -342,10 +343,9 @@ def _iid_check(
     influence = (units.accepted + units.runs - predicted_by_unit - difference * units.runs) / runs_total - slope * (
         units.accepted - alpha * units.examined
     ) / examined_total
-    leverage = units.runs / runs_total
-    if units.count < 2 or float(leverage.max()) >= 1.0 - 1e-12:
+    variance = _cr2_variance(units.weight, influence, units.runs / runs_total) if units.count >= 2 else None
+    if variance is None:
         return None  # one unit holds every run: nothing varies between units
-    variance = float(np.sum(units.weight * influence * influence / (1.0 - leverage)))
     error = float(np.sqrt(max(0.0, variance)))
     if error == 0.0:
         z = None

@@ -57,12 +57,18 @@ def _weighted_ratio_error(
     count = round(float(weight.sum()))
     if ratio is None or total == 0.0 or count < 2:
         return None
-    influence = (numerator - ratio * denominator) / total
-    leverage = denominator / total
+    variance = _cr2_variance(weight, (numerator - ratio * denominator) / total, denominator / total)
+    return None if variance is None else float(np.sqrt(max(0.0, variance)))
+
+
+def _cr2_variance(
+    weight: npt.NDArray[np.float64], influence: npt.NDArray[np.float64], leverage: npt.NDArray[np.float64]
+) -> float | None:
+    """CR2's sum_g w_g psi_g^2 / (1 - h_g); None when one unit's leverage is 1 (it holds the whole denominator:
+    nothing varies between units)."""
     if float(leverage.max()) >= 1.0 - 1e-12:
-        return None  # one unit holds the whole denominator: nothing varies between units
-    variance = float(np.sum(weight * influence * influence / (1.0 - leverage)))
-    return float(np.sqrt(max(0.0, variance)))
+        return None
+    return float(np.sum(weight * influence * influence / (1.0 - leverage)))
 
 
 def _ratio_degrees_of_freedom(

@@ -354,7 +354,7 @@ def edge_planned_power(name: str, drop: float, reps: int, seed: int = 13, runs: 
     count whatever their own count, so they share one measurement (computed once)."""
     scenario = SCENARIOS[name]
     if scenario.unequal is not None:
-        name = min(other for other in EDGE_CASES if SCENARIOS[other].unequal is not None)
+        name = next(other for other in EDGE_CASES if SCENARIOS[other].unequal is not None)
     return _planned_power(name, drop, reps, seed, runs)
 
 

@@ -69,18 +69,20 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def assert_only_added(golden: Any, current: Any, where: str = "$") -> None:
-    """Every key of `golden` is in `current` with the same JSON bytes; `current` may hold more keys."""
+def assert_only_added(golden: Any, current: Any, where: str = "$", added: bool = True) -> None:
+    """Every key of `golden` is in `current` with the same JSON bytes; `current` may hold more keys (`added`),
+    but not inside a list, whose elements keep their keys as they were."""
     if isinstance(golden, dict):
         assert isinstance(current, dict), where
         for key, value in golden.items():
             assert key in current, f"{where}.{key} is gone"
-            assert_only_added(value, current[key], f"{where}.{key}")
+            assert_only_added(value, current[key], f"{where}.{key}", added)
         assert [key for key in current if key in golden] == list(golden), f"{where}: keys reordered"
+        assert added or list(current) == list(golden), f"{where}: keys added inside a list"
     elif isinstance(golden, list):
         assert isinstance(current, list) and len(current) == len(golden), f"{where} changed: {golden!r} -> {current!r}"
         for index, (old, new) in enumerate(zip(golden, current)):
-            assert_only_added(old, new, f"{where}[{index}]")
+            assert_only_added(old, new, f"{where}[{index}]", added=False)
     elif isinstance(golden, float) and isinstance(current, float):
         # A float to 12 significant digits, not its last bit: a sum taken in another order may move that
         assert math.isclose(current, golden, rel_tol=1e-12, abs_tol=1e-300), (
