@@ -1,0 +1,251 @@
+"""The table of rules: every rule's vectorized recompute against its scalar reference, on drawn steps with the
+boundaries (r on its threshold, p = 0, q subnormal, k = 0), worked examples from the engines' semantics, and the
+table's own promises (names, aliases, fields)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specaccept_cli.rule import block, registry, trees
+from specaccept_cli.rule.registry import RULES, rule_named
+from specaccept_cli.rule.scalar import accept_prefix, threshold
+from specaccept_cli.rule.steps import ChainSteps, TreeSteps, offsets_of, tree_problem
+from specaccept_cli.rule.vectorized import accept_prefix_batch
+
+probability = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+positive = st.floats(min_value=5e-324, max_value=1.0, allow_nan=False)  # subnormal q included
+# Probabilities where boundaries are likely: exact 0, 1, a subnormal, halves.
+edgy = st.one_of(probability, st.sampled_from([0.0, 1.0, 5e-324, 0.5, 0.25]))
+token = st.integers(0, 3)  # a tiny vocabulary: matches and mismatches both frequent
+
+CHAIN_RULES = [rule for rule in RULES if rule.kind == "chain"]
+TREE_RULES = [rule for rule in RULES if rule.kind == "tree"]
+
+
+def chain_steps(steps: list[tuple[dict[str, list[float]], dict[str, float]]]) -> ChainSteps:
+    names = steps[0][0].keys() if steps else ()
+    columns = {}
+    for name in names:
+        dtype = np.int64 if "token" in name else np.float64
+        columns[name] = np.array([value for fields, _ in steps for value in fields[name]], dtype=dtype)
+    params = {name: np.array([p[name] for _, p in steps]) for name in (steps[0][1] if steps else {})}
+    return ChainSteps(offsets_of([len(next(iter(f.values()), [])) for f, _ in steps]), columns, params)
+
+
+@st.composite
+def chain_step(draw: st.DrawFn, rule: registry.Rule) -> tuple[dict[str, list[float]], dict[str, float]]:
+    k = draw(st.integers(0, 12))
+    tie = draw(st.lists(st.booleans(), min_size=k, max_size=k))
+    if rule.name in ("sample-match", "argmax"):
+        draft = draw(st.lists(token, min_size=k, max_size=k))
+        target = [d if same else t for d, same, t in zip(draft, tie, draw(st.lists(token, min_size=k, max_size=k)))]
+        return {"draft_tokens": draft, "target_tokens": target}, {}
+    p = draw(st.lists(edgy, min_size=k, max_size=k))
+    r = draw(st.lists(edgy, min_size=k, max_size=k))
+    if rule.name == "typical":
+        entropy = draw(st.lists(st.floats(0.0, 12.0), min_size=k, max_size=k))
+        epsilon, delta = draw(edgy), draw(edgy)
+        from specaccept_cli.rule.chains import typical_threshold
+
+        p = [typical_threshold(h, epsilon, delta) if t else x for h, t, x in zip(entropy, tie, p)]
+        return {"p": p, "entropy": entropy}, {"epsilon": epsilon, "delta": delta}
+    q = draw(st.lists(st.one_of(positive, st.sampled_from([5e-324, 1.0, 0.5])), min_size=k, max_size=k))
+    if rule.name == "greedy-draft":
+        return {"p": p, "r": [x if t else y for x, t, y in zip(p, tie, r)]}, {}
+    if rule.name == "standard":
+        return {"p": p, "q": q, "r": [threshold(a, b) if t else y for a, b, t, y in zip(p, q, tie, r)]}, {}
+    residual = draw(st.lists(edgy, min_size=k, max_size=k))
+    ratio, ties = 1.0, []
+    for j in range(k):  # r exactly on h_j where asked: the inclusive boundary of the block test
+        ratio = min(1.0, ratio * p[j] / q[j])
+        ties.append(ratio if j == k - 1 else block.block_threshold(residual[j], ratio))
+    r = [h if t else y for h, t, y in zip(ties, tie, r)]
+    if k:
+        residual[-1] = math.nan  # the last entry is null in a row: never read
+    return {"p": p, "q": q, "r": r, "residual": residual}, {}
+
+
+@pytest.mark.parametrize("rule", CHAIN_RULES, ids=lambda rule: rule.name)
+@given(data=st.data())
+def test_chain_vectorized_equals_scalar(rule: registry.Rule, data: st.DataObject) -> None:
+    steps = data.draw(st.lists(chain_step(rule), min_size=1, max_size=8))
+    assert rule.chain_scalar is not None
+    expected = [rule.chain_scalar(fields, params) for fields, params in steps]
+    assert rule.accepted(chain_steps(steps)).tolist() == expected
+
+
+@given(st.lists(chain_step(rule_named("standard")), min_size=1, max_size=8))
+def test_standard_is_the_seed_rule_bit_for_bit(steps: list[tuple[dict[str, list[float]], dict[str, float]]]) -> None:
+    batch = chain_steps(steps)
+    seed = [accept_prefix(f["p"], f["q"], f["r"]) for f, _ in steps]
+    assert rule_named("standard").accepted(batch).tolist() == seed
+    columns = batch.columns
+    assert accept_prefix_batch(batch.offsets, columns["p"], columns["q"], columns["r"]).accepted.tolist() == seed
+
+
+@st.composite
+def tree_step(draw: st.DrawFn, rule: registry.Rule) -> tuple[list[int], dict[str, list[float]], dict[str, float]]:
+    n = draw(st.integers(0, 14))
+    parent = [draw(st.integers(-1, index - 1)) for index in range(n)]
+    tie = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    if rule.name in ("tree-argmax", "tree-match"):
+        tokens = draw(st.lists(token, min_size=n, max_size=n))
+        target = [x if t else y for x, t, y in zip(tokens, tie, draw(st.lists(token, min_size=n, max_size=n)))]
+        return parent, {"token": tokens, "target_token": target}, {}
+    p = draw(st.lists(edgy, min_size=n, max_size=n))
+    if rule.name == "tree-residual":
+        q = draw(st.lists(positive, min_size=n, max_size=n))
+        r = [threshold(a, b) if t else y for a, b, t, y in zip(p, q, tie, draw(st.lists(edgy, min_size=n, max_size=n)))]
+        return parent, {"p": p, "q": q, "r": r}, {}
+    single = draw(st.one_of(st.just(1.0), edgy))
+    acc = draw(st.one_of(st.just(1.0), edgy))
+    coin = draw(st.lists(edgy, min_size=n, max_size=n))
+    for index in range(n):  # one coin per parent, as SGLang draws it; sometimes exactly on the summed p
+        first = parent.index(parent[index])
+        if tie[index]:
+            siblings = [s for s in range(index + 1) if parent[s] == parent[index]]
+            coin[first] = sum((p[s] for s in siblings), 0.0) / max(acc, trees.THRESHOLD_ACC_FLOOR)
+        coin[index] = coin[first]
+    if n and draw(st.booleans()):
+        single = p[0]  # p exactly on threshold_single
+    return parent, {"p": p, "coin": coin}, {"threshold_single": single, "threshold_acc": acc}
+
+
+def tree_steps(steps: list[tuple[list[int], dict[str, list[float]], dict[str, float]]]) -> TreeSteps:
+    names = list(steps[0][1]) if steps else []
+    columns = {
+        name: np.array([v for _, f, _ in steps for v in f[name]], dtype=np.int64 if "token" in name else np.float64)
+        for name in names
+    }
+    params = {name: np.array([p[name] for _, _, p in steps]) for name in (steps[0][2] if steps else {})}
+    parent = np.array([v for par, _, _ in steps for v in par], dtype=np.int64)
+    return TreeSteps(offsets_of([len(par) for par, _, _ in steps]), parent, columns, params)
+
+
+@pytest.mark.parametrize("rule", TREE_RULES, ids=lambda rule: rule.name)
+@given(data=st.data())
+def test_tree_vectorized_equals_scalar(rule: registry.Rule, data: st.DataObject) -> None:
+    steps = data.draw(st.lists(tree_step(rule), min_size=1, max_size=6))
+    assert rule.tree_scalar is not None
+    expected = [rule.tree_scalar(parent, fields, params) for parent, fields, params in steps]
+    assert rule.accepted(tree_steps(steps)).tolist() == expected
+
+
+# --- worked examples -------------------------------------------------------------------------------------
+
+
+def decide(name: str, fields: dict[str, list[float]], params: dict[str, float]) -> int:
+    routine = rule_named(name).chain_scalar
+    assert routine is not None
+    return routine(fields, params)
+
+
+def test_greedy_draft_ignores_q() -> None:
+    fields = {"p": [0.3, 0.3], "q": [0.1, 0.1], "r": [0.3, 0.31]}
+    assert rule_named("greedy-draft").chain_scalar(fields, {}) == 1  # type: ignore[misc]
+    assert rule_named("standard").chain_scalar(fields, {}) == 2  # type: ignore[misc]
+
+
+def test_block_keeps_the_longest_passing_prefix_not_the_first_rejection() -> None:
+    # position 0 fails its own test (r above h_0) but position 1 passes: block keeps 2, the chain rule 0
+    fields = {"p": [0.2, 0.9], "q": [0.5, 0.3], "r": [0.9, 0.3], "residual": [0.25, math.nan]}
+    ratio0 = 0.2 / 0.5
+    assert block.block_threshold(0.25, ratio0) == pytest.approx(0.25 / (0.25 + 0.6))
+    assert block.block_scalar(fields, {}) == 2  # w_1 = min(1, 0.4 * 0.9 / 0.3) = 1 >= 0.3
+    assert accept_prefix(fields["p"], fields["q"], fields["r"]) == 0
+    assert rule_named("block").accepted(chain_steps([(fields, {})])).tolist() == [2]
+
+
+def test_block_threshold_is_one_when_nothing_is_left() -> None:
+    assert block.block_threshold(0.0, 1.0) == 1.0  # 0 / 0: the engine takes 1
+
+
+def test_typical_is_strict() -> None:
+    fields = {"p": [0.09], "entropy": [0.0]}
+    assert rule_named("typical").chain_scalar(fields, {"epsilon": 0.09, "delta": 0.3}) == 0  # type: ignore[misc]
+    fields = {"p": [0.0901], "entropy": [0.0]}
+    assert rule_named("typical").chain_scalar(fields, {"epsilon": 0.09, "delta": 0.3}) == 1  # type: ignore[misc]
+
+
+SGLANG_TREE = [-1, -1, 0, 0, 2]  # two depth-1 siblings; node 0 has children 2 and 3; node 2 has child 4
+
+
+def test_tree_target_cdf_sums_the_tried_siblings() -> None:
+    params = {"threshold_single": 1.0, "threshold_acc": 1.0}
+    # coin 0.5: node 0 (p 0.3) fails, node 1 passes on 0.3 + 0.25 = 0.55; node 1 has no children -> depth 1
+    fields = {"p": [0.3, 0.25, 0.9, 0.1, 0.5], "coin": [0.5, 0.5, 0.1, 0.1, 0.7]}
+    assert trees.target_cdf_scalar(SGLANG_TREE, fields, params) == 1
+    # coin 0.2 at the root: node 0 passes; its children share coin 0.1: node 2 passes; node 4 (p 0.5) < 0.7 fails
+    fields["coin"] = [0.2, 0.2, 0.1, 0.1, 0.7]
+    assert trees.target_cdf_scalar(SGLANG_TREE, fields, params) == 2
+    fields["coin"][4] = 0.5  # inclusive: coin == p passes
+    assert trees.target_cdf_scalar(SGLANG_TREE, fields, params) == 3
+    # threshold_single below 1: a child with p >= it is kept whatever the coin
+    lowered = {**params, "threshold_single": 0.3}
+    assert trees.target_cdf_scalar(SGLANG_TREE, {**fields, "coin": [0.99] * 5}, lowered) == 3
+
+
+def test_tree_walk_follows_only_the_accepted_child() -> None:
+    # node 1 would pass but its sibling 0 passed first: the walk goes into 0's subtree only
+    fields = {"token": [7, 8, 9, 5, 6], "target_token": [7, 8, 9, 9, 1]}
+    assert trees.token_match_scalar(SGLANG_TREE, fields, {}) == 2  # 0 then 2; 4 mismatches
+    steps = TreeSteps(offsets_of([5]), np.array(SGLANG_TREE), {k: np.array(v) for k, v in fields.items()})
+    assert rule_named("tree-match").accepted(steps).tolist() == [2]
+
+
+def test_tree_problem_names_a_parent_listed_after_its_child() -> None:
+    assert tree_problem([-1, 0, 1]) is None
+    assert tree_problem([-1, 2, 0]) == "nodes[1].parent = 2 is not -1 or the index of an earlier node"
+    assert tree_problem([0]) is not None
+
+
+def test_empty_steps() -> None:
+    for rule in CHAIN_RULES:
+        fields = {name: [] for name in rule.fields}
+        params = {param.name: 0.5 for param in rule.params}
+        assert rule.chain_scalar is not None and rule.chain_scalar(fields, params) == 0
+    for rule in TREE_RULES:
+        assert rule.tree_scalar is not None and rule.tree_scalar([], {name: [] for name in rule.fields}, {}) == 0
+
+
+# --- the table -----------------------------------------------------------------------------------------------
+
+
+def test_the_issue_names_are_all_in_the_table() -> None:
+    names = {
+        "standard", "greedy-draft", "sample-match", "block", "typical", "argmax",
+        "tree-residual", "tree-target-cdf", "tree-argmax", "tree-match",
+    }  # fmt: skip
+    assert {rule.name for rule in RULES} == names
+
+
+def test_names_and_aliases_are_unique_and_found_loosely() -> None:
+    every = [name for rule in RULES for name in rule.names]
+    assert len(every) == len(set(every))
+    assert rule_named("Tree_Target_CDF").name == "tree-target-cdf"
+    assert rule_named(" GREEDY ").name == "argmax"
+    with pytest.raises(KeyError, match=r"unknown rule 'strict'.*standard, greedy-draft"):
+        rule_named("strict")
+
+
+def test_every_rule_has_its_routines_engines_and_a_lossless_condition() -> None:
+    for rule in RULES:
+        scalar, batch = (
+            (rule.chain_scalar, rule.chain_batch)
+            if rule.kind == "chain"
+            else (
+                rule.tree_scalar,
+                rule.tree_batch,
+            )
+        )
+        assert scalar is not None and batch is not None, rule.name
+        assert rule.engines and all(engine.source for engine in rule.engines), rule.name
+        assert rule.lossless_when, rule.name
+        assert (rule.model == "tree") == (rule.kind == "tree"), rule.name
+    assert rule_named("block").model == "at-least-chain"
+    assert [rule.name for rule in RULES if rule.lossless == "never"] == ["typical"]
