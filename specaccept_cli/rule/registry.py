@@ -104,7 +104,9 @@ RULES: tuple[Rule, ...] = (
         ignored=("q",),
         test="r <= p (q taken as 1); the first rejection stops",
         lossless="when",
-        lossless_when="the draft was greedy (one-hot); with a sampled draft a loss of exactness (vllm#40149)",
+        lossless_when="a rejection resamples from the target without the rejected token (vLLM's residual "
+        "without draft probabilities), whatever the draft: a sampled draft then only accepts less than `standard` "
+        "would (vllm#40149); paired with the residual max(p - q, 0) it is a loss",
         model="chain",
         engines=(Engine("vLLM EAGLE / MTP / n-gram (`draft_probs=None`)", VLLM_SAMPLER),),
         chain_scalar=chains.greedy_draft_scalar,
