@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from specaccept_cli.rule.batch import FloatArray, IntArray
+from specaccept_cli.rule.scalar import threshold as joint_threshold
 from specaccept_cli.rule.steps import ChainSteps, StepFields, StepParams
 
 
@@ -39,7 +40,7 @@ def block_scalar(fields: StepFields, params: StepParams) -> int:
     ratio = 1.0
     accepted = 0
     for j in range(k):
-        ratio = min(1.0, ratio * p[j] / q[j])
+        ratio = joint_threshold(ratio * p[j], q[j])  # min(1, (w * p) / q): the seed's test on the joint
         threshold = ratio if j == k - 1 else block_threshold(residual[j], ratio)
         if r[j] <= threshold:
             accepted = j + 1

@@ -86,7 +86,7 @@ RULES: tuple[Rule, ...] = (
         fields=("p", "q", "r"),
         test="r <= min(1, p / q); the first rejection stops",
         lossless="always",
-        lossless_when="always (Leviathan et al. 2023), with the residual max(p - q, 0) resampled on a rejection",
+        lossless_when="with the residual max(p - q, 0) resampled on a rejection (Leviathan et al. 2023)",
         model="chain",
         engines=(
             Engine("vLLM (draft probabilities)", VLLM_SAMPLER),
@@ -120,7 +120,7 @@ RULES: tuple[Rule, ...] = (
         optional=("p",),
         test="draft token == the target's drawn token; the first mismatch stops",
         lossless="always",
-        lossless_when="always: the kept token is the target's own draw (keep chance p(x) after its sampler chain)",
+        lossless_when="every kept token is the target's own draw (keep chance p(x) after its sampler chain)",
         model="chain",
         engines=(
             Engine("llama.cpp server (`common_sampler_sample_and_accept_n`)", "common/sampling.cpp"),
@@ -136,7 +136,7 @@ RULES: tuple[Rule, ...] = (
         fields=("p", "q", "r", "residual"),
         test="the largest j + 1 with r[j] <= h_j (h from the running ratio and the residual mass); 0 if none",
         lossless="always",
-        lossless_when="always (Sun et al. 2025, Theorem 1), with the block residual resampled",
+        lossless_when="with the block residual max(w P - Q, 0) resampled (Sun et al. 2025, Theorem 1)",
         model="at-least-chain",
         engines=(Engine("vLLM `rejection_sample_method: block` (PR #46781)", VLLM_BLOCK),),
         chain_scalar=block.block_scalar,
@@ -153,7 +153,7 @@ RULES: tuple[Rule, ...] = (
         ),
         test="p > min(epsilon, delta * exp(-entropy)), strict; the first rejection stops",
         lossless="never",
-        lossless_when="never: deterministic given p, lossy by design",
+        lossless_when="deterministic given p, lossy by design",
         model="chain",
         engines=(Engine("Medusa typical acceptance (`evaluate_posterior`)", "medusa/model/utils.py"),),
         chain_scalar=chains.typical_scalar,
@@ -179,7 +179,7 @@ RULES: tuple[Rule, ...] = (
         fields=("p", "q", "r"),
         test="siblings in tried order, each r <= min(1, p / q) with p the residual left by the rejected ones",
         lossless="always",
-        lossless_when="always (SpecInfer's multi-step speculative sampling)",
+        lossless_when="with the running residual resampled after the last rejected sibling (SpecInfer)",
         model="tree",
         engines=(
             Engine("SpecInfer / the EAGLE repository (`evaluate_posterior`)", "eagle/model/utils.py"),
@@ -225,7 +225,7 @@ RULES: tuple[Rule, ...] = (
         fields=("token", "target_token"),
         test="the first child equal to the target's sampled token, down the tree",
         lossless="always",
-        lossless_when="always: every kept token is the target's own draw",
+        lossless_when="every kept token is the target's own draw",
         model="tree",
         engines=(
             Engine("TensorRT-LLM trees (`_process_draft_tokens_tree`)", "tensorrt_llm/_torch/pyexecutor/sampler.py"),
