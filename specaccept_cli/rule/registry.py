@@ -223,15 +223,15 @@ RULES: tuple[Rule, ...] = (
         name="tree-match",
         kind="tree",
         fields=("token", "target_token"),
-        test="the first child equal to the target's sampled token, down the tree",
+        test="the longest root-to-leaf prefix whose tokens equal the target's sampled tokens",
         lossless="always",
         lossless_when="every kept token is the target's own draw",
         model="tree",
         engines=(
             Engine("TensorRT-LLM trees (`_process_draft_tokens_tree`)", "tensorrt_llm/_torch/pyexecutor/sampler.py"),
         ),
-        tree_scalar=trees.token_match_scalar,
-        tree_batch=trees.token_match_batch,
+        tree_scalar=trees.longest_match_scalar,
+        tree_batch=trees.longest_match_batch,
     ),
 )
 

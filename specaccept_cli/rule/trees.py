@@ -15,9 +15,11 @@ Engine sources, read in the public repositories:
   coin per parent; `prob_acc += p` over the tried children, child kept iff
   `coin <= prob_acc / threshold_acc || p >= threshold_single` (threshold_acc floored at 1e-9 by its
   launcher); on a stop it samples from the target with the rejected children removed.
-- `tree-argmax`: SGLang `VerifyTreeGreedy` (greedy batches): the first child equal to the target's argmax.
-- `tree-match`: TensorRT-LLM `_process_draft_tokens_tree`: the path whose drafts equal the target's sampled
-  tokens.
+- `tree-argmax`: SGLang `sgl-kernel/csrc/speculative/eagle_utils.cu` `VerifyTreeGreedy` (greedy batches): the
+  first child equal to the target's argmax (`target_predict` at the parent).
+- `tree-match`: TensorRT-LLM `tensorrt_llm/_torch/pyexecutor/sampler.py` `_process_draft_tokens_tree`: every
+  root-to-leaf path is compared with the target's sampled tokens (`cumprod` of matches) and the longest
+  matched prefix wins.
 """
 
 from __future__ import annotations
@@ -77,8 +79,29 @@ def target_cdf_scalar(parent: Sequence[int], fields: StepFields, params: StepPar
 
 
 def token_match_scalar(parent: Sequence[int], fields: StepFields, params: StepParams) -> int:
+    """`tree-argmax`: SGLang's `VerifyTreeGreedy` walks into the first child equal to the target's token."""
     token, target = fields["token"], fields["target_token"]
     return walk_depth(parent, lambda node, tried: token[node] == target[node])
+
+
+def deepest_path(parent: Sequence[int], passes: Sequence[bool]) -> int:
+    """Depth of the deepest node whose own test and every ancestor's pass (parents listed before children)."""
+    depth = [0] * len(parent)
+    whole = [False] * len(parent)
+    best = 0
+    for node, up in enumerate(parent):
+        depth[node] = 1 if up < 0 else depth[up] + 1
+        whole[node] = passes[node] and (up < 0 or whole[up])
+        if whole[node]:
+            best = max(best, depth[node])
+    return best
+
+
+def longest_match_scalar(parent: Sequence[int], fields: StepFields, params: StepParams) -> int:
+    """`tree-match`: TensorRT-LLM compares every root-to-leaf path and keeps the longest matched prefix; with
+    distinct sibling tokens that is the first-match walk, with a repeated one it may go deeper."""
+    token, target = fields["token"], fields["target_token"]
+    return deepest_path(parent, [token[node] == target[node] for node in range(len(parent))])
 
 
 # --- vectorized: per-node tests, the first passing child of each parent, then the walk -----------------
@@ -149,3 +172,23 @@ def target_cdf_batch(steps: TreeSteps) -> IntArray:
 
 def token_match_batch(steps: TreeSteps) -> IntArray:
     return walk_batch(steps, steps.columns["token"] == steps.columns["target_token"])
+
+
+def longest_match_batch(steps: TreeSteps) -> IntArray:
+    """`deepest_path` over a batch: depths and whole-path passes propagated one level per numpy step."""
+    passed = steps.columns["token"] == steps.columns["target_token"]
+    lengths = np.diff(steps.offsets)
+    step_of = np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)
+    root = steps.parent < 0
+    up = np.where(root, 0, steps.offsets[:-1][step_of] + steps.parent)
+    depth = np.ones(passed.shape[0], dtype=np.int64)
+    whole = passed.copy()
+    for _ in range(int(lengths.max()) if lengths.shape[0] else 0):  # a path is no longer than its step's nodes
+        deeper = np.where(root, 1, depth[up] + 1)
+        wider = passed & (root | whole[up])
+        if np.array_equal(deeper, depth) and np.array_equal(wider, whole):
+            break
+        depth, whole = deeper, wider
+    accepted = np.zeros(lengths.shape[0], dtype=np.int64)
+    np.maximum.at(accepted, step_of[whole], depth[whole])
+    return accepted

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specaccept_cli.rule import block, registry, trees
+from specaccept_cli.rule import block, expected, registry, trees
 from specaccept_cli.rule.registry import RULES, rule_named
 from specaccept_cli.rule.scalar import accept_prefix, threshold
 from specaccept_cli.rule.steps import ChainSteps, TreeSteps, offsets_of, tree_problem
@@ -249,3 +249,35 @@ def test_every_rule_has_its_routines_engines_and_a_lossless_condition() -> None:
         assert (rule.model == "tree") == (rule.kind == "tree"), rule.name
     assert rule_named("block").model == "at-least-chain"
     assert [rule.name for rule in RULES if rule.lossless == "never"] == ["typical"]
+
+
+def test_tree_match_keeps_the_longest_matching_path_where_tree_argmax_takes_the_first_match() -> None:
+    """A token repeated among siblings: SGLang's greedy walk stops in the first one's subtree, TensorRT-LLM compares
+    every path and keeps the longer match."""
+    parent = [-1, -1, 1]
+    fields = {"token": [7, 7, 5], "target_token": [7, 7, 5]}
+    assert trees.token_match_scalar(parent, fields, {}) == 1
+    assert trees.longest_match_scalar(parent, fields, {}) == 2
+    steps = TreeSteps(offsets_of([3, 3]), np.array(parent * 2), {k: np.array(v * 2) for k, v in fields.items()})
+    assert rule_named("tree-argmax").accepted(steps).tolist() == [1, 1]
+    assert rule_named("tree-match").accepted(steps).tolist() == [2, 2]
+
+
+# --- the expected-tokens model -------------------------------------------------------------------------------
+
+
+@given(st.floats(0.0, 1.0), st.integers(0, 64))
+def test_the_chain_model_is_the_seed_formula_and_the_per_depth_sum(alpha: float, k: int) -> None:
+    from specaccept_cli.summary.formulas import expected_tokens_per_pass
+
+    assert expected.chain_tokens_per_pass(alpha, k) == expected_tokens_per_pass(alpha, k)
+    assert expected.tokens_per_pass([alpha] * k) == pytest.approx(expected.chain_tokens_per_pass(alpha, k), rel=1e-9)
+
+
+def test_per_depth_rates_from_an_accepted_depth_histogram() -> None:
+    histogram = [10, 20, 30, 40]  # 100 steps: 90 reached depth 1, 70 depth 2, 40 depth 3
+    rates = expected.conditional_rates(histogram)
+    assert rates == [0.9, 70 / 90, 40 / 70]
+    mean_depth = sum(depth * count for depth, count in enumerate(histogram)) / 100
+    assert expected.tokens_per_pass([rate for rate in rates if rate is not None]) == pytest.approx(1 + mean_depth)
+    assert expected.conditional_rates([5, 0, 0]) == [0.0, None]  # nobody reached depth 1: depth 2's rate unknown
