@@ -281,3 +281,57 @@ def test_per_depth_rates_from_an_accepted_depth_histogram() -> None:
     mean_depth = sum(depth * count for depth, count in enumerate(histogram)) / 100
     assert expected.tokens_per_pass([rate for rate in rates if rate is not None]) == pytest.approx(1 + mean_depth)
     assert expected.conditional_rates([5, 0, 0]) == [0.0, None]  # nobody reached depth 1: depth 2's rate unknown
+
+
+# --- the row contract ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "params", "parent", "message"),
+    [
+        ("standard", {"p": [0.5], "q": [0.5]}, {}, None, "rule 'standard' needs 'r'"),
+        ("typical", {"p": [0.5], "entropy": [1.0]}, {"delta": 0.3}, None, "rule 'typical' needs 'epsilon'"),
+        ("standard", {"p": [0.5, 0.5], "q": [0.5], "r": [0.1]}, {}, None, "differ in length (p 2, q 1, r 1)"),
+        ("standard", {"p": [0.5], "q": [0.0], "r": [0.1]}, {}, None, "q[0] = 0.0 is zero: a drafted token always"),
+        ("greedy-draft", {"p": [1.5], "r": [0.1]}, {}, None, "p[0] = 1.5 is out of range (p must be in [0, 1])"),
+        ("sample-match", {"draft_tokens": [1, -2], "target_tokens": [1, 2]}, {}, None, "draft_tokens[1] = -2 is not"),
+        ("argmax", {"draft_tokens": [True], "target_tokens": [1]}, {}, None, "draft_tokens[0] = true is not a token"),
+        ("block", {"p": [0.5], "q": [0.5], "r": [0.5], "residual": [None]}, {}, None, None),  # last residual null
+        ("block", {"p": [0.5] * 2, "q": [0.5] * 2, "r": [0.5] * 2, "residual": [None, None]}, {}, None, "residual[0]"),
+        ("typical", {"p": [0.5], "entropy": [-1.0]}, {"epsilon": 0.1, "delta": 0.3}, None, "entropy[0] = -1.0 is"),
+        ("typical", {"p": [0.5], "entropy": [1.0]}, {"epsilon": math.inf, "delta": 0.3}, None, "'epsilon' is inf"),
+        ("tree-target-cdf", {"p": [0.5], "coin": [1.5]}, {}, [-1], "nodes[0].coin = 1.5 is out of range (coin must"),
+        ("tree-target-cdf", {"p": [0.5, 0.5], "coin": [0.5, 0.5]}, {}, [-1, 1], "nodes[1].parent = 1 is not"),
+        ("tree-match", {"token": ["a"], "target_token": [1]}, {}, [-1], "nodes[0].token = 'a' is not a token id"),
+        (
+            "tree-residual",
+            {"p": [0.5], "q": [0.5], "r": [0.5]},
+            {},
+            [-1, -1],
+            "differ in length (p 1, q 1, r 1, parent 2)",
+        ),
+    ],
+)
+def test_a_step_that_breaks_its_rules_contract_is_named(
+    name: str, fields: dict[str, list[object]], params: dict[str, float], parent: list[int] | None, message: str | None
+) -> None:
+    from specaccept_cli.rule.contract import step_problem
+
+    problem = step_problem(rule_named(name), fields, params, parent)  # type: ignore[arg-type]
+    if message is None:
+        assert problem is None
+    else:
+        assert problem is not None and message in problem, problem
+
+
+def test_every_rule_accepts_a_valid_step() -> None:
+    from specaccept_cli.rule.contract import missing_fields, step_problem
+
+    for rule in RULES:
+        fields = {name: [1] if "token" in name else [0.5] for name in rule.fields}
+        params = {param.name: 0.5 for param in rule.params}
+        parent = [-1] if rule.kind == "tree" else None
+        if rule.name == "block":
+            fields["residual"] = [math.nan]
+        assert step_problem(rule, fields, params, parent) is None, rule.name
+        assert missing_fields(rule, set(fields) | set(params)) == []
