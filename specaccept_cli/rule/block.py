@@ -51,6 +51,17 @@ def running_ratios(offsets: IntArray, p: FloatArray, q: FloatArray) -> FloatArra
     """w_j for every token: one numpy step per position index (at most the longest draft), not per token."""
     starts = offsets[:-1]
     lengths = np.diff(offsets)
+    if lengths.shape[0] and (lengths == lengths[0]).all() and lengths[0] > 0:  # one draft length: a 2-d view
+        k = int(lengths[0])
+        p2, q2 = p[starts[0] :].reshape(-1, k), q[starts[0] :].reshape(-1, k)
+        table = np.empty_like(p2)
+        column = np.ones(p2.shape[0])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for j in range(k):
+                column = np.minimum(1.0, column * p2[:, j] / q2[:, j])
+                table[:, j] = column
+        flat: FloatArray = table.reshape(-1)
+        return flat
     ratios = np.empty_like(p)
     longest = int(lengths.max()) if lengths.shape[0] else 0
     previous = np.ones(starts.shape[0])
@@ -67,16 +78,17 @@ def running_ratios(offsets: IntArray, p: FloatArray, q: FloatArray) -> FloatArra
 def block_batch(steps: ChainSteps) -> IntArray:
     offsets = steps.offsets
     p, q, r, residual = (steps.columns[name] for name in ("p", "q", "r", "residual"))
-    lengths = np.diff(offsets)
+    starts, ends = offsets[:-1], offsets[1:]
     ratios = running_ratios(offsets, p, q)
-    step_of = np.repeat(np.arange(lengths.shape[0]), lengths)
-    position = np.arange(p.shape[0]) - offsets[:-1][step_of]
-    last = position == lengths[step_of] - 1
+    final = np.zeros(p.shape[0], dtype=bool)  # each step's last position, tested against w itself
+    final[ends[ends > starts] - 1] = True
     with np.errstate(divide="ignore", invalid="ignore"):
         denominator = residual + 1.0 - ratios
         inner = np.where(denominator > 0.0, residual / np.where(denominator > 0.0, denominator, 1.0), 1.0)
-    threshold = np.where(last, ratios, inner)
-    passed = np.flatnonzero(r <= threshold)
-    accepted = np.zeros(lengths.shape[0], dtype=np.int64)
-    np.maximum.at(accepted, step_of[passed], position[passed] + 1)
+    passed = np.flatnonzero(r <= np.where(final, ratios, inner))
+    # per step, its last passing token: the passing token just before the step's end, if it lies in the step
+    before_end = np.searchsorted(passed, ends, side="left") - 1
+    candidate = passed[np.maximum(before_end, 0)] if passed.shape[0] else np.full(starts.shape[0], -1)
+    inside = (before_end >= 0) & (candidate >= starts)
+    accepted: IntArray = np.where(inside, candidate - starts + 1, 0).astype(np.int64)
     return accepted

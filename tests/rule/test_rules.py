@@ -38,8 +38,10 @@ def chain_steps(steps: list[tuple[dict[str, list[float]], dict[str, float]]]) ->
 
 
 @st.composite
-def chain_step(draw: st.DrawFn, rule: registry.Rule) -> tuple[dict[str, list[float]], dict[str, float]]:
-    k = draw(st.integers(0, 12))
+def chain_step(
+    draw: st.DrawFn, rule: registry.Rule, k: int | None = None
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    k = draw(st.integers(0, 12)) if k is None else k
     tie = draw(st.lists(st.booleans(), min_size=k, max_size=k))
     if rule.name in ("sample-match", "argmax"):
         draft = draw(st.lists(token, min_size=k, max_size=k))
@@ -335,3 +337,11 @@ def test_every_rule_accepts_a_valid_step() -> None:
             fields["residual"] = [math.nan]
         assert step_problem(rule, fields, params, parent) is None, rule.name
         assert missing_fields(rule, set(fields) | set(params)) == []
+
+
+@given(st.integers(1, 6), st.data())
+def test_block_one_draft_length_path_equals_the_scalar(k: int, data: st.DataObject) -> None:
+    """Batches of a single draft length take a 2-d path through the running ratio: the same doubles."""
+    rule = rule_named("block")
+    steps = data.draw(st.lists(chain_step(rule, k), min_size=2, max_size=6))
+    assert rule.accepted(chain_steps(steps)).tolist() == [block.block_scalar(f, p) for f, p in steps]
