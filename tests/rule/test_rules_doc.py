@@ -53,3 +53,24 @@ def test_the_check_mode_fails_on_a_stale_table(tmp_path: Path, monkeypatch: pyte
     assert writer.main([]) == 0
     assert writer.main(["--check"]) == 0
     assert stale.read_text(encoding="utf-8") == PAGE
+
+
+def test_the_pages_example_rows_give_the_lengths_it_states() -> None:
+    import json
+    import math
+
+    from specaccept_cli.rule.registry import rule_named
+    from specaccept_cli.rule.scalar import accept_prefix
+
+    block = PAGE.split("```json\n", 1)[1].split("```", 1)[0]
+    chain, tree = (json.loads(line) for line in block.splitlines())
+    rule = rule_named(chain.pop("rule"))
+    fields = {name: [math.nan if value is None else value for value in values] for name, values in chain.items()}
+    assert rule.chain_scalar is not None and rule.chain_scalar(fields, {}) == 2
+    assert accept_prefix(fields["p"], fields["q"], fields["r"]) == 0  # the seed's chain rule keeps none
+    rule = rule_named(tree.pop("rule"))
+    nodes = tree["nodes"]
+    parent = [node["parent"] for node in nodes]
+    node_fields = {name: [node[name] for node in nodes] for name in rule.fields}
+    assert rule.tree_scalar is not None and rule.tree_scalar(parent, node_fields, {}) == 2
+    assert "keeps 2 tokens" in PAGE and "accepted depth 2" in PAGE
