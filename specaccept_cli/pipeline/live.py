@@ -429,9 +429,9 @@ def watch_producer(
     from concurrent.futures import ThreadPoolExecutor
 
     from specaccept_cli.pipeline.engine import _evaluate, _lines_part
-    from specaccept_cli.read.engines.intervals import LineTally
     from specaccept_cli.read.engines.prometheus import ScrapeSeries
     from specaccept_cli.read.scrape import Retry, ScrapeError, fetch_with_retries
+    from specaccept_cli.rule.intervals import LineTally
 
     retry = Retry(attempts=attempts)
     labels: set[str] = set()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specaccept_cli.read.payloads.record import RequestRecord
+from specaccept_cli.rule.requests import RequestRecord
 from specaccept_cli.summary.bounded import COLUMNS, BoundedUnits, steps_bounds
 from specaccept_cli.summary.clusters import encode_column
 from specaccept_cli.summary.identified import bounds_interval

@@ -11,8 +11,8 @@ import pytest
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.pipeline.payloads import request_part
-from specaccept_cli.read.payloads.record import RequestRecord
 from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.requests import RequestRecord
 from specaccept_cli.simulate import Requests, simulate
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.evaluate import Plan, evaluate_batch
