@@ -35,8 +35,8 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError, WorkerDied
 from specaccept_cli.pipeline.clusters import ClusterDetection
-from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.request import ReadRequest
+from specaccept_cli.pipeline.servers import EngineReading
 from specaccept_cli.read.allocator import keep_block_memory
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
@@ -324,7 +324,7 @@ def evaluate_source(
         progress.start_source(source)
     with open_source(source, request.input_format) as opened:
         if opened.format in PAYLOAD_FORMATS:  # per-request payloads: the request is the cluster, always
-            from specaccept_cli.pipeline.payloads import evaluate_payload_source
+            from specaccept_cli.pipeline.servers import evaluate_payload_source
 
             yield from evaluate_payload_source(opened, plan, on_error)
             return

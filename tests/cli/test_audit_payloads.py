@@ -185,7 +185,7 @@ def test_windows_of_time_place_each_request_at_its_created_time(tmp_path: Path) 
 
 
 def test_requests_summed_in_blocks_are_the_requests_summed_one_by_one(tmp_path: Path, monkeypatch) -> None:
-    from specaccept_cli.pipeline import payloads as reading
+    from specaccept_cli.pipeline import servers as reading
     from specaccept_cli.read.payloads import parse_payloads
 
     batch = sim.requests(35, count=40, ragged=0.3)
