@@ -26,7 +26,6 @@ import numpy as np
 from msgspec import Struct
 from msgspec.structs import replace
 
-from specaccept_cli.checks import GateResult
 from specaccept_cli.errors import InputError, UsageError
 from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.read.follow import FollowedStream
@@ -47,6 +46,7 @@ from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_ba
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally
 from specaccept_cli.verdict import Findings, GateSpec, conclude
+from specaccept_cli.verdict.checks import GateResult
 from specaccept_cli.verdict.findings import VerdictEntry
 
 RECENT = 20  # intervals kept apart for the view (alpha over the recent intervals)

@@ -34,8 +34,8 @@ from specaccept_cli.views.svg import Axis, Chart, text
 from specaccept_cli.views.timeline import window_width_text
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison
     from specaccept_cli.verdict import Findings
+    from specaccept_cli.verdict.checks import Comparison
 
 MAX_GROUPS = 20  # groups drawn, largest first
 MAX_GROUP_LINES = 6  # groups drawn as their own line in the per-position plot
