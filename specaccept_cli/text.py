@@ -79,6 +79,7 @@ def workflow_command(command: str, message: str, **properties: str) -> str:
     props = ",".join(f"{key}={workflow_property(value)}" for key, value in properties.items())
     return f"::{command}{' ' + props if props else ''}::{workflow_data(message)}"
 
+
 def shown_threshold(threshold: float) -> str:
     """A threshold as the user wrote it (its shortest exact form)."""
     short = format(threshold, "g")

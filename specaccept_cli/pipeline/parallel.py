@@ -135,16 +135,16 @@ class _WorkerError(Exception):
 
 
 def _range_task(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
-    """`_parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
+    """`parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
     try:
-        return _parse_range(work, location, start, end)
+        return parse_range(work, location, start, end)
     except InputError as exc:
         raise _WorkerError(_portable(exc)) from None
     except OSError as exc:
         raise _WorkerError(_portable(InputError(work.source, None, f"cannot read: {exc.strerror or exc}"))) from None
 
 
-def _parse_range(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
+def parse_range(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
     """Parse the lines of bytes [start, end) of a file, numbered from a provisional origin.
 
     The origin is 1 for the range at the start of the file and 2 for any other, so that only the file's
@@ -177,7 +177,7 @@ def _portable(error: InputError) -> tuple[type[InputError], tuple[Any, ...], dic
     return type(error), error.args, dict(vars(error))
 
 
-def _restore(parts: tuple[type[InputError], tuple[Any, ...], dict[str, Any]]) -> InputError:
+def restored_error(parts: tuple[type[InputError], tuple[Any, ...], dict[str, Any]]) -> InputError:
     kind, args, state = parts
     error = kind.__new__(kind)
     Exception.__init__(error, *args)
@@ -350,7 +350,7 @@ def evaluate_source(
             else:
                 yield from _from_stream(opened, work, feed, pool)
         except _WorkerError as exc:
-            raise _restore(exc.args[0]) from None
+            raise restored_error(exc.args[0]) from None
         except BrokenExecutor:  # the pool's workers died
             raise WorkerDied(source.name) from None
         finally:
@@ -444,7 +444,7 @@ def _from_ranges(opened: OpenSource, work: Work, feed: _Feed, pool: _Pool) -> It
     next_line = 1
     for (_, end), (origin, count, results) in zip(ranges, _in_order(tasks, pool.window)):
         for result, parts in results:
-            errors = [_restore(part) for part in parts]
+            errors = [restored_error(part) for part in parts]
             result = _shift(result, errors, next_line - origin)
             for error in errors:
                 feed.on_error(error)
@@ -484,7 +484,7 @@ def _from_stream(opened: OpenSource, work: Work, feed: _Feed, pool: _Pool) -> It
     for results in _in_order(tasks(), pool.window):
         for result, parts in results:
             for error in parts:
-                feed.on_error(_restore(error))
+                feed.on_error(restored_error(error))
             if feed.progress is not None:
                 feed.progress.advance(result.runs, position() if position is not None else None)
             yield result
