@@ -49,8 +49,7 @@ from specaccept_cli.read.sources import (
     read_opened,
 )
 from specaccept_cli.read.storage import RemoteObject, open_seekable
-from specaccept_cli.rule.batch import RunBatch
-from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
+from specaccept_cli.summary.evaluate import Evaluated, evaluate_batch, evaluate_batches
 from specaccept_cli.threads import signals_stay_with_main
 
 if TYPE_CHECKING:
@@ -339,7 +338,7 @@ def evaluate_source(
             return
         if jobs <= 1 or opened.format != "jsonl":
             batches = read_opened(opened, request.reading, on_error, progress)
-            yield from _serial(batches, keep_runs, plan, on_error)
+            yield from evaluate_batches(batches, plan, keep_runs, on_error)
             return
         pool = _Pool(jobs)
         work = Work(source.name, request.for_workers(), keep_runs, block_bytes)
@@ -357,14 +356,6 @@ def evaluate_source(
             pool.close()
 
 
-def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-    for batch in batches:
-        result, errors = evaluate_batch(batch, plan, keep_runs)
-        for error in errors:
-            on_error(error)
-        yield result
-
-
 def _threaded(
     opened: OpenSource,
     request: ReadRequest,
@@ -378,7 +369,7 @@ def _threaded(
     Arrow decodes without holding the GIL and numpy's loops over a batch's tokens release it, so threads
     share the cores without processes (nothing is copied or pickled, no memory is counted twice). The
     reader runs here, in the calling thread; each batch's reading errors are held with it and handed on,
-    with the errors its stage finds, strictly in input order: what `_serial` gives, in the same order
+    with the errors its stage finds, strictly in input order: what `evaluate_batches` gives, in the same order
     (in fail mode the first bad row of the input is the one reported). A file that fails to decode part
     way raises after every batch before the failure has been handed on.
     """
