@@ -17,7 +17,7 @@ from specaccept_cli.rule.validate import did_you_mean
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan
 from specaccept_cli.summary.intervals import interval_parts, lines_part
-from specaccept_cli.summary.requests import BLOCK_REQUESTS, RequestBlock, request_part
+from specaccept_cli.summary.requests import request_parts
 from specaccept_cli.summary.state import Summary
 
 if TYPE_CHECKING:  # the engine parsers load only when a source is engine output (they cost ~20 ms)
@@ -109,24 +109,7 @@ def evaluate_payload_source(opened: OpenSource, plan: Plan, on_error: OnError) -
     name = opened.source.name
     parse = parse_payloads(_lines(opened, name), name, opened.format)
     labels: set[str] = {"request_id", "id"}
-    block = RequestBlock(name) if plan.group_by is None and plan.windows is None else None
-    for item in parse:
-        if isinstance(item, InputError):
-            on_error(item)
-            continue
-        line, record = item
-        labels.update(record.labels)
-        if block is not None:  # requests added a block at a time: the same sums, without a summary per request
-            block.add(record, line)
-            if block.requests >= BLOCK_REQUESTS:
-                yield block.part()
-                block = RequestBlock(name)
-            continue
-        part = request_part(record, name, line, plan, on_error)
-        if part is not None:
-            yield part
-    if block is not None and block.requests:
-        yield block.part()
+    yield from request_parts(parse, name, plan, on_error, labels)
     tally = parse.tally
     if not (tally.records or tally.bad or tally.null_payloads):
         raise InputError(name, None, f"no {opened.format} payloads among its {tally.lines} lines")

@@ -15,6 +15,7 @@ A payload that breaks an identity goes to the error policy like a bad row.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +35,35 @@ if TYPE_CHECKING:
     from specaccept_cli.rule.requests import RequestRecord
 
 REQUEST_FIELD = "request_id"  # the cluster field of payload summaries: the same name logged runs use by default
+
+
+def request_parts(
+    items: Iterable[InputError | tuple[int, RequestRecord]],
+    source: str,
+    plan: Plan,
+    on_error: OnError,
+    labels: set[str],
+) -> Iterator[Evaluated]:
+    """Every request of one source (its line and record, or a bad line's error), as summary parts in input order;
+    `labels` collects every label name met."""
+    block = RequestBlock(source) if plan.group_by is None and plan.windows is None else None
+    for item in items:
+        if isinstance(item, InputError):
+            on_error(item)
+            continue
+        line, record = item
+        labels.update(record.labels)
+        if block is not None:  # requests added a block at a time: the same sums, without a summary per request
+            block.add(record, line)
+            if block.requests >= BLOCK_REQUESTS:
+                yield block.part()
+                block = RequestBlock(source)
+            continue
+        part = request_part(record, source, line, plan, on_error)
+        if part is not None:
+            yield part
+    if block is not None and block.requests:
+        yield block.part()
 
 
 BLOCK_REQUESTS = 2048
