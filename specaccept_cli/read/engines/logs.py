@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.aiperf import AIPERF_AGGREGATE_MARKERS, AiperfAggregate
-from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, decode_line, line_error
+from specaccept_cli.read.engines.lines import decode_line, line_error
 from specaccept_cli.read.engines.llamacpp import LlamaLines, is_llama_line
 from specaccept_cli.read.engines.prometheus import parse_prometheus_scrapes
 from specaccept_cli.read.engines.sglang import (
@@ -21,6 +21,7 @@ from specaccept_cli.read.engines.sglang import (
 )
 from specaccept_cli.read.engines.tensorrt_llm import TRTLLM_STATS_MARKER, trtllm_stats_line
 from specaccept_cli.read.engines.vllm import VLLM_MARKER, VLLM_V0_MARKER, VllmV0Lines, vllm_line
+from specaccept_cli.rule.intervals import EngineInterval, LineTally
 
 FORMATS = (
     "vllm-log",

@@ -15,7 +15,7 @@ from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
-from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
+from specaccept_cli.read.engines.lines import NUM, line_error, make_interval
 from specaccept_cli.read.engines.llamacpp import rounded_counters, rounded_scrape_interval
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
@@ -25,6 +25,7 @@ from specaccept_cli.read.engines.recovery import (
     from_exact_positions,
     recover_counts,
 )
+from specaccept_cli.rule.intervals import EngineInterval, count_too_large
 
 # ---------------------------------------------------------------------------------------------
 # Log lines

@@ -21,7 +21,7 @@ from msgspec import Struct, field
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.payloads import aiperf, llamacpp, sglang, tensorrt_llm, vllm
 from specaccept_cli.read.payloads.fields import Drift
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 __all__ = ["PAYLOAD_FORMATS", "PayloadParse", "RequestRecord", "looks_like_payload", "parse_payloads", "sniff_payload"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import VLLM_RATES, Drift, count, counts, histogram, printed_rates
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 KNOWN = frozenset(
     {

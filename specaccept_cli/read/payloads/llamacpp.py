@@ -16,7 +16,7 @@ from typing import Any
 
 from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import Drift, count
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 MARKERS = PAYLOAD_MARKERS["llamacpp-payload"]
 

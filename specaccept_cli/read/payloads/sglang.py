@@ -28,7 +28,7 @@ from typing import Any
 
 from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
 from specaccept_cli.read.payloads.fields import Drift, count, counts, first_count, histogram, printed
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
