@@ -431,6 +431,17 @@ def engine_table(numbers: Estimates, engine: EngineTally) -> AuditTable:
         )
     if engine.resets:
         rows.append(AuditRow(("counter resets", Marked(f"{engine.resets:,}", "bad"), "the server restarted")))
+    if engine.duplicate_lines:
+        rows.append(
+            AuditRow(
+                (
+                    "repeated lines",
+                    Marked(f"{engine.duplicate_lines:,}", "bad"),
+                    "metrics lines repeating an earlier one exactly, time stamp and process included (a log "
+                    "shipper's duplicate): dropped, not counted twice",
+                )
+            )
+        )
     for name in engine.engines:
         rows += _printed_rows(name, rate, per_pass, alpha)
     if bounds is not None:

@@ -144,6 +144,7 @@ class LineTally(Struct):
     ignored: int = 0
     bad: int = 0
     resets: int = 0  # Prometheus counter resets between scrapes
+    duplicates: int = 0  # metrics lines that repeat an earlier one exactly (a log shipper's duplicate): not counted
 
 
 def decode_line(raw: str | bytes) -> str:
