@@ -396,7 +396,8 @@ def engine_table(numbers: Estimates, engine: EngineTally) -> AuditTable:
                 "lines read",
                 f"{engine.lines:,}",
                 f"{engine.metrics_lines:,} metrics lines, {engine.ignored_lines:,} other server output, "
-                f"{engine.bad_lines:,} bad (see skipped input)",
+                f"{engine.bad_lines:,} bad (see skipped input)"
+                + (f", {engine.duplicate_lines:,} repeated" if engine.duplicate_lines else ""),
             )
         ),
         AuditRow(
