@@ -200,7 +200,8 @@ def describe_inputs(paths: list[str], shown: int = 3) -> str:
     return f"input {listed}" + (f" and {more} more" if more > 0 else "")
 
 
-SAID_ON_STDERR = ("inconclusive", "duplicate_lines")  # warnings that change what was counted, not only how shown
+# Warnings said on stderr too, where CI logs look: an undecided gate that passes, metrics lines dropped as repeats.
+SAID_ON_STDERR = ("inconclusive", "duplicate_lines")
 
 
 def conclude_findings(
@@ -220,7 +221,7 @@ def conclude_findings(
 
     for warning in warnings:
         click.echo(f"specaccept: warning: {warning_text(warning)}", err=True)
-    for entry in findings.verdict:  # an undecided gate passes, repeated lines are dropped: said where CI logs look
+    for entry in findings.verdict:
         if entry.status == "warn" and entry.issue is not None and entry.issue.kind in SAID_ON_STDERR:
             click.echo(f"specaccept: warning: {hinted(entry)}", err=True)
     failed = [entry for entry in findings.verdict if entry.status == "fail"]

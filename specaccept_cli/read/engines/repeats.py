@@ -25,9 +25,10 @@ class VllmRepeats:
     over its elapsed time) under the logger's time stamp to the second and process tag. Two real intervals
     print the same line only if one process printed the same counts and throughputs twice within one
     second: one engine logs once per stats interval (VLLM_LOG_STATS_INTERVAL, 10 s by default), so that
-    takes an interval set below a second or a second engine of the same process (data parallelism). Each line is therefore keyed by the engine whose "Engine NNN:" stats line last came from
-    its process, so two engines' equal lines are both counted; a line without the logger's time stamp is
-    never taken for a repeat. Only the last REPEAT_WINDOW metrics lines (and processes) are remembered, so
+    takes an interval set below a second or a second engine of the same process (data parallelism). Each
+    line is therefore keyed by the engine whose "Engine NNN:" stats line last came from its process, so
+    two engines' equal lines are both counted; a line without the logger's time stamp is never taken for
+    a repeat. Only the last REPEAT_WINDOW metrics lines (and processes) are remembered, so
     memory stays flat: a repeat further back is counted as a line of its own.
     """
 
