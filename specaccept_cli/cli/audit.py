@@ -560,6 +560,7 @@ def _read_request(
         input_format=options.input_format,
         max_line_bytes=options.max_line_bytes,
         draft_length=options.draft_length,
+        keep_duplicate_lines=options.keep_duplicate_lines,
         storage=_storage(options),
     )
 

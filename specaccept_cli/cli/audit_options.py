@@ -79,6 +79,12 @@ _OPTIONS: list[Callable[[Command], Command]] = [
         metavar="K",
         help="Engine metrics: the server's draft length (num_speculative_tokens) when its lines do not print it.",
     ),
+    click.option(
+        "--keep-duplicate-lines",
+        is_flag=True,
+        help="Engine metrics: count a vLLM metrics line that repeats a recent one exactly (time stamp and process "
+        "included) instead of dropping it as a log shipper's duplicate.",
+    ),
     field_option("p"),
     field_option("q"),
     field_option("r"),
@@ -309,3 +315,4 @@ class AuditOptions(Struct, frozen=True):
     headers: tuple[tuple[str, str], ...] = ()
     timeout: float = 5.0
     retries: int = 2
+    keep_duplicate_lines: bool = False  # engine metrics: vLLM lines repeated exactly are counted, not dropped

@@ -278,7 +278,9 @@ def follow_read(
     stream, source = follow_stream(paths[0], stop, options.max_line_bytes)
     policy = ErrorPolicy(options.on_error, quarantine)
     reading = Reading(fields, options.input_format, options.max_line_bytes)
-    producer = follow_producer(stream, source, reading, plan, policy, options.draft_length)
+    producer = follow_producer(
+        stream, source, reading, plan, policy, options.draft_length, options.keep_duplicate_lines
+    )
     handler = tick_handler(options, spec, source.name, stderr, lambda: policy.skipped_rows)
     try:
         end = run_live(producer, plan, options.every, stop, handler)

@@ -200,6 +200,10 @@ def describe_inputs(paths: list[str], shown: int = 3) -> str:
     return f"input {listed}" + (f" and {more} more" if more > 0 else "")
 
 
+# Warnings said on stderr too, where CI logs look: an undecided gate that passes, metrics lines dropped as repeats.
+SAID_ON_STDERR = ("inconclusive", "duplicate_lines")
+
+
 def conclude_findings(
     findings: Findings,
     github_markdown: str | None,
@@ -217,8 +221,8 @@ def conclude_findings(
 
     for warning in warnings:
         click.echo(f"specaccept: warning: {warning_text(warning)}", err=True)
-    for entry in findings.verdict:  # a gate the bounds leave undecided passes: say so where CI logs look
-        if entry.status == "warn" and entry.issue is not None and entry.issue.kind == "inconclusive":
+    for entry in findings.verdict:
+        if entry.status == "warn" and entry.issue is not None and entry.issue.kind in SAID_ON_STDERR:
             click.echo(f"specaccept: warning: {hinted(entry)}", err=True)
     failed = [entry for entry in findings.verdict if entry.status == "fail"]
     lines = [failure_line(findings, entry) for entry in failed]

@@ -321,6 +321,7 @@ def follow_producer(
     plan: Plan,
     policy: ErrorPolicy,
     draft_length: int | None = None,
+    keep_duplicates: bool = False,
 ) -> Callable[[Callable[[object], None], threading.Event], None]:
     """What the reading thread does for `audit --follow`: the stream through the ordinary per-batch stage."""
     from specaccept_cli.pipeline.servers import EngineReading
@@ -341,7 +342,7 @@ def follow_producer(
                     put(result)
                 return
             if opened.format in ENGINE_FORMATS:
-                engine = EngineReading(draft_length)
+                engine = EngineReading(draft_length, keep_duplicates)
                 results: Iterator[Evaluated] = policy.guard(engine.evaluate(opened, plan, policy))
                 for result in results:
                     put(result)

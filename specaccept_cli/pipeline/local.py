@@ -36,7 +36,7 @@ def summarise_here(
     plan = request.plan
     if request.jobs is None:
         request = replace(request, jobs=default_jobs())
-    engine = EngineReading(request.draft_length)
+    engine = EngineReading(request.draft_length, request.keep_duplicate_lines)
     clusters = ClusterDetection()  # with no plan.cluster_field: the first row's request field, if any
     absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
 

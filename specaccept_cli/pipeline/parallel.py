@@ -328,7 +328,9 @@ def evaluate_source(
             yield from evaluate_payload_source(opened, plan, on_error)
             return
         if opened.format in ENGINE_FORMATS:
-            yield from (engine or EngineReading(request.draft_length)).evaluate(opened, plan, on_error)
+            yield from (engine or EngineReading(request.draft_length, request.keep_duplicate_lines)).evaluate(
+                opened, plan, on_error
+            )
             return
         if clusters is not None:
             opened, reading, plan = clusters.resolve(opened, request.reading, plan)

@@ -13,6 +13,7 @@ from specaccept_cli.read.engines.aiperf import AIPERF_AGGREGATE_MARKERS, AiperfA
 from specaccept_cli.read.engines.lines import decode_line, line_error
 from specaccept_cli.read.engines.llamacpp import LlamaLines, is_llama_line
 from specaccept_cli.read.engines.prometheus import parse_prometheus_scrapes
+from specaccept_cli.read.engines.repeats import VllmRepeats
 from specaccept_cli.read.engines.sglang import (
     SGLANG_MARKER,
     SGLANG_REQUEST_MARKER,
@@ -91,6 +92,7 @@ class EngineLogParse:
         *,
         k: int | None = None,
         assume_full_drafts: bool = True,
+        keep_duplicates: bool = False,
     ) -> None:
         if fmt != "auto" and fmt not in FORMATS:
             raise ValueError(f"unknown engine format {fmt!r}; expected auto or one of {', '.join(FORMATS)}")
@@ -99,6 +101,7 @@ class EngineLogParse:
         self.fmt = fmt
         self.k = k
         self.assume_full_drafts = assume_full_drafts
+        self.keep_duplicates = keep_duplicates
         self.tally = LineTally()
         self.detected: str | None = None if fmt == "auto" else fmt
 
@@ -121,6 +124,7 @@ class EngineLogParse:
             return
         llama = LlamaLines(self.source, self.k, self.tally)
         vllm_v0 = VllmV0Lines(self.source)
+        repeats = None if self.keep_duplicates else VllmRepeats()
         for number, raw in enumerate(self.lines, start=1):
             self.tally.lines += 1
             text = decode_line(raw)
@@ -131,6 +135,8 @@ class EngineLogParse:
             yield from map(self._count, llama.flush())
             if kind is None:
                 self.tally.ignored += 1
+                if repeats is not None and self.detected in (None, "vllm-log"):
+                    repeats.context(text)
             elif kind.startswith("foreign "):  # a recognised line is never dropped silently
                 other = _ENGINE_OF[kind.removeprefix("foreign ")]
                 yield self._count(
@@ -144,6 +150,8 @@ class EngineLogParse:
                 )
             elif kind == "vllm-log" and VLLM_V0_MARKER in text and VLLM_MARKER not in text:
                 yield self._count(vllm_v0.line(number, text))
+            elif kind == "vllm-log" and repeats is not None and repeats.repeated(text):
+                self.tally.duplicates += 1
             elif kind == "vllm-log":
                 yield self._count(
                     vllm_line(self.source, number, text, k=self.k, assume_full_drafts=self.assume_full_drafts)
@@ -200,6 +208,7 @@ def parse_engine_log(
     *,
     k: int | None = None,
     assume_full_drafts: bool = True,
+    keep_duplicates: bool = False,
 ) -> EngineLogParse:
     """Intervals (and bad metrics lines as `InputError`) from server output, in input order.
 
@@ -207,6 +216,10 @@ def parse_engine_log(
     With fmt="auto" the first metrics line decides the engine; a metrics line of another engine
     is then a bad line (one file holds one engine's output), never dropped silently. `k` is the draft
     length from the server's configuration when the lines do not carry it (SGLang, old vLLM, llama.cpp,
-    TensorRT-LLM, AIPerf's aggregate); it tightens the bounds.
+    TensorRT-LLM, AIPerf's aggregate); it tightens the bounds. A vLLM v1 metrics line that repeats a recent one
+    exactly is a log shipper's duplicate (`repeats.VllmRepeats`): counted in `tally.duplicates`, not read, unless
+    `keep_duplicates`.
     """
-    return EngineLogParse(lines, source, fmt, k=k, assume_full_drafts=assume_full_drafts)
+    return EngineLogParse(
+        lines, source, fmt, k=k, assume_full_drafts=assume_full_drafts, keep_duplicates=keep_duplicates
+    )
