@@ -363,10 +363,17 @@ def _read(
         from specaccept_cli.views.records import CsvWriter, JsonlWriter
 
         column_names = ("reported", "mismatch") if options.reported_field else ()
+        out = binary_stdout("json" if options.output == "jsonl" else "csv")
         writer = (JsonlWriter if options.output == "jsonl" else CsvWriter)(
-            binary_stdout(), tuple(dict.fromkeys(options.id_fields)), column_names
+            out, tuple(dict.fromkeys(options.id_fields)), column_names
         )
-        summary = run(writer.write)
+        try:
+            summary = run(writer.write)
+            out.end()  # a CSV's command fence closes before any annotation is written
+        except BaseException:
+            with contextlib.suppress(OSError, SpecacceptError):
+                out.end()
+            raise
         writer.close()
         _refuse_engine_output_read(summary, options)
         return summary
@@ -404,7 +411,7 @@ def _show(
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
-        write_stdout(json_bytes(findings_object(findings, machine, warnings)))
+        write_stdout(json_bytes(findings_object(findings, machine, warnings)), "json")
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 

@@ -179,7 +179,7 @@ class TickHandler:
         if self.records:
             from specaccept_cli.views.interval import interval_line
 
-            write_stdout(interval_line(judged))
+            write_stdout(interval_line(judged), "json")
             with contextlib.suppress(OSError, ValueError):
                 sys.stdout.flush()
         if self.live is not None:

@@ -128,7 +128,7 @@ def simulate(
         )
     chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position, requests)
     if output_path == "-":
-        out = binary_stdout()
+        out = binary_stdout("json")
         sim.write_jsonl(chunks, out)
         out.flush()
         return
@@ -204,7 +204,9 @@ def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> 
         import orjson
 
         rounded = [_rounded(row) for row in rows]
-        write_stdout(orjson.dumps(rounded[0] if len(rounded) == 1 else rounded, option=orjson.OPT_APPEND_NEWLINE))
+        write_stdout(
+            orjson.dumps(rounded[0] if len(rounded) == 1 else rounded, option=orjson.OPT_APPEND_NEWLINE), "json"
+        )
         return
     from specaccept_cli.views.terminal import QuietPipeConsole, expect_table
 

@@ -12,7 +12,7 @@ import errno
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Literal
 
 import click
 
@@ -27,6 +27,7 @@ from specaccept_cli.cli.destinations import (
     write_to,
 )
 from specaccept_cli.errors import ChecksFailed, OutputError, SpecacceptError
+from specaccept_cli.text import CommandFence, json_commands_escaped, runner_reads
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Issue
@@ -64,14 +65,37 @@ def side_outputs_outlive_stdout(enabled: bool) -> Iterator[None]:
         STDOUT.outlived, STDOUT.gone = False, False
 
 
+# What stdout carries, for the one guard each form has against forged CI workflow commands when
+# the GitHub Actions runner reads it (`text.runner_reads`): text for people is escaped by its view
+# already; JSON writes a `##[` as `##\u005b` (the same value); CSV, which has no escape, is fenced.
+Form = Literal["text", "json", "csv"]
+
+
+def _runner_guard(raw: IO[bytes], form: Form) -> Form:
+    """`form` when the runner reads `raw` as its log and the form needs a guard there, else "text"."""
+    if form == "text":
+        return form
+    try:
+        descriptor = raw.fileno()
+    except (OSError, ValueError, AttributeError):
+        return "text"
+    return form if runner_reads(descriptor) else "text"
+
+
 class CheckedOutput:
     """A binary output written whole (short writes continued); a failed write (full disk, EIO) is an
-    OutputError, and EPIPE stays BrokenPipeError unless side outputs outlive stdout."""
+    OutputError, and EPIPE stays BrokenPipeError unless side outputs outlive stdout.
 
-    def __init__(self, raw: IO[bytes], name: str = "output", stdout: bool = False) -> None:
+    stdout in a GitHub Actions job is the runner's log: `form` says how data in it is kept from
+    being read as a workflow command (see `Form`); `end` closes a CSV's fence.
+    """
+
+    def __init__(self, raw: IO[bytes], name: str = "output", stdout: bool = False, form: Form = "text") -> None:
         self.raw = raw
         self.name = name
         self.stdout = stdout
+        self.guard = _runner_guard(raw, form) if stdout else "text"
+        self.fence = CommandFence() if self.guard == "csv" else None
 
     def _failed(self, exc: OSError) -> OutputError:
         return OutputError(f"cannot write {self.name}: {exc.strerror or exc}")
@@ -84,13 +108,25 @@ class CheckedOutput:
     def write(self, data: bytes) -> int:
         if self.stdout and STDOUT.gone:
             return len(data)
+        size = len(data)
+        if self.guard == "json":
+            data = json_commands_escaped(data)
+        elif self.fence is not None:
+            data = self.fence.before(data) + data
         try:
             write_all(self.raw, data)
         except BrokenPipeError:
             self._closed()
         except OSError as exc:
             raise self._failed(exc) from None
-        return len(data)
+        return size
+
+    def end(self) -> None:
+        """Close a CSV's command fence, if one was opened (see `text.CommandFence`)."""
+        if self.fence is not None and self.fence.token is not None:
+            fence, self.fence = self.fence, None  # the closing line is no data to fence
+            self.write(fence.end())
+            self.fence = fence
 
     def flush(self) -> None:
         if self.stdout and STDOUT.gone:
@@ -103,17 +139,19 @@ class CheckedOutput:
             raise self._failed(exc) from None
 
 
-def binary_stdout() -> CheckedOutput:
-    """stdout for writers that stream (per-run records, simulated logs); the caller flushes at the end."""
+def binary_stdout(form: Form = "text") -> CheckedOutput:
+    """stdout for writers that stream (per-run records, simulated logs); the caller flushes at the end
+    (and calls `end` after CSV)."""
     if sys.stdout is None:
         raise OutputError("cannot write output: stdout is closed")
-    return CheckedOutput(sys.stdout.buffer, stdout=True)
+    return CheckedOutput(sys.stdout.buffer, stdout=True, form=form)
 
 
-def write_stdout(data: bytes) -> None:
+def write_stdout(data: bytes, form: Form = "text") -> None:
     """The whole output of a command, written and flushed (so a failure is reported by the command)."""
-    out = binary_stdout()
+    out = binary_stdout(form)
     out.write(data)
+    out.end()
     out.flush()
 
 

@@ -66,7 +66,7 @@ def diff(
             "current_file": current_path,
             **comparison.to_dict(warning_text),
         }
-        write_stdout(json_bytes(data))
+        write_stdout(json_bytes(data), "json")
     elif output == "markdown":
         write_stdout(markdown_report(None, comparison, notes=notes).encode())
     else:
@@ -122,7 +122,7 @@ def merge(
     merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)
     if output_path == "-":
-        write_stdout(data)
+        write_stdout(data, "json")
     else:
         write_file(output_path, data)
     from specaccept_cli.verdict import GateSpec
