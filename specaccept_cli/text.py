@@ -28,12 +28,13 @@ import re
 import stat
 
 # Invisible characters that can hide or reorder text: C0 and C1 controls (ESC starts ANSI
-# sequences), DEL, and Unicode's format characters (category Cf: soft hyphen, the Arabic letter
-# mark, zero-width and word-joining characters, bidirectional controls, invisible operators, the
-# byte order mark, interlinear annotation, tag characters), plus the blank Hangul fillers and the
-# combining grapheme joiner. The Cf characters that print a visible mark (the Arabic and Syriac
-# number signs, U+0600-0605, U+06DD, U+070F, U+0890-0891, U+08E2, U+110BD, U+110CD) are kept.
-_CONTROLS = "\\x00-\\x1f\\x7f-\\x9f"
+# sequences), DEL, lone surrogates (a file name's bytes that are not UTF-8, see `shown_name`), and
+# Unicode's format characters (category Cf: soft hyphen, the Arabic letter mark, zero-width and
+# word-joining characters, bidirectional controls, invisible operators, the byte order mark,
+# interlinear annotation, tag characters), plus the blank Hangul fillers and the combining grapheme
+# joiner. The Cf characters that print a visible mark (the Arabic and Syriac number signs,
+# U+0600-0605, U+06DD, U+070F, U+0890-0891, U+08E2, U+110BD, U+110CD) are kept.
+_CONTROLS = "\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff"
 _FORMAT = (
     "\\xad\\u034f\\u061c\\u115f\\u1160\\u180e\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ufeff"
     "\\uffa0\\ufff9-\\ufffb\\U00013430-\\U0001343f\\U0001bca0-\\U0001bca3\\U0001d173-\\U0001d17a"
@@ -60,11 +61,25 @@ def visible(text: str) -> str:
     """`text` as a harmless piece of a line: controls (ANSI escapes, newlines, carriage returns) and
     invisible format characters shown as escapes (\\x1b, \\u200b), and no `##[` command prefix (`##\\x5b`)."""
 
-    def escape(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return _unprefixed(_CONTROL.sub(_escape, text))
 
-    return _unprefixed(_CONTROL.sub(escape, text))
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte of a file name that is not UTF-8, as Python decodes it
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
+
+
+def shown_name(name: str) -> str:
+    """A file name as UTF-8 text for every output: a byte that is not UTF-8 (legal in a Linux file name,
+    kept by Python as a lone surrogate) written `\\xff`, as stderr shows it; other names unchanged."""
+    if name.isascii() or not _SURROGATE.search(name):
+        return name
+    return _SURROGATE.sub(_escape, name)
 
 
 def _unprefixed(text: str) -> str:
@@ -95,11 +110,7 @@ def csv_text(value: str) -> str:
     """A string from the data as one CSV line's cell: controls visible, no leading `::`, a `##[` kept
     (CSV has no escape that keeps the value; a CSV the runner reads is fenced, see `CommandFence`)."""
 
-    def escape(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-
-    return _unstarted(_CONTROL.sub(escape, value))
+    return _unstarted(_CONTROL.sub(_escape, value))
 
 
 def json_controls_escaped(data: bytes) -> bytes:

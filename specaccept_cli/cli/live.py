@@ -223,8 +223,10 @@ def follow_stream(path: str, stop: threading.Event, max_line_bytes: int | None =
     target = Path(path)
     if target.is_dir():
         raise click.UsageError(f"{path} is a directory: --follow follows one text file or stdin")
-    stream = FollowedStream(path, stop, path=target, hold=hold)
-    return stream, Source(path, target, None)
+    from specaccept_cli.text import shown_name
+
+    stream = FollowedStream(shown_name(path), stop, path=target, hold=hold)
+    return stream, Source(shown_name(path), target, None)
 
 
 def unfinished_note(stream: Any, stderr: StderrConsole) -> None:
