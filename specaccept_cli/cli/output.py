@@ -228,7 +228,9 @@ def check_step_summary() -> None:
 
 
 def _cannot_append(step_summary: str, exc: OSError) -> SpecacceptError:
-    return SpecacceptError(f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}")
+    return SpecacceptError(
+        f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}; the step summary is left as it was"
+    )
 
 
 def describe_inputs(paths: list[str], shown: int = 3) -> str:
@@ -274,27 +276,54 @@ def conclude_findings(
             for entry in findings.verdict
             if entry.status == "warn"
         ]
-        report_to_github(github_markdown, annotations)
+        unwritten = report_to_github(github_markdown, annotations)
+        if unwritten is not None:  # the gates' lines and exit 1 come first: a failed gate is what the job must see
+            if not lines:
+                raise unwritten
+            lines.append(str(unwritten))
     if lines:
         raise ChecksFailed(lines)
 
 
-def report_to_github(markdown: str, annotations: list[tuple[str, str, str]]) -> None:
+def report_to_github(markdown: str, annotations: list[tuple[str, str, str]]) -> SpecacceptError | None:
     """Append `markdown` to the job's step summary (when the runner set $GITHUB_STEP_SUMMARY) and print
     one `::error::` workflow command per failed check (`::warning::` per warning), on stderr so stdout
     stays the command's output.
+
+    The report is appended whole or not at all (`append_whole`): a step summary that cannot take it (a
+    full disk) is left as it was, and the error is returned, for the caller to report after the gates;
+    the annotations are printed either way.
     """
     from specaccept_cli.text import workflow_command
 
+    unwritten = None
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         try:
-            with open(step_summary, "a", encoding="utf-8") as handle:
-                handle.write(markdown + "\n")
+            append_whole(step_summary, (markdown + "\n").encode())
         except OSError as exc:
-            raise _cannot_append(step_summary, exc) from None
+            unwritten = _cannot_append(step_summary, exc)
     for command, title, message in annotations:
         click.echo(workflow_command(command, message, title=title), err=True)
+    return unwritten
+
+
+def append_whole(path: str, data: bytes) -> None:
+    """Append `data` to the file at `path`, all of it or none: after a failed write (ENOSPC, EDQUOT, EIO)
+    the file is cut back to its length before, so a reader never sees half of `data`."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        before = os.fstat(descriptor).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(descriptor, before)
+            raise
+    finally:
+        os.close(descriptor)
 
 
 class StderrConsole:
