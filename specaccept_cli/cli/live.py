@@ -231,13 +231,13 @@ def follow_stream(path: str, stop: threading.Event, max_line_bytes: int | None =
 
 def unfinished_note(stream: Any, stderr: StderrConsole) -> None:
     """Say what a stop left unread: a line still being written is not a bad line, and not silently dropped."""
-    if stream.unfinished_bytes:
-        from specaccept_cli.text import visible
+    from specaccept_cli.text import visible
 
+    if stream.unfinished_bytes:
         line = f"specaccept: stopped with an unfinished last line ({stream.unfinished_bytes} bytes) not read"
         stderr.console.file.write(visible(line) + "\n")
     for note in stream.events.notes:
-        stderr.console.file.write(f"specaccept: {note}\n")
+        stderr.console.file.write(visible(f"specaccept: {note}") + "\n")
 
 
 @contextlib.contextmanager

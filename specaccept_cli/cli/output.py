@@ -27,7 +27,7 @@ from specaccept_cli.cli.destinations import (
     write_to,
 )
 from specaccept_cli.errors import ChecksFailed, OutputError, SpecacceptError
-from specaccept_cli.text import CommandFence, json_commands_escaped, runner_reads
+from specaccept_cli.text import CommandFence, json_commands_escaped, runner_reads, visible
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Issue
@@ -255,11 +255,11 @@ def conclude_findings(
     """
     from specaccept_cli.cli.hints import failure_line, hinted, warning_text
 
-    for warning in warnings:
-        click.echo(f"specaccept: warning: {warning_text(warning)}", err=True)
+    for warning in warnings:  # they may quote a file name or a group key: shown like every message
+        click.echo(visible(f"specaccept: warning: {warning_text(warning)}"), err=True)
     for entry in findings.verdict:  # a gate the bounds leave undecided passes: say so where CI logs look
         if entry.status == "warn" and entry.issue is not None and entry.issue.kind == "inconclusive":
-            click.echo(f"specaccept: warning: {hinted(entry)}", err=True)
+            click.echo(visible(f"specaccept: warning: {hinted(entry)}"), err=True)
     failed = [entry for entry in findings.verdict if entry.status == "fail"]
     lines = [failure_line(findings, entry) for entry in failed]
     if github_markdown is not None:
