@@ -110,7 +110,7 @@ _SECRET_PARAMETERS = (
     "key",
 )
 # Storage options whose values are never shown (see `redacted`).
-_SECRET_OPTIONS = {"access_key", "secret_key", "session_token", "access_token", "role_arn"}
+_SECRET_OPTIONS = {"access_key", "secret_key", "session_token", "access_token"}
 _ENDPOINT_OPTIONS = {"endpoint", "endpoint_url", "endpoint_override"}
 # A bucket's name (S3 and GCS): what may stand between `scheme://` and the first `/`.
 _BUCKET = re.compile(r"[a-z0-9._-]+")
