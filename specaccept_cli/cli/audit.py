@@ -32,7 +32,7 @@ from specaccept_cli.cli.output import (
     write_stdout,
 )
 from specaccept_cli.errors import UsageError
-from specaccept_cli.text import visible
+from specaccept_cli.text import shown_name, visible
 
 if TYPE_CHECKING:
     import threading
@@ -104,7 +104,7 @@ def run_audit(
     if baseline is not None:
         from specaccept_cli.summary.files import read_summary_file, summary_of
 
-        baseline_summary = summary_of(read_summary_file(baseline), baseline)
+        baseline_summary = summary_of(read_summary_file(baseline), shown_name(baseline))
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths, _storage(options))
     # So is an output that would overwrite an input, or that cannot be written: found now, not after

@@ -70,3 +70,23 @@ def test_an_error_line_names_the_file(tmp_path: Path) -> None:
         result.stderr.decode()
         == f"specaccept: {tmp_path}/e\\xfd.jsonl:1: 'p' is the string 'x', not a list of numbers\n"
     )
+
+
+def test_summaries_with_odd_names_merge_diff_and_report(tmp_path: Path) -> None:
+    first = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"first\xfa.json"))
+    second = str(tmp_path / "second.json")
+    assert run_process("audit", _odd(tmp_path), "--summary-out", first, "-q", "-o", "json").returncode == 0
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(orjson.dumps(FIRST_EXAMPLE) + b"\n")
+    assert run_process("audit", str(other), "--summary-out", second, "-q", "-o", "json").returncode == 0
+    merged = run_process("merge", first, second)
+    assert merged.returncode == 0, merged.stderr
+    assert f"{tmp_path}/first\\xfa.json" in orjson.loads(merged.stdout)["provenance"]["merged_from"]
+    compared = run_process("diff", first, second, "-o", "json")
+    assert compared.returncode in (0, 1), compared.stderr
+    assert orjson.loads(compared.stdout)["baseline_file"] == f"{tmp_path}/first\\xfa.json"
+    report = run_process("report", "--summary", first, "--summary", second, "-o", str(tmp_path / "r.html"))
+    assert report.returncode == 0, report.stderr
+    baseline = run_process("audit", str(other), "--baseline", first, "-o", "json")
+    assert baseline.returncode in (0, 1), baseline.stderr
+    assert b"Traceback" not in baseline.stderr
