@@ -99,6 +99,12 @@ LAZY_COMMANDS = {
 }
 
 
+def _quoted_safely(exc: click.ClickException) -> None:
+    """A usage error quotes arguments back (`No such option '--x'`), and an argument may be a file name
+    from a glob: made visible like every message (click types the attribute final, hence `vars`)."""
+    vars(exc)["message"] = visible(exc.message)
+
+
 class SpecacceptGroup(click.Group):
     """The one place where domain errors become messages and exit codes; commands load lazily."""
 
@@ -132,9 +138,21 @@ class SpecacceptGroup(click.Group):
                     raise click.UsageError(exc.message + hint, exc.ctx) from None
             raise
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            _quoted_safely(exc)
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.ClickException as exc:
+            _quoted_safely(exc)
+            raise
         except ChecksFailed as exc:
             for message in exc.messages:
                 _error_line(message)

@@ -32,7 +32,7 @@ from specaccept_cli.cli.output import (
     write_stdout,
 )
 from specaccept_cli.errors import UsageError
-from specaccept_cli.text import visible
+from specaccept_cli.text import shown_name, visible
 
 if TYPE_CHECKING:
     import threading
@@ -104,7 +104,7 @@ def run_audit(
     if baseline is not None:
         from specaccept_cli.summary.files import read_summary_file, summary_of
 
-        baseline_summary = summary_of(read_summary_file(baseline), baseline)
+        baseline_summary = summary_of(read_summary_file(baseline), shown_name(baseline))
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths, _storage(options))
     # So is an output that would overwrite an input, or that cannot be written: found now, not after
@@ -363,10 +363,17 @@ def _read(
         from specaccept_cli.views.records import CsvWriter, JsonlWriter
 
         column_names = ("reported", "mismatch") if options.reported_field else ()
+        out = binary_stdout("json" if options.output == "jsonl" else "csv")
         writer = (JsonlWriter if options.output == "jsonl" else CsvWriter)(
-            binary_stdout(), tuple(dict.fromkeys(options.id_fields)), column_names
+            out, tuple(dict.fromkeys(options.id_fields)), column_names
         )
-        summary = run(writer.write)
+        try:
+            summary = run(writer.write)
+            out.end()  # a CSV's command fence closes before any annotation is written
+        except BaseException:
+            with contextlib.suppress(OSError, SpecacceptError):
+                out.end()
+            raise
         writer.close()
         _refuse_engine_output_read(summary, options)
         return summary
@@ -404,7 +411,7 @@ def _show(
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
-        write_stdout(json_bytes(findings_object(findings, machine, warnings)))
+        write_stdout(json_bytes(findings_object(findings, machine, warnings)), "json")
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 

@@ -28,6 +28,7 @@ from specaccept_cli.read.payload_markers import has_marker
 from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.text import shown_name
 
 # The engine formats are server output: metrics log lines and Prometheus scrapes, read by `read.engines`, and
 # per-request payloads (responses, stream captures, AIPerf records), read by `read.payloads`.
@@ -296,9 +297,9 @@ def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Sou
             shards = sorted(shard for shard in path.rglob("*") if _is_shard(shard, path))
             if not shards:
                 raise InputError(item, None, "directory holds no .parquet or .jsonl files")
-            sources += [Source(str(shard), shard, _size(shard)) for shard in shards]
+            sources += [Source(shown_name(str(shard)), shard, _size(shard)) for shard in shards]
         elif path.exists():
-            sources.append(Source(item, path, path.stat().st_size))
+            sources.append(Source(shown_name(item), path, path.stat().st_size))
         else:
             raise InputError(item, None, "no such file or directory")
     return sources

@@ -19,7 +19,7 @@ from specaccept_cli.rule.batch import IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import RunColumns
 from specaccept_cli.summary.state import group_key
-from specaccept_cli.text import json_controls_escaped, safe_text
+from specaccept_cli.text import csv_text, json_controls_escaped
 
 
 class ByteOutput(Protocol):
@@ -118,12 +118,12 @@ def spreadsheet_safe(text: str) -> str:
 
 
 def _csv_text(value: str) -> str:
-    """A string from the data as a cell: controls made visible, no workflow command, no formula.
+    """A string from the data as a cell: controls made visible, no leading `::`, no formula.
 
     The formula test looks at the string as the data has it: a leading tab or CR is both made
     visible (`\\x09`) and quoted off (`'`), so neither the terminal nor the spreadsheet acts on it.
     """
-    shown = safe_text(value)
+    shown = csv_text(value)
     return "'" + shown if value.startswith(("\t", "\r")) else spreadsheet_safe(shown)
 
 
@@ -136,7 +136,7 @@ def _csv_cell(value: object) -> object:
         return _csv_text(value)
     if value is None or isinstance(value, (int, float)):
         return value
-    return spreadsheet_safe(safe_text(_json_value(value).decode()))
+    return spreadsheet_safe(csv_text(_json_value(value).decode()))
 
 
 class CsvWriter:
@@ -152,7 +152,7 @@ class CsvWriter:
         self.column_names = column_names
         self.buffer = io.StringIO()
         self.writer = csv.writer(self.buffer, lineterminator="\n")
-        self.writer.writerow([*BASE_COLUMNS, *column_names, *(safe_text(name) for name in id_fields)])
+        self.writer.writerow([*BASE_COLUMNS, *column_names, *(csv_text(name) for name in id_fields)])
         self._flush_buffer()
 
     def _flush_buffer(self) -> None:
