@@ -42,14 +42,12 @@ if TYPE_CHECKING:
     from specaccept_cli.pipeline.request import ReadRequest
     from specaccept_cli.read.sources import Source
     from specaccept_cli.read.storage import Storage
-    from specaccept_cli.rule.batch import FieldSpec, RunBatch
-    from specaccept_cli.rule.vectorized import BatchOutcome
-    from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
+    from specaccept_cli.rule.batch import FieldSpec
+    from specaccept_cli.summary.evaluate import Plan, RunSink
     from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings, GateSpec, VerdictEntry
     from specaccept_cli.views.progress import RichProgress
-    from specaccept_cli.views.records import RunPreview
 
 
 @click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
@@ -164,11 +162,8 @@ def _audit(
 
     A live audit (`stop` given) whose reading ended in an error shows and writes what it read, then raises it.
     """
-    from specaccept_cli.views.records import RunPreview
-
     baseline = options.baseline
     stderr = StderrConsole()
-    preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     failure: BaseException | None = None
     added: tuple[VerdictEntry, ...] = ()  # what a live read adds to the verdict (a failing endpoint)
     with _quarantine_file(options.quarantine) as quarantine:
@@ -185,7 +180,7 @@ def _audit(
                 options, gate_spec(options), paths, fields, plan, quarantine, stderr, stop
             )
         else:
-            summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
+            summary = _read(options, sources, fields, plan, quarantine, stderr)
 
     from specaccept_cli.verdict import conclude
 
@@ -200,7 +195,7 @@ def _audit(
         # The field the runs were clustered by, named or found in the first row, is a setting of the summary.
         found = None if summary.clusters is None else summary.clusters.field
         provenance = _provenance(options, sources, fields, replace(plan, cluster_field=found, detect_clusters=False))
-    _show(options, findings, saved, warnings, preview, stderr, provenance)
+    _show(options, findings, saved, warnings, stderr, provenance)
 
     markdown = None
     if options.github:
@@ -323,6 +318,9 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         # No field named: the first row's request field clusters the runs (`pipeline.clusters`).
         detect_clusters=not per_run_only and options.cluster_field != NO_CLUSTERS,
         windows=window_spec(options.time_field, options.window),
+        # The first screen and -o json show the first runs; a live audit shows periods instead.
+        first_runs=options.max_rows if options.output in ("table", "json") and not options.follow else 0,
+        run_ids=tuple(dict.fromkeys(options.id_fields)) or None,
     )
     return fields, plan
 
@@ -333,7 +331,6 @@ def _read(
     fields: FieldSpec,
     plan: Plan,
     quarantine: CheckedOutput | None,
-    preview: RunPreview,
     stderr: StderrConsole,
 ) -> Summary:
     """Every source through the front door, in order; per-run records stream out as they come."""
@@ -370,12 +367,6 @@ def _read(
         writer.close()
         _refuse_engine_output_read(summary, options)
         return summary
-    if options.output == "table" and options.max_rows and options.scheduler is None:
-
-        def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
-            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist(), batch.extras)
-
-        return run(keep)
     return run()
 
 
@@ -384,7 +375,6 @@ def _show(
     findings: Findings,
     saved: Summary,
     warnings: Sequence[Issue],
-    preview: RunPreview,
     stderr: StderrConsole,
     provenance: Provenance | None = None,
 ) -> None:
@@ -410,7 +400,7 @@ def _show(
 
         write_stdout(markdown_report(findings, words=hinted, gate_names=GATE_OPTIONS).encode())
     elif options.output == "table":
-        _show_table(options, findings, preview)
+        _show_table(options, findings)
     if summary.skipped_rows or summary.skipped_sources:
         from specaccept_cli.views.terminal import skipped_table
 
@@ -419,7 +409,7 @@ def _show(
         click.echo(f"specaccept: warning: {visible(drift)}", err=True)
 
 
-def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) -> None:
+def _show_table(options: AuditOptions, findings: Findings) -> None:
     """The first screen (headline with the verdict, compact tables, the timeline strip); --full adds the rest."""
     from specaccept_cli.views import terminal as render
     from specaccept_cli.views.rows import headline_rows
@@ -431,8 +421,8 @@ def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) 
     with printing_to_stdout():
         console = render.QuietPipeConsole(stderr=True) if to_stderr else render.QuietPipeConsole()
         console.print(render.headline(headline_rows(findings, hinted)))
-        if options.max_rows and summary.engine is None and options.scheduler is None:  # runs stay on workers
-            console.print(render.runs_table(preview))
+        if findings.first_runs is not None and findings.first_runs.total:  # engine metrics have no runs
+            console.print(render.runs_table(findings.first_runs))
         console.print(
             render.summary_view(
                 findings, cost_ratio=options.cost_ratio, conventions=options.show_conventions, full=options.full
@@ -451,12 +441,16 @@ def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) 
 
 
 def findings_object(findings: Findings, machine: dict[str, Any], warnings: Sequence[Issue]) -> dict[str, Any]:
-    """`-o json`: the summary object with the verdict before its `provenance` and `state` (still the last
-    keys when no gate or baseline was asked for), then the gates and the comparison, as always."""
+    """`-o json`: the summary object with the first runs and the verdict before its `provenance` and `state`
+    (still the last keys when no gate or baseline was asked for), then the gates and the comparison, as always."""
     tail = next(key for key in ("provenance", "state") if key in machine)  # they stay the last keys
     data: dict[str, Any] = {}
     for key, value in machine.items():
         if key == tail:
+            if findings.first_runs is not None:  # a bounded preview (--max-rows), an addition to the summary's keys
+                from specaccept_cli.views.records import first_runs_object
+
+                data["first_runs"] = first_runs_object(findings.first_runs)
             data["verdict"] = findings.verdict_list()
         data[key] = value
     if findings.gates:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from specaccept_cli.read.sources import Format
 
 Command = TypeVar("Command", bound=Callable[..., None])
+DEFAULT_MAX_ROWS = 10  # runs the first screen shows: all of a small log, the first of a large one
 
 
 def audit_options(command: Command) -> Command:
@@ -118,9 +119,11 @@ _OPTIONS: list[Callable[[Command], Command]] = [
     click.option(
         "--max-rows",
         type=WholeNumber(min=0),
-        default=0,
+        default=DEFAULT_MAX_ROWS,
         show_default=True,
-        help="Also show the first N runs (with their --id-field values) in the table view.",
+        metavar="N",
+        help="Table view and -o json: show the first N runs with their accepted lengths (and the rows' request id "
+        "or id, or each --id-field); 0: none. -o jsonl or csv writes every run.",
     ),
     click.option(
         "--full",

@@ -16,7 +16,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from specaccept_cli.read.sources import OpenSource, Reading, open_source, read_ahead_first_row
-from specaccept_cli.summary.clusters import request_field, request_field_of_columns
+from specaccept_cli.summary.clusters import REQUEST_FIELDS, request_field, request_field_of_columns
 from specaccept_cli.summary.evaluate import Plan
 
 if TYPE_CHECKING:
@@ -26,20 +26,45 @@ if TYPE_CHECKING:
 
 
 class ClusterDetection(Struct):
-    """The decision, made once per input at its first row, and the plans every source is then read with."""
+    """The decision, made once per input at its first row, and the plans every source is then read with.
+
+    The same look finds the id shown beside each run of the table view's preview (`Plan.run_ids` None):
+    the first row's request-like field, else its `id` (`RUN_ID_FIELDS`).
+    """
 
     decided: bool = False
     field: str | None = None
+    run_id: str | None = None
 
     def resolve(self, opened: OpenSource, reading: Reading, plan: Plan) -> tuple[OpenSource, Reading, Plan]:
         """`opened` (reading ahead when it had to look), and the reading and plan with the cluster field in them."""
-        if plan.cluster_field is not None or not plan.detect_clusters:
+        clusters = plan.cluster_field is None and plan.detect_clusters
+        run_id = plan.first_runs > 0 and plan.run_ids is None
+        if not (clusters or run_id):
             return opened, reading, plan
         if not self.decided and opened.format in ("jsonl", "parquet"):
             opened, found, seen = _first_row_field(opened)
             if seen:
-                self.decided, self.field = True, found
-        return opened, *with_cluster_field(reading, plan, self.field)
+                self.decided, (self.field, self.run_id) = True, found
+        if run_id:
+            reading, plan = with_run_id(reading, plan, self.run_id)
+        if clusters:
+            reading, plan = with_cluster_field(reading, plan, self.field)
+        return opened, reading, plan
+
+
+# Besides the request-like fields, a run's own id names it in the preview (it does not cluster runs: a run
+# is no request).
+RUN_ID_FIELDS = (*REQUEST_FIELDS, "id")
+
+
+def with_run_id(reading: Reading, plan: Plan, name: str | None) -> tuple[Reading, Plan]:
+    """The reading that carries `name` as an extra field, and the plan that shows it beside each kept run."""
+    if name is None:
+        return reading, replace(plan, run_ids=())
+    fields = reading.fields
+    extras = fields.extras if name in fields.extras else (*fields.extras, name)
+    return replace(reading, fields=replace(fields, extras=extras)), replace(plan, run_ids=(name,))
 
 
 def with_cluster_field(reading: Reading, plan: Plan, name: str | None) -> tuple[Reading, Plan]:
@@ -51,13 +76,18 @@ def with_cluster_field(reading: Reading, plan: Plan, name: str | None) -> tuple[
     return replace(reading, fields=replace(fields, extras=extras)), replace(plan, cluster_field=name)
 
 
-def _first_row_field(opened: OpenSource) -> tuple[OpenSource, str | None, bool]:
-    """(the source to read on, the first row's request-like field, whether a row or schema was seen)."""
+def _first_row_field(opened: OpenSource) -> tuple[OpenSource, tuple[str | None, str | None], bool]:
+    """(the source to read on, the first row's (request-like field, run id field), whether a row or schema was
+    seen)."""
     if opened.format == "parquet":
         names = _parquet_columns(opened.source)
-        return opened, None if names is None else request_field_of_columns(names), names is not None
+        if names is None:
+            return opened, (None, None), False
+        return opened, (request_field_of_columns(names), request_field_of_columns(names, RUN_ID_FIELDS)), True
     opened, row = read_ahead_first_row(opened)
-    return opened, request_field(row) if isinstance(row, dict) else None, row is not None
+    if not isinstance(row, dict):
+        return opened, (None, None), row is not None
+    return opened, (request_field(row), request_field(row, RUN_ID_FIELDS)), True
 
 
 def _parquet_columns(source: Source) -> list[str] | None:
@@ -87,8 +117,9 @@ def detected_field(sources: Sequence[Source], reading: Reading, plan: Plan) -> t
     over runs unless a cluster field is named.
     """
     detection = ClusterDetection()
+    looks = (plan.cluster_field is None and plan.detect_clusters) or (plan.first_runs > 0 and plan.run_ids is None)
     for source in sources:
-        if detection.decided or plan.cluster_field is not None or not plan.detect_clusters:
+        if detection.decided or not looks:
             break
         if not source.can_reopen:
             break
@@ -97,6 +128,8 @@ def detected_field(sources: Sequence[Source], reading: Reading, plan: Plan) -> t
                 detection.resolve(opened, reading, plan)
         except Exception:  # an unreadable source: its shares report it
             continue
+    if plan.first_runs > 0 and plan.run_ids is None:
+        reading, plan = with_run_id(reading, plan, detection.run_id)
     if not detection.decided:
         return with_cluster_field(reading, plan, plan.cluster_field)
     return with_cluster_field(reading, plan, detection.field)

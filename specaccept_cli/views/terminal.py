@@ -21,14 +21,15 @@ from specaccept_cli.rule.scalar import kept_flags, threshold
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import Estimates
+from specaccept_cli.summary.state import group_key
 from specaccept_cli.text import safe_text
 from specaccept_cli.verdict import skipped_phrase
 from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
-from specaccept_cli.views.records import RunPreview
 
 if TYPE_CHECKING:
     from specaccept_cli.checks import Comparison, GateResult
+    from specaccept_cli.summary.first_runs import FirstRuns
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings
 
@@ -117,21 +118,30 @@ def data_text(value: object) -> str:
     return escape(safe_text(value))
 
 
-def runs_table(preview: RunPreview) -> RenderableType:
-    table = FitTable(title="Runs", title_justify="left", drop=("emitted",))
-    # The line has its own column: a folded "source:line" cell could read as another line number.
-    table.add_column("source", overflow="fold")
+def runs_table(runs: FirstRuns) -> RenderableType:
+    """Each run's accepted length: every run of a small input, the first ones of a large one and how to get all.
+
+    Runs of one source name it in the title (a long path in a column would fold every row in two); runs of
+    several have a source column.
+    """
+    sources = list(dict.fromkeys(source for source, *_ in runs.rows))
+    one = len(sources) == 1
+    table = FitTable(title=None if one else "Runs", title_justify="left", drop=("emitted",))
+    if not one:  # the line has its own column: a folded "source:line" cell could read as another line number
+        table.add_column("source", overflow="fold")
     for name in ("line", "k", "accepted", "emitted"):
         table.add_column(name, justify="right")
-    for name in preview.id_fields:
+    for name in runs.id_fields:  # last, as in the per-run records
         table.add_column(data_text(name), overflow="fold")
-    for source, line, k, a, ids in preview.rows:
-        table.add_row(data_text(source), str(line), str(k), str(a), str(a + 1), *(data_text(value) for value in ids))
-    more = preview.total - len(preview.rows)
+    for source, line, k, a, ids in runs.rows:
+        shown = [data_text(group_key(value)) for value in ids] + [""] * (len(runs.id_fields) - len(ids))
+        table.add_row(*(() if one else (data_text(source),)), str(line), str(k), str(a), str(a + 1), *shown)
+    parts: list[RenderableType] = [Text(f"Runs of {safe_text(sources[0])}", style="table.title"), table] if one else [table]
+    more = runs.more
     if more > 0:
-        note = Text(f"… and {more:,} more run{'s' if more != 1 else ''} (--max-rows to show more)", style="dim")
-        return Group(table, note)
-    return table
+        note = f"… and {more:,} more run{'s' if more != 1 else ''}: -o jsonl or -o csv writes all (--max-rows N shows N)"
+        parts.append(Text(note, style="dim"))
+    return Group(*parts)
 
 
 def headline(rows: Sequence[shared.HeadlineRow]) -> RenderableType:
