@@ -432,17 +432,28 @@ def groups_table(findings: Findings, cost_ratio: float | None = None) -> Rendera
 
 
 def expect_table(rows: Sequence[dict[str, float]], best_k: int | None, optimal_k: int | None) -> RenderableType:
-    """The calculator's rows; the best listed k (by speedup) is marked."""
+    """The calculator's rows, the best k among those listed (by speedup) marked, and the best k of all below.
+
+    A row is `best` only when it is the best of every k; the best of several listed that is not is `best listed`,
+    and one k alone is marked nothing: it is the best of one, which the line below would contradict.
+    """
     with_speedup = any("speedup" in row for row in rows)
+
+    def mark(k: float) -> str:
+        if k != best_k or (k != optimal_k and len(rows) == 1):
+            return ""
+        return "best" if k == optimal_k else "best listed"
+
+    marks = [mark(row["k"]) for row in rows] if with_speedup else []
     table = FitTable(title="Expected (i.i.d. model)", title_justify="left")
-    for name in ("alpha", "k", "tokens per pass", *(("speedup", "") if with_speedup else ())):
+    columns = ("alpha", "k", "tokens per pass", *(("speedup",) if with_speedup else ()), *(("",) if any(marks) else ()))
+    for name in columns:
         table.add_column(name, justify="right")
-    for row in rows:
+    for index, row in enumerate(rows):
         cells = [f"{row['alpha']:g}", str(row["k"]), f"{row['tokens_per_pass']:.4f}"]
-        best = row["k"] == best_k
         if with_speedup:
-            cells += [f"{row['speedup']:.4f}", "best" if best else ""]
-        table.add_row(*cells, style="bold" if best else None)
+            cells += [f"{row['speedup']:.4f}", *((marks[index],) if any(marks) else ())]
+        table.add_row(*cells, style="bold" if marks and marks[index] else None)
     if optimal_k is None:
         note = "Without --cost-ratio a longer draft always yields more tokens per pass; give it to find the best k."
     else:
