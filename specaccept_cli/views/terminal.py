@@ -227,13 +227,80 @@ def skipped_table(summary: Summary) -> RenderableType:
 
 
 def comparison_view(comparison: Comparison) -> RenderableType:
-    table = FitTable(title="Baseline comparison", title_justify="left", drop=("z", "change"))
-    for name in shared.COMPARISON_COLUMNS:
-        table.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
+    """The comparison, every column kept at any width: a row per metric where its words fit, else a column per
+    metric (rows instead of columns), else a small table per metric."""
+    rows = shared.comparison_rows(comparison)
     styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow", "inconclusive": "yellow"}
-    for row, cells in zip(comparison.metrics, shared.comparison_rows(comparison)):
-        table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
-    return Group(table, Text(shared.comparison_rule(comparison), style="dim"))  # warnings: stderr, once
+    verdicts = [Text(cells[-1], style=styles[row.verdict]) for row, cells in zip(comparison.metrics, rows)]
+    wide = Table(title="Baseline comparison", title_justify="left")
+    for name in shared.COMPARISON_COLUMNS:
+        wide.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
+    for cells, verdict in zip(rows, verdicts):
+        wide.add_row(*cells[:-1], verdict)
+    by_metric = Table(title="Baseline comparison", title_justify="left")
+    by_metric.add_column("")
+    for cells in rows:
+        by_metric.add_column(cells[0], justify="right")
+    for index, name in enumerate(shared.COMPARISON_COLUMNS[1:], start=1):
+        by_metric.add_row(name, *(verdicts[row] if name == "verdict" else cells[index] for row, cells in enumerate(rows)))
+    stacked = []
+    for row, cells in enumerate(rows):
+        one = Table(title="Baseline comparison" if row == 0 else None, title_justify="left")
+        one.add_column("")
+        one.add_column(cells[0], justify="right")
+        for index, name in enumerate(shared.COMPARISON_COLUMNS[1:], start=1):
+            one.add_row(name, verdicts[row] if name == "verdict" else cells[index])
+        stacked.append(one)
+    layouts = WordsFit(wide, by_metric, Group(*stacked))
+    return Group(layouts, Text(shared.comparison_rule(comparison), style="dim"))  # warnings: stderr, once
+
+
+class WordsFit:
+    """The first of several layouts of the same table whose every word and number fits the width, whole.
+
+    Rich narrows a table that is too wide by shrinking its widest columns, below their longest word if need
+    be (`regres`/`sed`), and then every column (`0.78…`). Here a table is drawn only when each column can
+    have at least its longest word (`_word_widths`); the last layout is drawn in any case.
+    """
+
+    def __init__(self, *layouts: RenderableType) -> None:
+        self.layouts = layouts
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for layout in self.layouts[:-1]:
+            fitted = _word_widths(layout, console, options) if isinstance(layout, Table) else None
+            if fitted is not None:
+                yield fitted
+                return
+        last = self.layouts[-1]
+        yield _word_widths(last, console, options) or last if isinstance(last, Table) else last
+
+
+def _word_widths(table: Table, console: Console, options: ConsoleOptions) -> Table | None:
+    """A copy of `table` with column widths that give each column at least its longest word (header included),
+    the room left shared out up to each one's natural width; None when the longest words alone do not fit."""
+    unlimited = options.update_width(1 << 16)
+    least: list[int] = []
+    most: list[int] = []
+    for column in table.columns:
+        cells = [Measurement.get(console, unlimited, cell) for cell in (column.header, *column.cells)]
+        least.append(max(cell.minimum for cell in cells))
+        most.append(max(cell.maximum for cell in cells))
+    padding = sum(table._get_padding_width(index) for index in range(len(table.columns)))
+    room = options.max_width - table._extra_width - padding
+    if sum(least) > room:
+        return None
+    widths = list(least)
+    spare = room - sum(widths)
+    for index in sorted(range(len(widths)), key=lambda index: most[index] - least[index]):  # the smallest needs first
+        give = min(spare, most[index] - widths[index])
+        widths[index] += give
+        spare -= give
+    fitted = copy.copy(table)
+    fitted.columns = [copy.copy(column) for column in table.columns]
+    for column, width in zip(fitted.columns, widths):
+        column.width = width
+    return fitted
 
 
 def gates_view(results: Sequence[GateResult], names: Mapping[str, str] | None = None) -> RenderableType:
