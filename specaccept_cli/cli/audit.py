@@ -11,11 +11,9 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import click
 from msgspec.structs import replace
 
-from specaccept_cli.cli.audit_options import AuditOptions, audit_options
+from specaccept_cli.cli.audit_options import AUDIT_OPTION_GROUPS, AuditOptions, audit_options
 from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
-from specaccept_cli.cli.options import (
-    window_spec,
-)
+from specaccept_cli.cli.options import GroupedCommand, window_spec
 from specaccept_cli.cli.output import (
     CheckedOutput,
     StderrConsole,
@@ -50,7 +48,11 @@ if TYPE_CHECKING:
     from specaccept_cli.views.progress import RichProgress
 
 
-@click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
+@click.command(
+    cls=GroupedCommand,
+    option_groups=AUDIT_OPTION_GROUPS,
+    short_help="Recompute and summarise accepted lengths of logged runs.",
+)
 @audit_options
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.

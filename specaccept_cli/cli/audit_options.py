@@ -11,6 +11,7 @@ from msgspec import Struct
 
 from specaccept_cli.cli.live import DEFAULT_EVERY, alert_option, every_option
 from specaccept_cli.cli.options import (
+    FIRST_OPTIONS,
     FiniteFloat,
     WholeNumber,
     check_field_path,
@@ -20,6 +21,7 @@ from specaccept_cli.cli.options import (
     gate_options,
     github_option,
     output_option,
+    OptionGroups,
     window_options,
 )
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
@@ -30,6 +32,60 @@ if TYPE_CHECKING:
 
 Command = TypeVar("Command", bound=Callable[..., None])
 DEFAULT_MAX_ROWS = 10  # runs the first screen shows: all of a small log, the first of a large one
+
+
+# How `audit --help` (and `report --help`) sections the options: the eight a first audit needs, then each
+# kind. A name a command does not take is passed over, so `report` shares the list.
+AUDIT_OPTION_GROUPS: OptionGroups = (
+    (FIRST_OPTIONS, ("output", "full", "max_rows", "id_fields", "on_error", "min_alpha", "baseline", "summary_out")),
+    (
+        "Input",
+        (
+            "summaries",
+            "input_format",
+            "p_field",
+            "q_field",
+            "r_field",
+            "draft_tokens_field",
+            "target_tokens_field",
+            "max_line_bytes",
+            "quarantine",
+            "allow_empty",
+            "storage_options",
+        ),
+    ),
+    (
+        "What to compute",
+        (
+            "group_by",
+            "max_groups",
+            "cluster_field",
+            "cost_ratio",
+            "show_conventions",
+            "reported_field",
+            "time_field",
+            "window",
+            "sampler_significance",
+        ),
+    ),
+    (
+        "Gates and baselines (exit 1 when one fails)",
+        (
+            "min_tokens_per_pass",
+            "min_acceptance_rate",
+            "max_mismatches",
+            "check_sampler",
+            "check_drift",
+            "max_errors",
+            "strict_bounds",
+            "max_drop",
+            "significance",
+        ),
+    ),
+    ("Output", ("html_path", "github", "quiet")),
+    ("Live (a stream that never ends)", ("follow", "every", "alert")),
+    ("Engines and clusters", ("draft_length", "jobs", "scheduler")),
+)
 
 
 def audit_options(command: Command) -> Command:
