@@ -320,11 +320,23 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         # No field named: the first row's request field clusters the runs (`pipeline.clusters`).
         detect_clusters=not per_run_only and options.cluster_field != NO_CLUSTERS,
         windows=window_spec(options.time_field, options.window),
-        # The first screen and -o json show the first runs; a live audit shows periods instead.
-        first_runs=options.max_rows if options.output in ("table", "json") and not options.follow else 0,
+        first_runs=options.max_rows if _shows_first_runs(options) else 0,
         run_ids=tuple(dict.fromkeys(options.id_fields)) or None,
     )
     return fields, plan
+
+
+def _shows_first_runs(options: AuditOptions) -> bool:
+    """The first screen shows the first runs; `-o json` only when --max-rows is given, so that by default it
+    stays the summary a file holds (a `merge` or `--baseline` input, the same bytes from every reading path).
+    A live audit shows periods instead."""
+    if options.follow or not options.max_rows:
+        return False
+    if options.output == "table":
+        return True
+    ctx = click.get_current_context(silent=True)
+    given = ctx is not None and ctx.get_parameter_source("max_rows") is click.core.ParameterSource.COMMANDLINE
+    return options.output == "json" and given
 
 
 def _read(
@@ -416,7 +428,6 @@ def _show_table(options: AuditOptions, findings: Findings) -> None:
     from specaccept_cli.views import terminal as render
     from specaccept_cli.views.rows import headline_rows
 
-    summary = findings.summary
     # A live audit whose stdout is not a terminal wrote JSON lines there, the final record the summary:
     # the human view of it goes to stderr, so stdout stays JSON lines to the end.
     to_stderr = options.follow and not render.QuietPipeConsole().is_terminal

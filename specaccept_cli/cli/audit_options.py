@@ -13,6 +13,7 @@ from specaccept_cli.cli.live import DEFAULT_EVERY, alert_option, every_option
 from specaccept_cli.cli.options import (
     FIRST_OPTIONS,
     FiniteFloat,
+    OptionGroups,
     WholeNumber,
     check_field_path,
     comparison_options,
@@ -21,7 +22,6 @@ from specaccept_cli.cli.options import (
     gate_options,
     github_option,
     output_option,
-    OptionGroups,
     window_options,
 )
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
@@ -178,8 +178,8 @@ _OPTIONS: list[Callable[[Command], Command]] = [
         default=DEFAULT_MAX_ROWS,
         show_default=True,
         metavar="N",
-        help="Table view and -o json: show the first N runs with their accepted lengths (and the rows' request id "
-        "or id, or each --id-field); 0: none. -o jsonl or csv writes every run.",
+        help="Table view: show the first N runs with their accepted lengths (and the rows' request id or id, or "
+        "each --id-field); 0: none. Given with -o json: adds them as first_runs. -o jsonl or csv writes every run.",
     ),
     click.option(
         "--full",

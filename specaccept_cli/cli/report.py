@@ -18,7 +18,16 @@ if TYPE_CHECKING:
 # audit's options that mean nothing for a report: its own output, the table's rows, the per-run columns.
 NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields", "full"}
 # The eight a first report needs (audit's, less what a report has no use for).
-REPORT_FIRST_OPTIONS = ("html_path", "on_error", "group_by", "cost_ratio", "min_alpha", "baseline", "summary_out", "summaries")
+REPORT_FIRST_OPTIONS = (
+    "html_path",
+    "on_error",
+    "group_by",
+    "cost_ratio",
+    "min_alpha",
+    "baseline",
+    "summary_out",
+    "summaries",
+)
 
 
 def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:

@@ -53,7 +53,13 @@ class FirstRuns(Struct, frozen=True):
         kept = min(limit, len(lines))
         columns = [[_id_value(value) for value in values[:kept]] for _, values in ids]
         rows = tuple(
-            (source, int(lines[index]), int(ks[index]), int(accepted[index]), tuple(column[index] for column in columns))
+            (
+                source,
+                int(lines[index]),
+                int(ks[index]),
+                int(accepted[index]),
+                tuple(column[index] for column in columns),
+            )
             for index in range(kept)
         )
         return cls(limit, tuple(name for name, _ in ids), rows, len(lines) if total is None else total)

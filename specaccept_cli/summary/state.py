@@ -33,9 +33,7 @@ if TYPE_CHECKING:  # clusters.py and first_runs.py import group_key from here
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar(
-    "Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally", TokenTally, "FirstRuns"
-)
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally", TokenTally, "FirstRuns")
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -180,7 +178,8 @@ class Summary(Struct, frozen=True):
             and self.engine == other.engine
             and self.one_hot_draft_tokens == other.one_hot_draft_tokens
         )  # `first_runs` is a preview, not state. `tokens` is not compared: evidence about the whole input's
-        # values, which groups do not split (a whole equals the sum of its groups); TokenTally's own == is exact and tested on merges and files
+        # values, which groups do not split (a whole equals the sum of its groups); TokenTally's own == is exact
+        # and tested on merges and files
 
     # --- counters -------------------------------------------------------------------
 

@@ -136,10 +136,14 @@ def runs_table(runs: FirstRuns) -> RenderableType:
     for source, line, k, a, ids in runs.rows:
         shown = [data_text(group_key(value)) for value in ids] + [""] * (len(runs.id_fields) - len(ids))
         table.add_row(*(() if one else (data_text(source),)), str(line), str(k), str(a), str(a + 1), *shown)
-    parts: list[RenderableType] = [Text(f"Runs of {safe_text(sources[0])}", style="table.title"), table] if one else [table]
+    parts: list[RenderableType] = (
+        [Text(f"Runs of {safe_text(sources[0])}", style="table.title"), table] if one else [table]
+    )
     more = runs.more
     if more > 0:
-        note = f"… and {more:,} more run{'s' if more != 1 else ''}: -o jsonl or -o csv writes all (--max-rows N shows N)"
+        note = (
+            f"… and {more:,} more run{'s' if more != 1 else ''}: -o jsonl or -o csv writes all (--max-rows N shows N)"
+        )
         parts.append(Text(note, style="dim"))
     return Group(*parts)
 
@@ -242,7 +246,9 @@ def comparison_view(comparison: Comparison) -> RenderableType:
     for cells in rows:
         by_metric.add_column(cells[0], justify="right")
     for index, name in enumerate(shared.COMPARISON_COLUMNS[1:], start=1):
-        by_metric.add_row(name, *(verdicts[row] if name == "verdict" else cells[index] for row, cells in enumerate(rows)))
+        by_metric.add_row(
+            name, *(verdicts[row] if name == "verdict" else cells[index] for row, cells in enumerate(rows))
+        )
     stacked = []
     for row, cells in enumerate(rows):
         one = Table(title="Baseline comparison" if row == 0 else None, title_justify="left")

@@ -62,4 +62,14 @@ def test_options_are_listed_in_sections_each_once(name: str) -> None:
 
 def test_audit_starts_with_what_a_first_audit_needs() -> None:
     first = _sections(invoke("audit", "--help").stdout)["Options a first run needs"]
-    assert first == ["-o", "--full", "--max-rows", "--id-field", "--on-error", "--min-alpha", "--baseline", "--summary-out", "-h"]
+    assert first == [
+        "-o",
+        "--full",
+        "--max-rows",
+        "--id-field",
+        "--on-error",
+        "--min-alpha",
+        "--baseline",
+        "--summary-out",
+        "-h",
+    ]

@@ -31,7 +31,9 @@ def _section(out: str) -> str:
 
 
 @pytest.mark.parametrize("columns", [120, 80, 60])
-def test_the_comparison_keeps_every_column_and_word_whole(compared: tuple[Path, dict[str, object]], columns: int) -> None:
+def test_the_comparison_keeps_every_column_and_word_whole(
+    compared: tuple[Path, dict[str, object]], columns: int
+) -> None:
     baseline, comparison = compared
     out = invoke_env(
         {"COLUMNS": str(columns)},
