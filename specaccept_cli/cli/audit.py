@@ -574,7 +574,7 @@ def _read_request(
 def _read_on_cluster(request: ReadRequest, sink: RunSink | None) -> Summary:
     """The same summary from a Dask cluster; per-run records and quarantined lines come back in input order.
 
-    (The table's preview of runs is not asked for: it would bring every run back for twenty rows.)
+    (The table's preview of runs comes back inside the summary, bounded: `Summary.first_runs`.)
     The core's errors name no option; here they are told in the command's words.
     """
     from specaccept_cli.errors import ExtraMissing, OneProcessOnly
