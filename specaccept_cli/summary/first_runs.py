@@ -8,7 +8,7 @@ the limit. So the preview is bounded whatever the input, the same from one proce
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from msgspec import Struct
 
@@ -63,6 +63,14 @@ class FirstRuns(Struct, frozen=True):
             for index in range(kept)
         )
         return cls(limit, tuple(name for name, _ in ids), rows, len(lines) if total is None else total)
+
+    def with_ids(self, name: str, ids: Mapping[tuple[str, int], object]) -> FirstRuns:
+        """The runs with the id `name` filled in from `ids` (by source and line) where a run has none."""
+        rows = tuple(
+            (source, line, k, a, shown or (_id_value(ids.get((source, line))),))
+            for source, line, k, a, shown in self.rows
+        )
+        return FirstRuns(self.limit, self.id_fields or (name,), rows, self.total)
 
     @property
     def more(self) -> int:
