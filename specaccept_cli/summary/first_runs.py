@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import orjson
 from msgspec import Struct
 
-from specaccept_cli.summary.state import group_key
-
 # One kept run: (source, line, k, accepted, the values of the id fields). An id is kept as the row has it
-# when it is a JSON scalar, else as its group key (compact JSON, or the text of a Parquet value).
+# when it is a JSON scalar, else as compact JSON with sorted keys (Parquet values that JSON cannot hold as
+# their text), as `summary.state.group_key` writes a group's key.
 IdValue = str | int | float | bool | None
 FirstRun = tuple[str, int, int, int, tuple[IdValue, ...]]
 
@@ -23,7 +23,7 @@ FirstRun = tuple[str, int, int, int, tuple[IdValue, ...]]
 def _id_value(value: object) -> IdValue:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    return group_key(value)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str).decode()
 
 
 class FirstRuns(Struct, frozen=True):

@@ -27,7 +27,7 @@ from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.tokens import TokenTally
 from specaccept_cli.summary.windows import WindowTally
 
-if TYPE_CHECKING:  # clusters.py and first_runs.py import group_key from here
+if TYPE_CHECKING:  # clusters.py imports group_key from here
     from specaccept_cli.summary.clusters import ClusterTally
     from specaccept_cli.summary.first_runs import FirstRuns
 
