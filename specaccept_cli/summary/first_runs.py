@@ -65,9 +65,10 @@ class FirstRuns(Struct, frozen=True):
         return cls(limit, tuple(name for name, _ in ids), rows, len(lines) if total is None else total)
 
     def with_ids(self, name: str, ids: Mapping[tuple[str, int], object]) -> FirstRuns:
-        """The runs with the id `name` filled in from `ids` (by source and line) where a run has none."""
+        """The runs with the id `name` filled in from `ids` (by source and line) where a run has none (a run that
+        `ids` does not hold stays without: shown as an empty cell, not as a null id)."""
         rows = tuple(
-            (source, line, k, a, shown or (_id_value(ids.get((source, line))),))
+            (source, line, k, a, shown or ((_id_value(ids[source, line]),) if (source, line) in ids else ()))
             for source, line, k, a, shown in self.rows
         )
         return FirstRuns(self.limit, self.id_fields or (name,), rows, self.total)

@@ -4,6 +4,7 @@ from one process, a pool and Parquet alike; and a preview that stays bounded how
 
 from __future__ import annotations
 
+import gzip
 import re
 from pathlib import Path
 
@@ -119,3 +120,24 @@ def test_first_runs_add_in_input_order_and_stay_bounded(sizes: list[int], limit:
     total = left if right is None else right if left is None else left + right
     assert total == whole
     assert len(total.rows) == min(limit, len(lines)) and total.total == len(lines)
+
+
+def test_ids_are_read_ahead_from_stdin_gzip_and_every_source_with_their_lines(tmp_path: Path) -> None:
+    """The id that the reading does not carry is read at each source's first rows, on the stream the reader
+    reads: from a pipe, through gzip, past blank lines, into the next source, with its own line numbers."""
+    rows = [{"p": [0.9, 0.1], "q": [0.5, 0.5], "r": [0.1, 0.9], "id": f"run-{index}"} for index in range(3)]
+    plain = b"\n\n" + b"\n".join(orjson.dumps(row) for row in rows) + b"\n"
+    first = tmp_path / "first.jsonl.gz"
+    first.write_bytes(gzip.compress(plain))
+    second = write_jsonl(tmp_path / "second.jsonl", [{**row, "id": row["id"].upper()} for row in rows])
+    data = orjson.loads(invoke("audit", str(first), str(second), "-o", "json", "--max-rows", "5").stdout)
+    assert [(run["source"], run["line"], run["id"]) for run in data["first_runs"]["runs"]] == [
+        (str(first), 3, "run-0"),
+        (str(first), 4, "run-1"),
+        (str(first), 5, "run-2"),
+        (str(second), 1, "RUN-0"),
+        (str(second), 2, "RUN-1"),
+    ]
+    piped = invoke("audit", "-", input=plain)
+    assert [row[-1] for row in _runs_rows(piped.stdout, Path("<stdin>"))] == ["run-0", "run-1", "run-2"]
+    assert _records(second, "--id-field", "id")[0]["id"] == "RUN-0"
