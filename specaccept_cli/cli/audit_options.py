@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 Command = TypeVar("Command", bound=Callable[..., None])
 DEFAULT_MAX_ROWS = 10  # runs the first screen shows: all of a small log, the first of a large one
+MAX_ROWS = 10_000  # a preview held in memory stays a preview: every run streams out through -o jsonl or csv
 
 
 # How `audit --help` (and `report --help`) sections the options: the eight a first audit needs, then each
@@ -174,7 +175,7 @@ _OPTIONS: list[Callable[[Command], Command]] = [
     click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report."),
     click.option(
         "--max-rows",
-        type=WholeNumber(min=0),
+        type=WholeNumber(min=0, max=MAX_ROWS),
         default=DEFAULT_MAX_ROWS,
         show_default=True,
         metavar="N",

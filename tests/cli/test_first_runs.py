@@ -141,3 +141,9 @@ def test_ids_are_read_ahead_from_stdin_gzip_and_every_source_with_their_lines(tm
     piped = invoke("audit", "-", input=plain)
     assert [row[-1] for row in _runs_rows(piped.stdout, Path("<stdin>"))] == ["run-0", "run-1", "run-2"]
     assert _records(second, "--id-field", "id")[0]["id"] == "RUN-0"
+
+
+def test_the_preview_has_a_ceiling(logs: dict[str, Path]) -> None:
+    result = invoke("audit", str(logs["six"]), "--max-rows", "10001")
+    assert result.exit_code == 2 and "--max-rows" in result.stderr and "10000" in result.stderr
+    assert invoke("audit", str(logs["six"]), "--max-rows", "10000").exit_code == 0
