@@ -3,7 +3,8 @@
 Exit status: 0 ok, 1 a gate failed, 2 usage or input error (an output that cannot be written
 included, stderr too); interrupted (Ctrl-C, SIGTERM, SIGHUP), it cleans up (workers stopped,
 temporary files removed) and then dies of that signal, as the shell convention asks (a shell shows
-status 128 + the signal's number: 130, 143, 129).
+status 128 + the signal's number: 130, 143, 129). A live audit (`audit --follow`, `watch`) is the
+exception: those signals are how it is meant to end, so it prints its summary and exits 0 or 1 (`cli/live.py`).
 Each command lives in its own module and loads only when it runs (heavy modules such as
 numpy, pyarrow and rich are imported inside the commands that need them), so
 `specaccept check` starts about as fast as click itself. Shared options are in

@@ -1,24 +1,22 @@
 """Per-run records as JSONL or CSV, streamed batch by batch as bytes (no Rich, no per-run dicts for JSONL),
-and the first runs kept for the table view."""
+and the first runs (`Summary.first_runs`) as `-o json` shows them."""
 
 from __future__ import annotations
 
 import csv
 import io
 import re
-from collections.abc import Sequence
 from itertools import repeat
 from typing import Protocol
 
 import numpy as np
 import orjson
-from msgspec import Struct, field
 
 from specaccept_cli.native import extension
 from specaccept_cli.rule.batch import IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import RunColumns
-from specaccept_cli.summary.state import group_key
+from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.text import csv_text, json_controls_escaped
 
 
@@ -186,30 +184,10 @@ class CsvWriter:
         self.out.flush()
 
 
-class RunPreview(Struct):
-    """The first `limit` runs, kept for the table view; everything after is only counted.
-
-    `id_fields` are shown beside each run, as the per-run records carry them (--id-field).
-    """
-
-    limit: int
-    id_fields: tuple[str, ...] = ()
-    rows: list[tuple[str, int, int, int, tuple[str, ...]]] = field(default_factory=list)
-    total: int = 0
-
-    def add(
-        self,
-        source: str,
-        lines: Sequence[int],
-        ks: Sequence[int],
-        accepted: Sequence[int],
-        extras: dict[str, list[object]] | None = None,
-    ) -> None:
-        room = self.limit - len(self.rows)
-        if room > 0:
-            ids = [[group_key(value) for value in (extras or {}).get(name, [])[:room]] for name in self.id_fields]
-            self.rows += [
-                (source, line, k, a, tuple(column[index] for column in ids))
-                for index, (line, k, a) in enumerate(zip(lines[:room], ks[:room], accepted[:room]))
-            ]
-        self.total += len(lines)
+def first_runs_object(runs: FirstRuns) -> dict[str, object]:
+    """`-o json`'s `first_runs`: how many runs there were, and the first ones as the per-run records write them."""
+    records = [
+        {"source": source, "line": line, "k": k, "accepted": a, "emitted": a + 1, **dict(zip(runs.id_fields, ids))}
+        for source, line, k, a, ids in runs.rows
+    ]
+    return {"count": runs.total, "shown": len(records), "runs": records}
