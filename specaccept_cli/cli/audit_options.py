@@ -85,7 +85,7 @@ AUDIT_OPTION_GROUPS: OptionGroups = (
     ),
     ("Output", ("html_path", "github", "quiet")),
     ("Live (a stream that never ends)", ("follow", "every", "alert")),
-    ("Engines and clusters", ("draft_length", "jobs", "scheduler")),
+    ("Engines and clusters", ("draft_length", "keep_duplicate_lines", "jobs", "scheduler")),
 )
 
 
