@@ -31,6 +31,7 @@ from specaccept_cli.cli.output import (
     write_file,
     write_stdout,
 )
+from specaccept_cli.cli.ways_out import FIELD_OPTIONS, field_options
 from specaccept_cli.errors import UsageError
 from specaccept_cli.text import visible
 
@@ -311,6 +312,13 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         draft_tokens=options.draft_tokens_field,
         target_tokens=options.target_tokens_field,
     )
+    # For the way out of a missing field (`cli.ways_out`): which option names each path.
+    named_by = {"--p-field": fields.p, "--q-field": fields.q, "--r-field": fields.r}
+    if fields.draft_tokens is not None and fields.target_tokens is not None:
+        named_by = {"--draft-tokens-field": fields.draft_tokens, "--target-tokens-field": fields.target_tokens}
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.meta[FIELD_OPTIONS] = field_options(named_by)
     # Per-run records alone need no groups; a summary that is printed or saved does.
     per_run_only = options.output in ("jsonl", "csv") and options.summary_out is None and not options.follow
     plan = Plan(
