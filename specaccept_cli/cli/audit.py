@@ -191,7 +191,11 @@ def _audit(
     from specaccept_cli.verdict import conclude
 
     findings = conclude(summary, baseline_summary, gate_spec(options), max_groups=options.max_groups)
-    if added:
+    if options.watch_urls:
+        from specaccept_cli.pipeline.live import watched_verdict
+
+        findings = replace(findings, verdict=watched_verdict(findings.verdict, ()) + added)
+    elif added:
         findings = replace(findings, verdict=findings.verdict + added)
     warnings = () if findings.comparison is None else findings.comparison.warnings
     # A summary file holds the sampler tally only when --check-sampler asked for it: shown, not saved.

@@ -27,6 +27,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     "sampler": "--check-sampler",
     "skipped": "--max-errors",
     "intervals": "--cluster-field",
+    "input": None,  # an empty input: no option changes what it holds
     ("skipped", "no_valid_run"): "--allow-empty",
     ("baseline", "unclustered"): "--cluster-field",
     ("baseline", "k_mix"): None,

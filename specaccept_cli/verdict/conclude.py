@@ -378,6 +378,18 @@ def skipped_entries(findings: Findings) -> list[VerdictEntry]:
     return entries
 
 
+def empty_entries(findings: Findings) -> list[VerdictEntry]:
+    """Input that held nothing to read (no bytes, or blank lines only): not a failure, but never a silent `ok`."""
+    summary = findings.summary
+    if summary.runs or summary.skipped_rows or summary.skipped_sources:
+        return []
+    engine = summary.engine
+    if engine is not None and (engine.intervals or engine.lines):
+        return []
+    text = "nothing was read: the input holds no rows (it is empty, or blank lines only)"
+    return [_entry("input", "warn", text, Issue("input", "empty"))]
+
+
 def interval_entries(findings: Findings) -> list[VerdictEntry]:
     numbers = findings.numbers
     identified = numbers.identified
@@ -414,6 +426,7 @@ CHECKS: tuple[Callable[[Findings], list[VerdictEntry]], ...] = (
     server_entries,
     sampler_entries,
     skipped_entries,
+    empty_entries,
     drift_entries,
     iid_entries,
     log_entries,
