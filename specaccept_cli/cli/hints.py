@@ -36,6 +36,8 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("baseline", "inconclusive"): "--strict-bounds",
     ("intervals", "engine_intervals"): None,
     ("intervals", "rates_only"): None,  # no option clusters an engine's aggregate lines
+    ("intervals", "since_start"): None,
+    ("intervals", "too_wide"): None,  # only input that logs more pins the figure down
     ("baseline", "cluster_fields_differ"): None,
     "log": None,  # an impossible log: no option sets a threshold for it
     ("log", "all_accepted"): "--p-field",  # swapped fields are the likeliest cause: name the option that picks p

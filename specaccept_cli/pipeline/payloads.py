@@ -19,7 +19,7 @@ import numpy as np
 from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
-from specaccept_cli.pipeline.engine import interval_runs
+from specaccept_cli.pipeline.engine import REQUEST_FIELD, interval_runs
 from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.rule.batch import IntArray
 from specaccept_cli.rule.validate import did_you_mean
@@ -33,8 +33,6 @@ from specaccept_cli.summary.windows import WindowTally
 if TYPE_CHECKING:
     from specaccept_cli.read.payloads import PayloadTally, RequestRecord
     from specaccept_cli.read.sources import OpenSource
-
-REQUEST_FIELD = "request_id"  # the cluster field of payload summaries: the same name logged runs use by default
 
 
 def evaluate_payload_source(opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:

@@ -15,6 +15,7 @@ import numpy as np
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.intervals import (
     NUM,
+    ONE_SCRAPE,
     EngineInterval,
     LineTally,
     count_too_large,
@@ -532,7 +533,7 @@ def rounded_scrape_interval(
     except Inconsistent as exc:
         return InputError(where[2], where[3], f"inconsistent llama.cpp counters: {exc}")
     if lone:
-        rec.notes.append("one scrape: counts since the counters started")
+        rec.notes.append(ONE_SCRAPE)
     return make_interval(
         where,
         draft_tokens=drafted[0],

@@ -15,7 +15,14 @@ from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
-from specaccept_cli.read.engines.intervals import NUM, EngineInterval, count_too_large, line_error, make_interval
+from specaccept_cli.read.engines.intervals import (
+    NUM,
+    ONE_SCRAPE,
+    EngineInterval,
+    count_too_large,
+    line_error,
+    make_interval,
+)
 from specaccept_cli.read.engines.llamacpp import rounded_counters, rounded_scrape_interval
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
@@ -490,7 +497,7 @@ def prometheus_intervals(
             yield InputError(source, after.line, f"inconsistent {who} counters: {exc}")
             continue
         if before is None:
-            rec.notes.append("one scrape: counts since the counters started")
+            rec.notes.append(ONE_SCRAPE)
         rec.notes.extend(notes)
         yield _scrape_interval(series, source, after, printed, draft_tokens, accepted, rec)
 
