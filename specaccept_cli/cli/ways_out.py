@@ -27,6 +27,8 @@ _CUT = re.compile(r"^compressed stream is truncated or corrupt after (?P<lines>[
 _NO_ITEMS = re.compile(r"^no (?P<format>\S+) (?:metrics lines|payloads) among its ")
 _NOT_A_SUMMARY = re.compile(r"^(?:not a JSON summary|not a specaccept\.summary/\S+ object|not a usable summary)")
 _PARQUET_FOLLOWED = re.compile(r"^is Parquet: only text")
+# A message that already says what to do (an option, another input, an install): no second way out after it.
+_NAMES_ITS_WAY_OUT = re.compile(r"--|\binstead\b|pip install|\bgive\b")
 
 ONE_OBJECT_PER_LINE = "the input must hold one JSON object per line (JSONL)"
 SKIP = "--on-error skip reads past bad rows and counts them"
@@ -71,7 +73,7 @@ def way_out(error: SpecacceptError, meta: Mapping[str, object]) -> str | None:
         return "a summary file is what audit --summary-out (or -o json) writes"
     if _PARQUET_FOLLOWED.match(message):
         return "audit it without --follow"
-    if error.line is not None:
+    if error.line is not None and not _NAMES_ITS_WAY_OUT.search(message):
         return SKIP
     return None
 
