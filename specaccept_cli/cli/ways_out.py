@@ -19,8 +19,11 @@ FIELD_OPTIONS = "specaccept.field_options"
 _FIELD = re.compile(
     r"^(?:missing (?:field|column) '(?P<missing>[^']+)'"
     r"|field '[^']*' is .*\(looking for '(?P<inside>[^']+)'\)"
-    r"|'(?P<wrong>[^']+)' is .*, not a list of (?:numbers|token ids))"
+    r"|'(?P<wrong>[^']+)' is .*, not a list of (?:numbers|token ids)"
+    r"|column '(?P<column>[^']+)' (?:is|holds) .*, not (?:a list of numbers|numbers|token ids))"
 )
+_CLUSTERED_ENGINE = re.compile(r"so a cluster field has nothing to cluster")
+_BROKEN_PARQUET = re.compile(r"^(?:is not a Parquet file|cannot read Parquet data)")
 _NOT_OBJECT = re.compile(r"^row is .*, not a JSON object$")
 _NOT_JSON = re.compile(r"^invalid JSON at column ")
 _CUT = re.compile(r"^compressed stream is truncated or corrupt after (?P<lines>[\d,]+) lines?\b")
@@ -50,7 +53,7 @@ def way_out(error: SpecacceptError, meta: Mapping[str, object]) -> str | None:
     message = error.message
     field = _FIELD.match(message)
     if field is not None:
-        path = field.group("missing") or field.group("inside") or field.group("wrong")
+        path = field.group("missing") or field.group("inside") or field.group("wrong") or field.group("column")
         known = meta.get(FIELD_OPTIONS)
         option = known.get(path) if isinstance(known, dict) else None
         if option is not None:
@@ -73,6 +76,10 @@ def way_out(error: SpecacceptError, meta: Mapping[str, object]) -> str | None:
         return "a summary file is what audit --summary-out (or -o json) writes"
     if _PARQUET_FOLLOWED.match(message):
         return "audit it without --follow"
+    if _CLUSTERED_ENGINE.search(message):
+        return "audit it without --cluster-field"
+    if _BROKEN_PARQUET.match(message):
+        return "--on-error skip reads the other sources and counts this one as skipped"
     if error.line is not None and not _NAMES_ITS_WAY_OUT.search(message):
         return SKIP
     return None

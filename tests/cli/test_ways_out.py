@@ -117,3 +117,32 @@ def test_a_baseline_that_is_no_summary_says_what_writes_one(tmp_path: Path) -> N
     log = write_jsonl(tmp_path / "rows.jsonl", [ROW])
     line = error_line("audit", str(log), "--baseline", str(log))
     assert line.endswith("; a summary file is what audit --summary-out (or -o json) writes")
+
+
+def test_a_parquet_column_of_another_type_names_the_option(tmp_path: Path) -> None:
+    path = tmp_path / "runs.parquet"
+    pq.write_table(pa.table({"p": [0.5], "q": [[0.6]], "r": [[0.1]]}), path)
+    line = error_line("audit", str(path))
+    assert "column 'p' is double, not a list of numbers; name the field that holds p with --p-field NAME" in line
+
+
+def test_a_file_that_is_no_parquet_names_on_error_skip(tmp_path: Path) -> None:
+    path = tmp_path / "runs.parquet"
+    path.write_bytes(b"not parquet\n")
+    line = error_line("audit", str(path))
+    assert line.endswith("; --on-error skip reads the other sources and counts this one as skipped")
+
+
+def test_engine_lines_with_a_cluster_field_name_the_option_to_drop() -> None:
+    log = Path(__file__).resolve().parents[2] / "examples" / "vllm-server.log"
+    line = error_line("audit", str(log), "--cluster-field", "request_id")
+    assert line.endswith(
+        "so a cluster field has nothing to cluster; audit per-run logs for cluster-robust intervals; "
+        "audit it without --cluster-field"
+    )
+
+
+def test_a_message_that_names_its_way_out_gets_no_second_one() -> None:
+    log = Path(__file__).resolve().parents[1] / "read" / "engine_logs" / "vllm-v0-metrics.prom"
+    line = error_line("audit", str(log))
+    assert line.endswith("audit the server's 'Speculative metrics' log lines instead")
