@@ -320,6 +320,14 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
     named_by = {"--p-field": fields.p, "--q-field": fields.q, "--r-field": fields.r}
     if fields.draft_tokens is not None and fields.target_tokens is not None:
         named_by = {"--draft-tokens-field": fields.draft_tokens, "--target-tokens-field": fields.target_tokens}
+    named_by.update((f"--id-field {name}", name) for name in options.id_fields)
+    options_of_extras = (
+        ("--group-by", options.group_by),
+        ("--reported-field", reported_field),
+        ("--time-field", options.time_field),
+        ("--cluster-field", cluster_field),
+    )
+    named_by.update((option, name) for option, name in options_of_extras if name is not None)
     context = click.get_current_context(silent=True)
     if context is not None:
         context.meta[FIELD_OPTIONS] = field_options(named_by)

@@ -22,6 +22,7 @@ _FIELD = re.compile(
     r"|'(?P<wrong>[^']+)' is .*, not a list of (?:numbers|token ids)"
     r"|column '(?P<column>[^']+)' (?:is|holds) .*, not (?:a list of numbers|numbers|token ids))"
 )
+_NO_ROW_HAS = re.compile(r"^no row has the field '(?P<name>[^']+)'")
 _CLUSTERED_ENGINE = re.compile(r"so a cluster field has nothing to cluster")
 _BROKEN_PARQUET = re.compile(r"^(?:is not a Parquet file|cannot read Parquet data)")
 _NOT_OBJECT = re.compile(r"^row is .*, not a JSON object$")
@@ -49,7 +50,16 @@ def field_options(fields: Mapping[str, str]) -> dict[str, str]:
 def way_out(error: SpecacceptError, meta: Mapping[str, object]) -> str | None:
     """What to do about `error` on the command line, or None where its words already say it."""
     if not isinstance(error, InputError):
-        return None
+        absent = _NO_ROW_HAS.match(str(error))
+        known = meta.get(FIELD_OPTIONS)
+        if absent is None or not isinstance(known, dict) or known.get(absent.group("name")) is None:
+            return None
+        if "did you mean" in str(error):  # the nearest key is the way out, named already
+            return None
+        # An extra field no row has (a typo, most likely): the option that named it, spelt as given.
+        option, name = known[absent.group("name")], absent.group("name")
+        named = option if " " in option else f"{option} {name}"
+        return f"{named} names a field no row has: give one of the row's keys (a dotted path reaches inside)"
     message = error.message
     field = _FIELD.match(message)
     if field is not None:

@@ -146,3 +146,13 @@ def test_a_message_that_names_its_way_out_gets_no_second_one() -> None:
     log = Path(__file__).resolve().parents[1] / "read" / "engine_logs" / "vllm-v0-metrics.prom"
     line = error_line("audit", str(log))
     assert line.endswith("audit the server's 'Speculative metrics' log lines instead")
+
+
+@pytest.mark.parametrize("option", ["--group-by", "--cluster-field"])
+def test_an_extra_field_no_row_has_names_the_option_that_named_it(tmp_path: Path, option: str) -> None:
+    log = write_jsonl(tmp_path / "rows.jsonl", [{**ROW, "model": "m", "request_id": "r1"}] * 3)
+    line = error_line("audit", str(log), option, "tenant")  # nothing near it: no "did you mean"
+    assert line.startswith("specaccept: no row has the field 'tenant'")
+    assert line.endswith(
+        f"; {option} tenant names a field no row has: give one of the row's keys (a dotted path reaches inside)"
+    )
