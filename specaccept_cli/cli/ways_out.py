@@ -29,7 +29,9 @@ _NOT_OBJECT = re.compile(r"^row is .*, not a JSON object$")
 _NOT_JSON = re.compile(r"^invalid JSON at column ")
 _CUT = re.compile(r"^compressed stream is truncated or corrupt after (?P<lines>[\d,]+) lines?\b")
 _NO_ITEMS = re.compile(r"^no (?P<format>\S+) (?:metrics lines|payloads) among its ")
-_NOT_A_SUMMARY = re.compile(r"^(?:not a JSON summary|not a specaccept\.summary/\S+ object|not a usable summary)")
+_NOT_A_SUMMARY = re.compile(  # a file that is no summary at all (a corrupt one says what is wrong with it)
+    r"^(?:not a JSON summary|(?:not a usable summary: )?not a specaccept\.summary/\S+ object)"
+)
 _PARQUET_FOLLOWED = re.compile(r"^is Parquet: only text")
 # A message that already says what to do (an option, another input, an install): no second way out after it.
 _NAMES_ITS_WAY_OUT = re.compile(r"--|\binstead\b|pip install|\bgive\b")
