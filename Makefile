@@ -2,16 +2,23 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Two stamps: the tool with its runtime dependencies alone (all `make demo` needs), and the test tooling on
+# top of it (pytest, hypothesis, ruff, mypy, playwright, moto, dask, ...) for every other target.
+RUNTIME := $(VENV)/.runtime-installed
+STAMP := $(VENV)/.dev-installed
 
 .PHONY: demo test lint docs engines fuzz fuzz-c bench bench-dask bench-live bench-capture study examples clean
 
-# setup.py and the C source too: `pip install -e` builds the compiled reader in place, once per change.
-$(STAMP): pyproject.toml setup.py specaccept_cli/_jsonl_c.c
+# setup.py and the C sources too: `pip install -e` builds the compiled parts in place, once per change.
+$(RUNTIME): pyproject.toml setup.py specaccept_cli/_jsonl_c.c specaccept_cli/_rule_c.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $@
 
 # DuckDB is a benchmark-only extra, never a runtime dependency.
 $(VENV)/.bench-installed: $(STAMP)
@@ -36,8 +43,8 @@ bench-live: $(STAMP)
 bench-dask: $(STAMP)
 	$(BIN)/python benchmarks/bench_dask.py
 
-# The HTML report goes to demo/ (git-ignored); open it in any browser.
-demo: $(STAMP)
+# The runtime dependencies only, no test tooling. The HTML report goes to demo/ (git-ignored).
+demo: $(RUNTIME)
 	$(BIN)/specaccept audit examples/serving-logs.jsonl.gz
 	$(BIN)/specaccept audit examples/server-reported.jsonl.gz --reported-field reported --check-sampler
 	$(BIN)/specaccept audit examples/vllm-server.log

@@ -6,11 +6,13 @@ estimates) -> `conclude` (every test, gate and verdict, once) -> `views`; `summa
 stages, serial or parallel.
 
     from specaccept_cli import summarise, conclude, FieldSpec, GateSpec, Plan, ReadRequest
-    state = summarise(["logs.jsonl.gz"], FieldSpec(extras=("model",)), Plan(group_by="model"), jobs=2)
+    state = summarise(["examples/vllm-payloads.jsonl"], FieldSpec(), Plan(group_by="model"), jobs=2)
     findings = conclude(state, spec=GateSpec(min_alpha=0.6))
     findings.numbers.alpha             # alpha, intervals, per-position rates, ...
     findings.verdict                   # every check: (check, "ok" | "warn" | "fail", text)
-    same = summarise(ReadRequest(["logs.jsonl.gz"], FieldSpec(extras=("model",)), Plan(group_by="model"), jobs=2))
+    same = summarise(ReadRequest(["examples/vllm-payloads.jsonl"], FieldSpec(), Plan(group_by="model"), jobs=2))
+
+(run from the repository's root, on the examples it ships; docs/library.md has more)
 
 Nothing here imports click or rich, and numpy/pyarrow load only when a name that needs
 them is first used, so `from specaccept_cli import accept_prefix` stays instant.

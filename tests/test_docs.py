@@ -138,26 +138,59 @@ def test_the_index_lists_every_page() -> None:
             assert f"]({name})" in index, f"docs/index.md does not link {name}"
 
 
-def test_the_library_example_runs(tmp_path: Path) -> None:
-    """The library page's Python example, run as written on files made for it, without click or rich."""
-    import gzip
+def test_the_library_examples_run_from_the_root_on_shipped_files() -> None:
+    """The library page's Python examples, and the package docstring's, run as written from the repository's
+    root on the example files it ships, without click or rich."""
+    import specaccept_cli
 
-    import orjson
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = [{"p": [0.9, 0.2], "q": [0.5, 0.8], "r": [0.1, 0.5], "model": "draft-1b", "request_id": "r1"}] * 3
-    (tmp_path / "monday.jsonl.gz").write_bytes(gzip.compress(b"".join(orjson.dumps(row) + b"\n" for row in rows)))
-    table = {**{name: [[0.5], [0.5]] for name in "pqr"}, "request_id": ["r2", "r3"]}  # clustered, as monday is
-    pq.write_table(pa.table(table), tmp_path / "tuesday.parquet")
-    code = re.search(r"```python\n(.*?)```", MANUAL["library.md"], re.S)
-    assert code is not None
-    check = "\nimport sys\nassert 'click' not in sys.modules and 'rich' not in sys.modules\nprint(by_model.groups)\n"
-    result = subprocess.run(
-        [sys.executable, "-c", code.group(1) + check], cwd=tmp_path, capture_output=True, check=False
+    blocks = re.findall(r"```python\n(.*?)```", MANUAL["library.md"], re.S)
+    assert blocks
+    docstring = specaccept_cli.__doc__ or ""
+    package_example = "\n".join(
+        line[4:] for line in docstring.splitlines() if line.startswith("    ") and "#" not in line[:6]
     )
+    check = (
+        "\nimport sys\nassert 'click' not in sys.modules and 'rich' not in sys.modules\n"
+        "print(by_model.groups, logs.runs, both.runs, findings.numbers.alpha)\n"
+    )
+    code = "\n".join(blocks) + "\n" + package_example + check
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, check=False)
     assert result.returncode == 0, result.stderr.decode()
-    assert b"draft-1b" in result.stdout
+    assert result.stdout.split()[-3:-1] == [b"2000", b"4000"], result.stdout
+    assert b"test-model" in result.stdout
+
+
+def test_help_works_on_the_package_and_every_public_name() -> None:
+    """`help()` renders the package and each name of `__all__` (a field type left to TYPE_CHECKING broke it)."""
+    import pydoc
+
+    import specaccept_cli
+
+    assert "summarise" in pydoc.render_doc(specaccept_cli)
+    for name in specaccept_cli.__all__:
+        value = getattr(specaccept_cli, name)
+        if isinstance(value, str):  # __version__: help("0.1.0") would look up a help topic of that name
+            continue
+        assert pydoc.render_doc(value), name
+
+
+def test_summaries_with_and_without_clusters_refuse_to_add_saying_what_to_do() -> None:
+    from specaccept_cli import FieldSpec, Plan, estimate, summarise
+
+    logs = summarise([str(ROOT / "examples/serving-logs.jsonl.gz")])
+    by_request = summarise(
+        [str(ROOT / "examples/server-reported.jsonl.gz")],
+        FieldSpec(extras=("request_id",)),
+        Plan(cluster_field="request_id"),
+    )
+    with pytest.raises(ValueError, match=r"Plan\(cluster_field=\.\.\.\)\), or add the other's \.without_clusters\(\)"):
+        logs + by_request
+    with pytest.raises(ValueError, match="without_clusters"):
+        by_request + logs
+    both = logs + by_request.without_clusters()
+    assert both.clusters is None and both.runs == logs.runs + by_request.runs
+    assert both.counts.sum() == logs.counts.sum() + by_request.counts.sum()
+    assert estimate(both).alpha_ci is not None  # over runs, as for any log read without clusters
 
 
 def test_the_module_table_matches_the_tree() -> None:

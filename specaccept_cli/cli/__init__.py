@@ -159,14 +159,18 @@ class SpecacceptGroup(click.Group):
                 _error_line(message)
             ctx.exit(EXIT_GATE)
         except InputError as exc:
-            _error_line(str(exc))
+            from specaccept_cli.cli.ways_out import with_way_out
+
+            _error_line(with_way_out(exc, ctx.meta))
             ctx.exit(EXIT_INPUT)
         except OutputError as exc:
             _abandon_stdout()
             _error_line(str(exc))
             ctx.exit(EXIT_INPUT)
         except SpecacceptError as exc:
-            _error_line(str(exc))
+            from specaccept_cli.cli.ways_out import with_way_out
+
+            _error_line(with_way_out(exc, ctx.meta))
             ctx.exit(EXIT_INPUT)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
             received = getattr(exc, "signum", signal.SIGINT)

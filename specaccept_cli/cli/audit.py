@@ -29,6 +29,7 @@ from specaccept_cli.cli.output import (
     write_file,
     write_stdout,
 )
+from specaccept_cli.cli.ways_out import FIELD_OPTIONS, field_options
 from specaccept_cli.errors import UsageError
 from specaccept_cli.text import shown_name, visible
 
@@ -187,7 +188,11 @@ def _audit(
     from specaccept_cli.verdict import conclude
 
     findings = conclude(summary, baseline_summary, gate_spec(options), max_groups=options.max_groups)
-    if added:
+    if options.watch_urls:
+        from specaccept_cli.pipeline.live import watched_verdict
+
+        findings = replace(findings, verdict=watched_verdict(findings.verdict, ()) + added)
+    elif added:
         findings = replace(findings, verdict=findings.verdict + added)
     warnings = () if findings.comparison is None else findings.comparison.warnings
     # A summary file holds the sampler tally only when --check-sampler asked for it: shown, not saved.
@@ -308,6 +313,21 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         draft_tokens=options.draft_tokens_field,
         target_tokens=options.target_tokens_field,
     )
+    # For the way out of a missing field (`cli.ways_out`): which option names each path.
+    named_by = {"--p-field": fields.p, "--q-field": fields.q, "--r-field": fields.r}
+    if fields.draft_tokens is not None and fields.target_tokens is not None:
+        named_by = {"--draft-tokens-field": fields.draft_tokens, "--target-tokens-field": fields.target_tokens}
+    named_by.update((f"--id-field {name}", name) for name in options.id_fields)
+    options_of_extras = (
+        ("--group-by", options.group_by),
+        ("--reported-field", reported_field),
+        ("--time-field", options.time_field),
+        ("--cluster-field", cluster_field),
+    )
+    named_by.update((option, name) for option, name in options_of_extras if name is not None)
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.meta[FIELD_OPTIONS] = field_options(named_by)
     # Per-run records alone need no groups; a summary that is printed or saved does.
     per_run_only = options.output in ("jsonl", "csv") and options.summary_out is None and not options.follow
     plan = Plan(

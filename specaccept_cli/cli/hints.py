@@ -28,6 +28,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     "sampler": "--check-sampler",
     "skipped": "--max-errors",
     "intervals": "--cluster-field",
+    "input": None,  # an empty input: no option changes what it holds
     ("skipped", "no_valid_run"): "--allow-empty",
     ("baseline", "unclustered"): "--cluster-field",
     ("baseline", "k_mix"): None,
@@ -37,6 +38,8 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("intervals", "engine_intervals"): None,
     ("intervals", "rates_only"): None,  # no option clusters an engine's aggregate lines
     ("intervals", "duplicate_lines"): "--keep-duplicate-lines",  # counts them, were they real intervals
+    ("intervals", "since_start"): None,
+    ("intervals", "too_wide"): None,  # only input that logs more pins the figure down
     ("baseline", "cluster_fields_differ"): None,
     "log": None,  # an impossible log: no option sets a threshold for it
     ("log", "all_accepted"): "--p-field",  # swapped fields are the likeliest cause: name the option that picks p

@@ -27,7 +27,7 @@ from specaccept_cli.cli.output import StderrConsole, write_stdout
 from specaccept_cli.errors import UsageError
 
 if TYPE_CHECKING:
-    from specaccept_cli.pipeline.live import Judged, Tick
+    from specaccept_cli.pipeline.live import Endpoints, Judged, Tick
     from specaccept_cli.verdict import GateSpec
 
 DEFAULT_EVERY = "10s"
@@ -350,4 +350,27 @@ def watch_read(
                 f" (last: {state.error})" if state.error else ""
             )
             stderr.console.file.write(visible(line) + "\n")
-    return end.total + skipped_input(policy), end.failure, endpoint_verdict(endpoints.snapshot())
+    return (
+        end.total + skipped_input(policy),
+        end.failure or _never_answered(shown, endpoints),
+        endpoint_verdict(endpoints.snapshot()),
+    )
+
+
+def _never_answered(shown: str, endpoints: Endpoints) -> BaseException | None:
+    """A watch that read nothing at all is no pass: when no endpoint ever gave a scrape that could be read
+    (refused, timed out, an error status, a broken page), the watch ends with exit 2 after its summary."""
+    from specaccept_cli.errors import InputError
+
+    states = endpoints.snapshot()
+    if any(state.last_success is not None for state in states):
+        return None
+    tried = sum(state.scrapes for state in states)
+    if len(states) == 1:  # the endpoint's own line, just before this one, gives its last error
+        where, what, check = shown, "the endpoint", "the URL, and that the server is up and serves its metrics there"
+    else:
+        where, what = "watch", f"its {len(states)} endpoints"
+        check = "the URLs, and that the servers are up and serve their metrics there"
+    return InputError(
+        where, None, f"no scrape of {what} could be read ({tried:,} tried): nothing was measured; check {check}"
+    )

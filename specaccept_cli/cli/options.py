@@ -103,12 +103,39 @@ class WholeNumber(click.IntRange):
     name = "integer"
 
 
+_STDOUT_ONLY = "-o picks what goes to stdout, not a file"
+
+
+class OutputChoice(click.Choice[str]):
+    """`-o`'s forms; a file name given to it (`audit -o report.html`) is answered with how to write that file."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            fix = self._way_out(str(value), ctx)
+            if fix is None:
+                raise
+            raise click.BadParameter(f"{exc.message} {fix}", ctx, param) from None
+
+    def _way_out(self, value: str, ctx: click.Context | None) -> str | None:
+        suffix = value.rpartition(".")[2].lower() if "." in value else ""
+        has_html = ctx is not None and any(param.name == "html_path" for param in ctx.command.params)
+        if suffix in ("html", "htm"):
+            here = f"with --html {value}, or " if has_html else ""
+            return f"{_STDOUT_ONLY}: write an HTML report {here}with specaccept report -o {value}"
+        form = {"md": "markdown", "ndjson": "jsonl"}.get(suffix, suffix)
+        if form in self.choices:
+            return f"{_STDOUT_ONLY}: -o {form} > {value}"
+        return None
+
+
 def output_option(choices: tuple[str, ...], help_text: str) -> Callable[[FC], FC]:
     """`-o/--output`: the form of what goes to stdout, table by default."""
     return click.option(
         "-o",
         "--output",
-        type=click.Choice(choices),
+        type=OutputChoice(choices),
         default="table",
         show_default=True,
         help=help_text,

@@ -97,7 +97,8 @@ def check_urls(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 def watch(**options: Any) -> None:
     """Scrape each URL's Prometheus counters (vLLM's vllm:spec_decode_*, SGLang's gauges) every --every
     and show alpha, tokens per pass, the drift test and the gates live; Ctrl-C or SIGTERM ends the watch,
-    prints the final summary of what happened while watching and applies the gates (exit 0 or 1).
+    prints the final summary of what happened while watching and applies the gates (exit 0 or 1; exit 2
+    when no endpoint ever answered with a page that could be read).
 
     An endpoint that fails (refused, timed out, HTTP 500, not a scrape) is shown and counted, never fatal;
     the next good scrape counts the whole gap. A counter reset (a restarted server) counts from the

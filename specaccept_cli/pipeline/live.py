@@ -132,7 +132,7 @@ def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
     """
     findings = conclude(tick.total, None, spec)
     if tick.endpoints:
-        findings = replace(findings, verdict=findings.verdict + endpoint_verdict(tick.endpoints))
+        findings = replace(findings, verdict=watched_verdict(findings.verdict, tick.endpoints))
     return Judged(
         tick,
         estimate(tick.interval.summary),
@@ -140,6 +140,12 @@ def judge(tick: Tick, spec: GateSpec, skipped_rows: int = 0) -> Judged:
         skipped_rows,
         tuple(recent_alphas(tick.recent)),
     )
+
+
+def watched_verdict(verdict: Sequence[VerdictEntry], states: Sequence[EndpointState]) -> tuple[VerdictEntry, ...]:
+    """A watch's verdict: the endpoints' own entries say why nothing was read, where an empty total's
+    "nothing was read" speaks of a file (empty, or blank lines only)."""
+    return tuple(entry for entry in verdict if entry.check != "input") + endpoint_verdict(states)
 
 
 def endpoint_verdict(states: Sequence[EndpointState]) -> tuple[VerdictEntry, ...]:

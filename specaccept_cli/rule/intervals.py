@@ -49,6 +49,10 @@ def count_too_large(figure: str | int | float) -> str | None:
     return f"{shown} is beyond 2**53, more than any server counts"
 
 
+# The note of an interval made of one scrape alone: its counters count since the server started (or last reset).
+ONE_SCRAPE = "one scrape: counts since the counters started"
+
+
 class EngineInterval(Struct, frozen=True):
     """One interval of engine counters: what the engine printed, and what it recovers.
 

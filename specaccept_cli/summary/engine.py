@@ -37,6 +37,7 @@ class EngineTally(Struct, frozen=True):
     units: BoundedUnits | None = None
     unquantified: int = 0  # intervals with printed rates only, no token counts (SGLang's 'accept len')
     running_totals: int = 0  # lines that repeat counts since the start (llama.cpp's statistics): shown, not added
+    lone_scrapes: int = 0  # intervals of a single scrape: counts since the server started, not over a chosen span
     # Per-request payloads (`read.payloads`): requests read (each also an interval, exact or bounded), those
     # exact only if every draft had full width (SGLang's nominal proposed count), null payloads, and the
     # fields no reader knows (schema drift, reported once).
@@ -71,6 +72,7 @@ class EngineTally(Struct, frozen=True):
             else self.units or other.units,
             unquantified=self.unquantified + other.unquantified,
             running_totals=self.running_totals + other.running_totals,
+            lone_scrapes=self.lone_scrapes + other.lone_scrapes,
             assumed=self.assumed + other.assumed,
             assumed_examined=self.assumed_examined + other.assumed_examined,
             assumed_examined_low=self.assumed_examined_low + other.assumed_examined_low,
@@ -116,6 +118,7 @@ class EngineTally(Struct, frozen=True):
             "bounded_examined_tokens": [self.bounded_examined_low, self.bounded_examined_high],
             "unquantified_intervals": self.unquantified,
             "running_totals": self.running_totals,
+            "lone_scrapes": self.lone_scrapes,
             # Exact only if every draft had k tokens: the view says so, and the bounds do not assume it.
             "assumes_full_drafts": self.assumed > 0,
             "assumed_full_draft_intervals": self.assumed,
@@ -156,6 +159,7 @@ class EngineTally(Struct, frozen=True):
             units=bounded_units,
             unquantified=data["unquantified_intervals"],
             running_totals=data.get("running_totals", 0),
+            lone_scrapes=data.get("lone_scrapes", 0),  # absent from files written before it
             assumed=data.get("assumed_full_draft_intervals", 0),
             assumed_examined=assumed[0],
             assumed_examined_low=assumed[1],

@@ -179,6 +179,8 @@ def with_engine_units(summary: Summary, plain: Plain) -> dict[str, Any]:
         if low_error is not None and high_error is not None:
             errors = (low_error, high_error)
             alpha_ci = bounds_interval(alpha_bounds, errors, df, ceiling=1.0, tokens=(examined[1], examined[0]))
+        elif unit_count == 1:
+            errors, alpha_ci = lone_unit_interval(alpha_bounds, examined)
     how["alpha"] = BOUNDED if alpha_bounds is None or alpha_bounds[0] != alpha_bounds[1] else EXACT
     how["per_position"] = BOUNDED
 
@@ -321,6 +323,21 @@ def _step_positions(summary: Summary, histogram: tuple[int, ...] | None, steps: 
         bounds = (kept / most, kept / fewest) if fewest else None
         rows.append(StepPosition(position, kept, kept / steps, bounds))
     return tuple(rows)
+
+
+def lone_unit_interval(
+    bounds: tuple[float, float], examined: tuple[int, int]
+) -> tuple[tuple[float, float], tuple[float, float] | None]:
+    """The standard errors and the Imbens-Manski interval of alpha's bounds when the input is one unit (one
+    scrape of a server's counters, one request's line): no spread between units to measure it by.
+
+    Each bound's error is then the i.i.d. model's over its own tokens, sqrt(b (1 - b) / E) (E the examined
+    tokens behind that bound), the interval each end's score bound at those tokens: conditional on these
+    prompts, as the interval of an exact scrape's runs is, which vLLM's per-position counters give."""
+    (low, high), (most, fewest) = bounds, (examined[1], examined[0])
+    errors = (math.sqrt(low * (1 - low) / most), math.sqrt(high * (1 - high) / fewest))
+    # Tokens are the model's units: Student t at their count less one, as runs are for a log without clusters.
+    return errors, bounds_interval(bounds, errors, max(1, fewest - 1), ceiling=1.0, tokens=(most, fewest))
 
 
 def bounds_interval(

@@ -22,7 +22,9 @@ import numpy.typing as npt
 from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.rule.intervals import ONE_SCRAPE
 from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
+from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
 from specaccept_cli.summary.state import CountMatrix, Groups, Summary, group_key
@@ -127,19 +129,27 @@ IntArray = npt.NDArray[np.int64]
 
 # Formats whose figures are totals since the server started, repeating the per-request lines' counts.
 RUNNING_TOTALS = frozenset({"llamacpp-stats"})
+# Lines of one request each (llama.cpp's `slot print_timing` draft acceptance line, tools/server/server-context.cpp):
+# every one is a request, the unit the intervals sum over, as with per-request payloads; not an interval of many.
+PER_REQUEST_LINES = frozenset({"llamacpp-request", "llamacpp-request-meanlen", "llamacpp-request-perpos"})
+REQUEST_FIELD = "request_id"  # the cluster field of per-request input: the name logged runs use by default
 
 
 def interval_summary(interval: EngineInterval) -> Summary:
     """One interval as a summary part: exact counts when recovered, else totals and bounds only."""
     said = "; ".join((interval.describe(), *interval.notes))
+    one_request = interval.fmt in PER_REQUEST_LINES
     common = EngineTally(
         engines=(interval.engine,),
         formats=(interval.fmt,),
         intervals=1,
+        requests=1 if one_request else 0,
+        lone_scrapes=1 if ONE_SCRAPE in interval.notes else 0,
         examples=(f"{interval.source}:{interval.line}: {said}",),
     )
     if interval.fmt in RUNNING_TOTALS:
         return Summary(engine=replace(common, intervals=0, running_totals=1))
+    key = cluster_hash(f"{interval.source}:{interval.line}#{interval.fmt}")
     if interval.counts is not None:
         recovered = replace(common, recovered=1)
         bounds = interval.unassumed_examined_bounds
@@ -151,7 +161,12 @@ def interval_summary(interval: EngineInterval) -> Summary:
                 assumed_examined_low=bounds[0],
                 assumed_examined_high=bounds[1],
             )
-        return Summary(counts=interval.counts, engine=recovered)
+        clusters = None
+        if one_request:  # the request's runs in its own cluster, as a payload's are
+            k, accepted = interval_runs(interval.counts)
+            keys = np.full(k.shape[0], key, dtype=np.uint64)
+            clusters = ClusterTally.of_runs(REQUEST_FIELD, keys, k, accepted) if k.shape[0] else None
+        return Summary(counts=interval.counts, clusters=clusters, engine=recovered)
     if interval.accepted is None or interval.draft_tokens is None:
         return Summary(engine=replace(common, unquantified=1))
     examined = (
@@ -167,7 +182,6 @@ def interval_summary(interval: EngineInterval) -> Summary:
         examined,
         interval.k,
     )
-    key = cluster_hash(f"{interval.source}:{interval.line}#{interval.fmt}")
     histogram = interval.accepted_hist
     units = BoundedUnits.one(key, steps, interval.accepted, interval.draft_tokens, examined, histogram)
     return Summary(engine=replace(common, bounded=1, units=units))

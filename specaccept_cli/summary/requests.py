@@ -27,14 +27,12 @@ from specaccept_cli.summary.bounded import BoundedUnits, added_histograms, steps
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.engine import MAX_KEPT_INTERVALS, EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
-from specaccept_cli.summary.intervals import interval_runs
+from specaccept_cli.summary.intervals import REQUEST_FIELD, interval_runs
 from specaccept_cli.summary.state import Groups, Summary, group_key
 from specaccept_cli.summary.windows import WindowTally
 
 if TYPE_CHECKING:
     from specaccept_cli.rule.requests import RequestRecord
-
-REQUEST_FIELD = "request_id"  # the cluster field of payload summaries: the same name logged runs use by default
 
 
 def request_parts(

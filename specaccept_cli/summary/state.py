@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,19 +21,17 @@ from msgspec.structs import force_setattr, replace
 
 from specaccept_cli.errors import MAX_KEPT_ERRORS, SkippedRow
 from specaccept_cli.rule.vectorized import BatchOutcome
+from specaccept_cli.summary.clusters import ClusterTally  # at run time: help(Summary) resolves its fields
 from specaccept_cli.summary.engine import EngineTally
+from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.groups import SIDE, GroupColumns
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.tokens import TokenTally
 from specaccept_cli.summary.windows import WindowTally
 
-if TYPE_CHECKING:  # clusters.py imports group_key from here
-    from specaccept_cli.summary.clusters import ClusterTally
-    from specaccept_cli.summary.first_runs import FirstRuns
-
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally", TokenTally, "FirstRuns")
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, ClusterTally, TokenTally, FirstRuns)
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -181,6 +179,16 @@ class Summary(Struct, frozen=True):
         # values, which groups do not split (a whole equals the sum of its groups); TokenTally's own == is exact
         # and tested on merges and files
 
+    def without_clusters(self) -> Summary:
+        """This summary with its per-cluster sums left out (in every group too), so that it adds to one
+        without clusters. Its intervals are then over runs: no cluster-level (per-request) variance,
+        which holds only for a replayed prompt set, and the views say so as they do for any such log."""
+        groups = self.groups
+        if isinstance(groups, Groups):  # __post_init__ makes every mapping one
+            extras = {key: replace(extra, clusters=None) for key, extra in groups.extras.items()}
+            groups = Groups(groups.columns, {key: extra for key, extra in extras.items() if extra != Summary()})
+        return replace(self, clusters=None, groups=groups)
+
     # --- counters -------------------------------------------------------------------
 
     @property
@@ -226,7 +234,11 @@ class Summary(Struct, frozen=True):
 def _add_clusters(left: Summary, right: Summary) -> ClusterTally | None:
     """Cluster tallies add key by key; a side with runs but no tally would leave them out of the clusters."""
     if (left.clusters is None) != (right.clusters is None) and (left.runs if left.clusters is None else right.runs):
-        raise ValueError("cannot add a summary without clusters to one with clusters")
+        raise ValueError(
+            "cannot add a summary without clusters to one with clusters: the runs of the one without belong to "
+            "no request, so the sum would have no cluster-level variance. Summarise both with the same cluster "
+            "field (Plan(cluster_field=...)), or add the other's .without_clusters() for intervals over runs"
+        )
     return _add_optional(left.clusters, right.clusters)
 
 

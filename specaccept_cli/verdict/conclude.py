@@ -356,10 +356,11 @@ def skipped_phrase(summary: Summary) -> str:
 
 
 def skipped_entries(findings: Findings) -> list[VerdictEntry]:
+    """What the input left out; or, when it held nothing at all, that nothing was read."""
     summary, spec = findings.summary, findings.spec
     skipped = summary.skipped_rows + summary.skipped_sources
     if not skipped:
-        return []
+        return empty_entries(findings)
     phrase = skipped_phrase(summary)
     entries = []
     if spec.max_errors is not None and skipped > spec.max_errors:
@@ -378,10 +379,65 @@ def skipped_entries(findings: Findings) -> list[VerdictEntry]:
     return entries
 
 
+def empty_entries(findings: Findings) -> list[VerdictEntry]:
+    """Input that held nothing to read (no bytes, or blank lines only): not a failure, but never a silent `ok`."""
+    summary = findings.summary
+    if summary.runs or summary.skipped_rows or summary.skipped_sources:
+        return []
+    engine = summary.engine
+    if engine is not None and (engine.intervals or engine.lines):
+        return []
+    text = "nothing was read: the input holds no rows (it is empty, or blank lines only)"
+    return [_entry("input", "warn", text, Issue("input", "empty"))]
+
+
+# Bounds wider than this cannot be read against a gate or a baseline, whose steps are hundredths of alpha
+# (--max-drop 0.02): alpha's bounds over 0.1 apart, tokens per pass's top over 1.25 times its bottom.
+TOO_WIDE_ALPHA = 0.1
+TOO_WIDE_TOKENS_PER_PASS = 1.25
+PINNED_DOWN = "input that logs every verify step pins it down"
+
+
+def wide_bounds_entries(findings: Findings) -> list[VerdictEntry]:
+    """A plain word where a figure's bounds are too wide to act on, and why: the input logs totals only."""
+    identified = findings.numbers.identified
+    if identified is None:
+        return []
+    entries = []
+    alpha = identified.alpha_bounds
+    if alpha is not None and alpha[1] - alpha[0] > TOO_WIDE_ALPHA:
+        text = (
+            f"alpha is only known to lie between {alpha[0]:.4f} and {alpha[1]:.4f}, too wide to act on: "
+            f"{identified.reason()}; {PINNED_DOWN}"
+        )
+        entries.append(_entry("intervals", "warn", text, Issue("intervals", "too_wide", "alpha")))
+    tokens, steps = identified.tokens_per_pass_bounds, identified.runs_bounds
+    if tokens is not None and steps is not None and tokens[1] > TOO_WIDE_TOKENS_PER_PASS * tokens[0]:
+        text = (
+            f"tokens per pass is only known to lie between {tokens[0]:.4f} and {tokens[1]:.4f}, too wide to act on: "
+            f"the input gives no count of verify steps, only totals that allow {steps[0]:,} to {steps[1]:,}; "
+            + PINNED_DOWN
+        )
+        entries.append(_entry("intervals", "warn", text, Issue("intervals", "too_wide", "tokens_per_pass")))
+    return entries
+
+
+def since_start_entries(findings: Findings) -> list[VerdictEntry]:
+    """One scrape alone counts since the server started: say so where the figures are, not only under --full."""
+    engine = findings.summary.engine
+    if engine is None or not engine.lone_scrapes:
+        return []
+    text = (
+        "one scrape: its counts are since the server started (or its counters were reset), not over a span of "
+        "your choosing; two scrapes give the interval between them"
+    )
+    return [_entry("intervals", "warn", text, Issue("intervals", "since_start"))]
+
+
 def interval_entries(findings: Findings) -> list[VerdictEntry]:
     numbers = findings.numbers
     identified = numbers.identified
-    entries = []
+    entries = [*since_start_entries(findings), *wide_bounds_entries(findings)]
     if identified is not None and identified.rates_only:
         units = identified.exact_units + identified.bounded_units + identified.rates_only
         text = (

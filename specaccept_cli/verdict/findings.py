@@ -6,18 +6,17 @@ Plain frozen data. Texts are our own words, never an option's name: the command 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from msgspec import Struct
 
+# At run time, not under TYPE_CHECKING: help() and inspect.signature() resolve the records' field types.
+from specaccept_cli.summary.estimates import Estimates
+from specaccept_cli.summary.first_runs import FirstRuns
+from specaccept_cli.summary.server import ReportedTally, SamplerTally, TestResult
+from specaccept_cli.summary.state import Summary
+from specaccept_cli.summary.windows import Drift, WindowEstimate, WindowTally
 from specaccept_cli.verdict.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE, Comparison, GateResult, Issue
-
-if TYPE_CHECKING:
-    from specaccept_cli.summary.estimates import Estimates
-    from specaccept_cli.summary.first_runs import FirstRuns
-    from specaccept_cli.summary.server import ReportedTally, SamplerTally, TestResult
-    from specaccept_cli.summary.state import Summary
-    from specaccept_cli.summary.windows import Drift, WindowEstimate, WindowTally
 
 Status = Literal["ok", "warn", "fail"]
 

@@ -198,7 +198,9 @@ def test_bounds_only_logs_give_bounds_not_a_number(tmp_path: Path) -> None:
     assert 0 < low < high < 1 and data["engine"]["alpha_bounds_all_intervals"] == [low, high]
     ci_low, ci_high = data["alpha_bounds_ci"]
     assert ci_low < low and high < ci_high <= 1
-    assert data["identification"]["alpha"] == "bounded" and data["intervals_bounded"] == 4
+    # Each of llama.cpp's print_timing lines is one request: the units are requests (issue 43), not intervals.
+    assert data["identification"]["alpha"] == "bounded" and data["requests_bounded"] == 4
+    assert data["clustering"] == {"over": "requests", "field": "request_id", "requests": 4}
     assert data["engine"]["running_totals"] == 1  # llama.cpp's statistics line repeats the requests' counts
     markdown = invoke("audit", str(SAMPLES / "llamacpp.log"), "-o", "markdown")
     assert "### Engine metrics: llama.cpp" in markdown.stdout and "draft acceptance" in markdown.stdout

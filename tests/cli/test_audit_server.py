@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from specaccept_cli.cli.ways_out import SKIP
 from tests.helpers import (
     FIRST_EXAMPLE,
     invoke,
@@ -153,7 +154,7 @@ def test_greedy_by_hand_and_bad_rows(tmp_path: Path) -> None:
     assert "d[0] is 1.5, not a token id" in result.stderr
     nulls = write_jsonl(tmp_path / "nulls.jsonl", [{"d": [1, None], "t": [1, 2]}])
     result = invoke("audit", str(nulls), "--draft-tokens-field", "d", "--target-tokens-field", "t")
-    assert result.exit_code == 2 and result.stderr.endswith(f"{nulls}:1: d[1] is null, not a token id\n")
+    assert result.exit_code == 2 and result.stderr.endswith(f"{nulls}:1: d[1] is null, not a token id; {SKIP}\n")
     half = invoke("audit", str(path), "--draft-tokens-field", "d")
     assert half.exit_code == 2 and "both --draft-tokens-field and --target-tokens-field" in half.stderr
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from specaccept_cli.cli.ways_out import SKIP
 from tests.helpers import invoke
 
 GOOD_VLLM = (
@@ -89,7 +90,7 @@ PROM_CASES = [
 def _check(path: Path, line: int, said: str) -> None:
     failed = invoke("audit", str(path), "-o", "json")
     assert failed.exit_code == 2
-    assert failed.stderr == f"specaccept: {path}:{line}: {said}\n"
+    assert failed.stderr == f"specaccept: {path}:{line}: {said}; {SKIP}\n"  # and its way out (issue 43)
     assert failed.stdout == ""
     skipped = invoke("audit", str(path), "-o", "json", "--on-error", "skip")
     assert "Traceback" not in skipped.stderr
@@ -116,7 +117,7 @@ def test_a_scrape_value_that_is_no_count_is_named_at_its_line(
     if line == 4 and "NaN" in said:  # two scrapes: one interval between them, and it is the bad one
         failed = invoke("audit", str(path), "-o", "json")
         assert failed.exit_code == 2
-        assert failed.stderr == f"specaccept: {path}:{line}: {said}\n"
+        assert failed.stderr == f"specaccept: {path}:{line}: {said}; {SKIP}\n"  # and its way out (issue 43)
         return
     _check(path, line, said)
 

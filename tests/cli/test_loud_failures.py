@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from specaccept_cli.cli.ways_out import SKIP
 from tests.helpers import FIRST_EXAMPLE, MODEL_ROWS, invoke, invoke_env, write_jsonl
 
 
@@ -62,9 +63,12 @@ def test_messages_name_values_plainly(tmp_path: Path) -> None:
     result = invoke("audit", "-", "--max-rows", "x", input=b"")
     assert result.exit_code == 2 and "'x' is not a valid integer." in result.stderr
     nested = write_jsonl(tmp_path / "nested.jsonl", [{"p": [0.5], "q": [0.5], "r": [[0.1]]}])
-    assert invoke("audit", str(nested)).stderr == f"specaccept: {nested}:1: r[0] is an array, not a number\n"
+    assert invoke("audit", str(nested)).stderr == f"specaccept: {nested}:1: r[0] is an array, not a number; {SKIP}\n"
     row = write_jsonl(tmp_path / "object.jsonl", [{"p": [0.5], "q": {"a": 1}, "r": [0.1]}])
-    assert invoke("audit", str(row)).stderr == f"specaccept: {row}:1: 'q' is an object, not a list of numbers\n"
+    assert invoke("audit", str(row)).stderr == (
+        f"specaccept: {row}:1: 'q' is an object, not a list of numbers; "
+        "name the field that holds q with --q-field NAME (a dotted path reaches inside objects)\n"
+    )
 
 
 @pytest.mark.parametrize(

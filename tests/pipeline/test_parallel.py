@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from specaccept_cli.cli.ways_out import SKIP
 from specaccept_cli.errors import InputError
 from specaccept_cli.pipeline import parallel
 from specaccept_cli.pipeline.parallel import evaluate_source, newline_aligned_ranges
@@ -273,7 +274,9 @@ def test_cli_gzip_on_stdin_with_a_bad_row_in_a_late_block(big_log: Path, tmp_pat
     assert results[0] == results[1]
     status, stdout, stderr = results[1]
     assert status == 2
-    assert stderr.decode().strip() == "specaccept: <stdin>:30001: r[0] = -0.25 is out of range (r must be in [0, 1])"
+    assert stderr.decode().strip() == (
+        f"specaccept: <stdin>:30001: r[0] = -0.25 is out of range (r must be in [0, 1]); {SKIP}"  # and its way out
+    )
     assert 0 < stdout.count(b"\n") < 30000  # runs of the blocks before the bad row's, in order
 
 

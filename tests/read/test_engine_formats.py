@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
+from specaccept_cli.cli.ways_out import SKIP
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines import EngineInterval, parse_engine_log, parse_prometheus_scrapes, sniff_engine_format
 from specaccept_cli.read.payloads import parse_payloads
@@ -316,8 +317,8 @@ def test_an_unreadable_engine_line_stops_the_default_policy_and_skip_reads_every
     default = invoke("audit", str(log))
     assert default.exit_code == 2
     assert default.stderr.strip().splitlines() == [
-        f"specaccept: {log}:2: a vLLM v0 'Speculative metrics' line in no known layout (vllm/engine/metrics.py)"
-    ]
+        f"specaccept: {log}:2: a vLLM v0 'Speculative metrics' line in no known layout (vllm/engine/metrics.py); {SKIP}"
+    ]  # and its way out, which the rest of this test takes
     skipped = invoke("audit", str(log), "--on-error", "skip", "-o", "json")
     assert skipped.exit_code == 0, skipped.stderr
     summary = orjson.loads(skipped.stdout)

@@ -22,7 +22,7 @@ from specaccept_cli.read.engines.recovery import (
     fits,
     recover_counts,
 )
-from specaccept_cli.rule.intervals import EngineInterval, LineTally, count_too_large
+from specaccept_cli.rule.intervals import ONE_SCRAPE, EngineInterval, LineTally, count_too_large
 
 # llama.cpp server, tools/server/server-context.cpp (earlier examples/server/server.cpp)
 # server_slot::print_timings(), after the "prompt eval time" / "eval time" lines:
@@ -526,7 +526,7 @@ def rounded_scrape_interval(
     except Inconsistent as exc:
         return InputError(where[2], where[3], f"inconsistent llama.cpp counters: {exc}")
     if lone:
-        rec.notes.append("one scrape: counts since the counters started")
+        rec.notes.append(ONE_SCRAPE)
     return make_interval(
         where,
         draft_tokens=drafted[0],

@@ -25,7 +25,7 @@ from specaccept_cli.read.engines.recovery import (
     from_exact_positions,
     recover_counts,
 )
-from specaccept_cli.rule.intervals import EngineInterval, count_too_large
+from specaccept_cli.rule.intervals import ONE_SCRAPE, EngineInterval, count_too_large
 
 # ---------------------------------------------------------------------------------------------
 # Log lines
@@ -491,7 +491,7 @@ def prometheus_intervals(
             yield InputError(source, after.line, f"inconsistent {who} counters: {exc}")
             continue
         if before is None:
-            rec.notes.append("one scrape: counts since the counters started")
+            rec.notes.append(ONE_SCRAPE)
         rec.notes.extend(notes)
         yield _scrape_interval(series, source, after, printed, draft_tokens, accepted, rec)
 

@@ -24,6 +24,7 @@ Sources:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
@@ -93,7 +94,6 @@ def _record(
     meta: dict[str, Any], stats: object, root: dict[str, Any], fmt: str, drift: Drift
 ) -> RequestRecord | BadRecord | None:
     spec_keys = {name: meta[name] for name in meta if str(name).startswith("spec_")}
-    drift.note(f"SGLang {fmt}", spec_keys, KNOWN_SPEC)
     defaults = fmt == "sglang-sglext"  # spec_tokens_details_from_meta_info fills absent fields with 0 / []
     try:
         verify = count(meta, "spec_verify_ct")
@@ -107,6 +107,8 @@ def _record(
         hist = None if hist_name is None else histogram(meta[hist_name], hist_name)
         if defaults and hist == ():
             hist = None
+        totals = _totals(meta, verify, accepted, proposed, hist)
+        drift.note(f"SGLang {fmt}", _not_repeats(spec_keys, totals), KNOWN_SPEC)
         rates = {}
         rate = meta.get("spec_accept_rate")
         if rate is not None and not (defaults and rate == 0 and accepted):
@@ -121,7 +123,7 @@ def _record(
             )
         per_acc = per_ver = None
         if stats is not None:
-            per_acc, per_ver = _steps(stats, verify, accepted, proposed, drift, fmt)
+            per_acc, per_ver = _steps(stats, verify, accepted, proposed, drift, fmt, totals)
             if per_acc is not None:
                 k = None  # the ragged widths are the truth; the nominal width is not a bound
                 proposed = sum(per_ver or ())
@@ -179,13 +181,49 @@ def chain_width(width: int, hist: tuple[int, ...] | None) -> tuple[int | None, s
     )
 
 
+def _totals(
+    meta: dict[str, Any], verify: int | None, accepted: int | None, proposed: int | None, hist: tuple[int, ...] | None
+) -> list[object]:
+    """The request's totals as read, and the rates and lengths they give: a field of another name that repeats
+    one of them exactly (a summary block restating the counters) adds nothing, so it is no unknown field."""
+    values: list[object] = [value for value in (verify, accepted, proposed) if value is not None]
+    values += [meta[name] for name in ("spec_accept_rate", "spec_accept_length") if meta.get(name) is not None]
+    if hist is not None:
+        values.append(list(hist))
+    if accepted is not None and proposed:
+        values.append(accepted / proposed)
+    if accepted is not None and verify:
+        values += [accepted / verify, 1 + accepted / verify]
+    return values
+
+
+def _repeats(value: object, totals: list[object]) -> bool:
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, int | float):
+        return any(
+            isinstance(total, int | float) and math.isclose(value, total, rel_tol=1e-9, abs_tol=0.0) for total in totals
+        )
+    return isinstance(value, list) and any(value == total for total in totals if isinstance(total, list))
+
+
+def _not_repeats(fields: dict[str, Any], totals: list[object]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if not _repeats(value, totals)}
+
+
 def _steps(
-    stats: object, verify: int | None, accepted: int | None, proposed: int | None, drift: Drift, fmt: str
+    stats: object,
+    verify: int | None,
+    accepted: int | None,
+    proposed: int | None,
+    drift: Drift,
+    fmt: str,
+    totals: list[object],
 ) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     """Per-step (accepted, drafted) from `accept_lengths` / `verify_lengths`, when the counters pin the conventions."""
     if not isinstance(stats, dict):
         raise BadRecord("speculative_decoding_stats is not an object")
-    drift.note(f"SGLang {fmt} speculative_decoding_stats", stats, STATS_KNOWN)
+    drift.note(f"SGLang {fmt} speculative_decoding_stats", _not_repeats(stats, totals), STATS_KNOWN)
     if stats.get("accept_lengths") is None or stats.get("verify_lengths") is None:
         return None, None
     acc = counts(stats["accept_lengths"], "accept_lengths")
