@@ -60,7 +60,7 @@ def test_faulty_counts_by_hand() -> None:
     counts = faulty_counts(batch, outcome)
     assert counts["strict-inequality"].tolist() == [1]  # 0.25 < 0.25 fails
     assert counts["no-prefix-break"].tolist() == [3]
-    assert counts["target-probability-only"].tolist() == [1]  # 0.25 <= 0.2 fails
+    assert counts["greedy-draft"].tolist() == [1]  # 0.25 <= 0.2 fails
     assert counts["bonus-counted"].tolist() == [4]
 
 
@@ -252,3 +252,53 @@ def test_sampler_tally_is_the_token_by_token_count(rows: list[dict[str, object]]
     assert (tallied.examined_tokens, tallied.accepted_tokens) == (examined, accepted)
     assert (tallied.expected_fixed, tallied.variance_fixed) == (expected, variance)
     assert np.array_equal(tallied.threshold_bins, bins) and np.array_equal(tallied.r_histogram, r_bins)
+
+
+@pytest.mark.parametrize(
+    ("fault", "verdict"),
+    [("greedy-draft", "design"), ("strict-inequality", "lossy"), ("no-prefix-break", "miscounted")],
+)
+def test_the_rule_that_explains_the_counts_is_named_with_its_evidence_and_verdict(fault: str, verdict: str) -> None:
+    """r <= p is the engine's design (vLLM without draft probabilities), a strict `<` a loss of exactness, a
+    counter that runs past the first rejection a wrong count over right decisions."""
+    target, draft = model_pair(vocab=12, quality=0.3, seed=3, top_k=3)
+    rows = list(speculative_runs(target, draft, runs=2000, k=6, seed=5, fault=fault, r_levels=256))
+    reported, _ = tally(rows)
+    named = reported.named()
+    assert named is not None and named["rule"] == fault and named["verdict"] == verdict
+    assert named["alone"] > 0 and named["evidence"]
+    lines = {example.line: example.rules for example in reported.examples}
+    assert all(lines[item["line"]] == (fault,) for item in named["evidence"])  # runs no other rule explains
+    assert reported.summary_keys()["server_rule"] == named
+
+
+def test_greedy_draft_counts_are_the_tables_recompute() -> None:
+    """The audit's r <= p is the registry's greedy-draft rule: q is ignored, ties keep."""
+    from specaccept_cli.rule.chains import greedy_draft_scalar
+
+    rows = [
+        {"p": [0.3, 0.3, 0.9], "q": [0.1, 0.1, 0.2], "r": [0.3, 0.31, 0.1], "reported": 1},
+        {"p": [0.0, 0.5], "q": [0.5, 0.5], "r": [0.0, 0.9], "reported": 1},
+    ]
+    batch = batch_of(rows)
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
+    counts = faulty_counts(batch, outcome)["greedy-draft"].tolist()
+    assert counts == [greedy_draft_scalar({"p": row["p"], "r": row["r"]}, {}) for row in rows] == [1, 1]  # type: ignore[arg-type]
+
+
+def test_a_summary_saved_under_the_former_name_reads() -> None:
+    target, draft = model_pair(vocab=12, quality=0.3, seed=3, top_k=3)
+    rows = list(speculative_runs(target, draft, runs=500, k=6, seed=5, fault="greedy-draft"))
+    whole, _ = tally(rows)
+    saved = whole.to_dict()
+    former = {
+        **saved,
+        "explains": {("target-probability-only" if k == "greedy-draft" else k): v for k, v in saved["explains"].items()},
+        "alone": {("target-probability-only" if k == "greedy-draft" else k): v for k, v in saved["alone"].items()},
+        "examples": [
+            {**item, "rules": ["target-probability-only" if r == "greedy-draft" else r for r in item["rules"]]}
+            for item in saved["examples"]
+        ],
+    }
+    assert ReportedTally.from_dict(former) == whole
+    assert whole.explains["greedy-draft"] == whole.mismatches > 0
