@@ -518,9 +518,7 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
     named = reported.named()
     if named is not None:
         alone = "" if named["alone"] is None else f"{named['alone']:,}"  # the runs only it explains: its evidence
-        rows.append(
-            AuditRow((f"verdict: {named['rule']}", alone, f"{named['verdict']}: {named['meaning']}"))
-        )
+        rows.append(AuditRow((f"verdict: {named['rule']}", alone, f"{named['verdict']}: {named['meaning']}")))
     tables = [
         AuditTable(
             title="Reported counts (a mismatch may be reproduced exactly by several faulty rules)",

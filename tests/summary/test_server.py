@@ -276,14 +276,15 @@ def test_greedy_draft_counts_are_the_tables_recompute() -> None:
     """The audit's r <= p is the registry's greedy-draft rule: q is ignored, ties keep."""
     from specaccept_cli.rule.chains import greedy_draft_scalar
 
-    rows = [
-        {"p": [0.3, 0.3, 0.9], "q": [0.1, 0.1, 0.2], "r": [0.3, 0.31, 0.1], "reported": 1},
-        {"p": [0.0, 0.5], "q": [0.5, 0.5], "r": [0.0, 0.9], "reported": 1},
+    steps = [{"p": [0.3, 0.3, 0.9], "r": [0.3, 0.31, 0.1]}, {"p": [0.0, 0.5], "r": [0.0, 0.9]}]
+    rows: list[dict[str, object]] = [
+        {**steps[0], "q": [0.1, 0.1, 0.2], "reported": 1},
+        {**steps[1], "q": [0.5, 0.5], "reported": 1},
     ]
     batch = batch_of(rows)
     outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
     counts = faulty_counts(batch, outcome)["greedy-draft"].tolist()
-    assert counts == [greedy_draft_scalar({"p": row["p"], "r": row["r"]}, {}) for row in rows] == [1, 1]  # type: ignore[arg-type]
+    assert counts == [greedy_draft_scalar(step, {}) for step in steps] == [1, 1]
 
 
 def test_a_summary_saved_under_the_former_name_reads() -> None:
@@ -291,14 +292,15 @@ def test_a_summary_saved_under_the_former_name_reads() -> None:
     rows = list(speculative_runs(target, draft, runs=500, k=6, seed=5, fault="greedy-draft"))
     whole, _ = tally(rows)
     saved = whole.to_dict()
+
+    def renamed(name: str) -> str:
+        return "target-probability-only" if name == "greedy-draft" else name
+
     former = {
         **saved,
-        "explains": {("target-probability-only" if k == "greedy-draft" else k): v for k, v in saved["explains"].items()},
-        "alone": {("target-probability-only" if k == "greedy-draft" else k): v for k, v in saved["alone"].items()},
-        "examples": [
-            {**item, "rules": ["target-probability-only" if r == "greedy-draft" else r for r in item["rules"]]}
-            for item in saved["examples"]
-        ],
+        "explains": {renamed(name): runs for name, runs in saved["explains"].items()},
+        "alone": {renamed(name): runs for name, runs in saved["alone"].items()},
+        "examples": [{**item, "rules": [renamed(name) for name in item["rules"]]} for item in saved["examples"]],
     }
     assert ReportedTally.from_dict(former) == whole
     assert whole.explains["greedy-draft"] == whole.mismatches > 0
