@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from msgspec import Struct, field
+from msgspec import Struct
 
 from specaccept_cli.rule.batch import FloatArray, IntArray
 from specaccept_cli.rule.steps import ChainSteps, TreeSteps
@@ -56,7 +56,6 @@ class Pass(Struct):
     steps: ChainSteps | TreeSteps  # one logged step per stream, in the rule's row contract
     accepted: IntArray  # (streams,) accepted length (chains) or depth (trees), as this decoder decided
     emitted: IntArray  # (streams, longest + 1)
-    extra: dict[str, Any] = field(default_factory=dict)  # rows' per-step fields beyond the rule's (none yet)
 
 
 def draw(rng: np.random.Generator, rows: FloatArray) -> IntArray:
