@@ -90,7 +90,7 @@ def test_a_step_that_breaks_its_rules_contract_is_refused_counted_and_logged_onc
         assert not recorder.record_step("tree-match", {"token": [1]})  # a tree rule needs nodes
         assert not recorder.record_step("typical", {"p": [0.5], "entropy": [1.0]}, params={"delta": 0.3})
         assert not recorder.record_step("strict", {"p": [0.5]})
-        assert not recorder.record_step("argmax", {"draft_tokens": [1], "target_tokens": [1]}, rule_of="x", nodes=[])
+        assert not recorder.record_step("argmax", {"draft_tokens": [1], "target_tokens": [1]}, nodes=[])  # a chain
         assert not recorder.record_step("greedy-draft", {"p": [0.5], "r": [0.1]}, residual="label")
         assert not recorder.record([0.5], [0.5], [0.5], rule="block")  # not a p, q, r rule
         assert recorder.record_step("greedy-draft", {"p": [0.5], "q": [0.9], "r": [0.1]})  # q is kept, ignored
