@@ -240,6 +240,7 @@ RULE_STREAMS = 64  # streams decoded side by side: each row is one verify step o
 RULE_VOCAB = 8
 RULE_QUALITY = 0.5  # how far the draft agrees with the target (1: the target itself)
 MAX_TREE_NODES = 1024  # a whole tree's drafted nodes (width + width^2 + ... + width^depth)
+RULE_CHUNK_ROWS = 4096
 
 
 def parse_tree_shape(text: str) -> tuple[int, int]:
@@ -285,6 +286,7 @@ def simulate_rule(
     else:
         passes = chain_passes(name, target, draft, rng, streams=streams, k_low=k_low, k_high=k_high)
     written = 0
+    rows: list[dict[str, object]] = []
     while written < runs:
         step = next(passes)
         steps = step.steps
@@ -293,7 +295,6 @@ def simulate_rule(
         params = {param: values.tolist() for param, values in steps.params.items()}
         parents = steps.parent.tolist() if isinstance(steps, TreeSteps) else None
         accepted = step.accepted.tolist()
-        rows: list[dict[str, object]] = []
         for stream in range(min(streams, runs - written)):
             start, end = bounds[stream], bounds[stream + 1]
             row: dict[str, object] = {"id": written, "request_id": f"stream-{stream}", "rule": name}
@@ -308,7 +309,9 @@ def simulate_rule(
             row["accepted"] = accepted[stream]
             rows.append(row)
             written += 1
-        yield rows
+        if len(rows) >= RULE_CHUNK_ROWS or written >= runs:  # a Parquet row group's worth at a time
+            yield rows
+            rows = []
 
 
 def write_rule_jsonl(chunks: Iterator[list[dict[str, object]]], out: SupportsWrite[bytes]) -> int:

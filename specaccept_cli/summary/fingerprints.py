@@ -233,9 +233,8 @@ def _greedy(summary: Summary) -> Fingerprint | None:
     return Fingerprint(
         GREEDY,
         f"q = 1 for all {sampled:,} logged draft tokens: the draft's probabilities are one-hot (vLLM's default "
-        "draft_sample_method: greedy), so the rule reduces to r <= p (the rule greedy-draft: the engine's design, "
-        "lossless when a rejection resamples from the target without the rejected token); alpha is the target's "
-        "probability of the draft's choice, and sampling from the draft distribution is not exercised",
+        "draft_sample_method: greedy), so the rule reduces to r <= p (greedy-draft, the engine's design); alpha is "
+        "the target's probability of the draft's choice, and sampling from the draft distribution is not exercised",
     )
 
 

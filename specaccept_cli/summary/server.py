@@ -80,6 +80,12 @@ VERDICTS: dict[str, Verdict] = {
         "reported length; the output is unaffected",
     ),
 }
+# The verdicts in a few words, for one-line messages.
+VERDICT_WORDS = {
+    "design": "the engine's design, not a bug",
+    "lossy": "a loss of exactness",
+    "miscounted": "right decisions, a wrong count",
+}
 MAX_EVIDENCE = 5  # lines of runs only the named rule explains, shown as its evidence
 MAX_EXAMPLES = 20
 R_HISTOGRAM_BINS = 4096
@@ -261,6 +267,7 @@ class ReportedTally(Struct):
             "alone": top.get("alone"),
             "evidence": [{"source": example.source, "line": example.line} for example in only],
             "verdict": verdict.kind,
+            "in_short": VERDICT_WORDS[verdict.kind],
             "meaning": verdict.meaning,
         }
 
