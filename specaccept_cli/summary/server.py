@@ -85,7 +85,45 @@ VERDICT_WORDS = {
     "design": "the engine's design, not a bug",
     "lossy": "a loss of exactness",
     "miscounted": "right decisions, a wrong count",
+    "exact": "the target's distribution, kept",
+    "measures-nothing": "configured acceptance, nothing measured",
 }
+SYNTHETIC = "synthetic"  # vLLM's `rejection_sample_method: synthetic`: not a rule of the table, nothing decides
+
+
+def rule_verdict(name: str, params: dict[str, float] | None = None) -> Verdict:
+    """The verdict on a server that runs a rule of the table (by name or alias, with its step's parameters),
+    from the table itself: `exact` for a rule lossless always, `design` for one lossless under a condition
+    the engine meets by design (`greedy-draft`, `argmax`, `tree-argmax`, `tree-target-cdf` at thresholds 1),
+    `lossy` for `typical` and for `tree-target-cdf` with a threshold below 1; `synthetic` acceptance (vLLM's
+    `rejection_sample_method: synthetic`) measures nothing. KeyError for a name the table does not know."""
+    if name.strip().lower() == SYNTHETIC:
+        return Verdict(
+            "measures-nothing",
+            "acceptance at configured rates: the models decide nothing, so the log "
+            "measures neither the draft nor the target (a benchmark mode)",
+        )
+    rule = rule_named(name)
+    if rule.name == "greedy-draft":
+        return VERDICTS["greedy-draft"]
+    lowered = [
+        param.name
+        for param in rule.params
+        if param.default == 1.0 and float((params or {}).get(param.name, param.default)) < 1.0
+    ]
+    if lowered:
+        return Verdict(
+            "lossy",
+            f"{rule.name} with {lowered[0]} below 1 keeps tokens the exact test rejects: "
+            f"a loss of exactness (lossless only when {rule.lossless_when})",
+        )
+    if rule.lossless == "never":
+        return Verdict("lossy", f"{rule.name}: {rule.lossless_when}")
+    if rule.lossless == "when":
+        return Verdict("design", f"{rule.name} is exact when {rule.lossless_when}")
+    return Verdict("exact", f"{rule.name} is exact: {rule.lossless_when}")
+
+
 MAX_EVIDENCE = 5  # lines of runs only the named rule explains, shown as its evidence
 MAX_EXAMPLES = 20
 R_HISTOGRAM_BINS = 4096

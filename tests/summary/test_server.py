@@ -304,3 +304,37 @@ def test_a_summary_saved_under_the_former_name_reads() -> None:
     }
     assert ReportedTally.from_dict(former) == whole
     assert whole.explains["greedy-draft"] == whole.mismatches > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "kind"),
+    [
+        ("standard", None, "exact"),
+        ("block", None, "exact"),
+        ("sample-match", None, "exact"),
+        ("tree-residual", None, "exact"),
+        ("greedy-draft", None, "design"),
+        ("one-hot", None, "design"),
+        ("argmax", None, "design"),
+        ("tree-target-cdf", None, "design"),
+        ("tree-target-cdf", {"threshold_single": 1.0, "threshold_acc": 1.0}, "design"),
+        ("tree-target-cdf", {"threshold_acc": 0.7}, "lossy"),
+        ("SGLANG_TREE", {"threshold_single": 0.3}, "lossy"),
+        ("typical", {"epsilon": 0.09, "delta": 0.3}, "lossy"),
+        ("synthetic", None, "measures-nothing"),
+    ],
+)
+def test_the_verdict_on_any_rule_follows_the_table(name: str, params: dict[str, float] | None, kind: str) -> None:
+    from specaccept_cli.summary.server import VERDICT_WORDS, rule_verdict
+
+    verdict = rule_verdict(name, params)
+    assert verdict.kind == kind and kind in VERDICT_WORDS
+    if kind == "lossy" and params and "threshold" in next(iter(params)):
+        assert "below 1" in verdict.meaning
+
+
+def test_a_name_outside_the_table_has_no_verdict() -> None:
+    from specaccept_cli.summary.server import rule_verdict
+
+    with pytest.raises(KeyError, match="unknown rule 'strict'"):
+        rule_verdict("strict")
