@@ -507,9 +507,7 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
         )
         for item in reported.diagnosis()
     ]
-    rows.append(
-        AuditRow(("unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count"), True)
-    )
+    rows.append(AuditRow(("unexplained", f"{reported.unexplained:,}", "no known rule reproduces the count"), True))
     if reported.several is not None:
         rows.append(AuditRow(("several rules", f"{reported.several:,}", "mismatches more than one rule reproduces")))
     if reported.near_ties is not None:
@@ -521,7 +519,7 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
         rows.append(AuditRow((f"verdict: {named['rule']}", alone, f"{named['verdict']}: {named['meaning']}")))
     tables = [
         AuditTable(
-            title="Reported counts (a mismatch may be reproduced exactly by several faulty rules)",
+            title="Reported counts (a mismatch may be reproduced exactly by several rules)",
             heading="Reported counts",
             columns=("check", "runs", "meaning"),
             right=("runs",),
