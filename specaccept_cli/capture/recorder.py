@@ -157,12 +157,20 @@ def _plain_values(name: str, values: Any) -> list[Any]:
         return [
             _whole(value, name) if not isinstance(value, int) or isinstance(value, bool) else value for value in listed
         ]
-    return [value if value is None or type(value) in (int, float) else float(value) for value in listed]
+    return [_number(value) for value in listed]
+
+
+def _number(value: Any) -> Any:
+    """A number as a double (ints too, so a column's type never depends on its values); anything else as it
+    is, for the contract to name (a bool, text, None)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return value
+    return float(value)
 
 
 def _step_fields(rule: Rule, fields: Any, nodes: Any, params: Any) -> dict[str, Any]:
     """A step's fields in the row contract, checked against its rule (ValueError naming the first problem)."""
-    step_params = {name: float(value) for name, value in dict(params or {}).items()}
+    step_params = {name: _number(value) for name, value in dict(params or {}).items()}
     known = {param.name for param in rule.params}
     if not set(step_params) <= known:
         extra = sorted(set(step_params) - known)[0]

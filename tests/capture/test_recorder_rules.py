@@ -93,8 +93,11 @@ def test_a_step_that_breaks_its_rules_contract_is_refused_counted_and_logged_onc
         assert not recorder.record_step("argmax", {"draft_tokens": [1], "target_tokens": [1]}, nodes=[])  # a chain
         assert not recorder.record_step("greedy-draft", {"p": [0.5], "r": [0.1]}, residual="label")
         assert not recorder.record([0.5], [0.5], [0.5], rule="block")  # not a p, q, r rule
+        assert not recorder.record_step("greedy-draft", {"p": ["0.5"], "r": [True]})  # text and bools: no numbers
+        typical = {"p": [0.5], "entropy": [1.0]}
+        assert not recorder.record_step("typical", typical, params={"epsilon": "0.1", "delta": 0.3})
         assert recorder.record_step("greedy-draft", {"p": [0.5], "q": [0.9], "r": [0.1]})  # q is kept, ignored
-    assert recorder.stats.bad_values == 10 and recorder.stats.written == 1
+    assert recorder.stats.bad_values == 12 and recorder.stats.written == 1
     messages = [record.getMessage() for record in caplog.records]
     assert sum("a step was refused" in message for message in messages) == 1
     assert "rule 'block' needs 'residual'" in " ".join(messages)
