@@ -147,3 +147,22 @@ def test_aliases_name_the_rule_in_the_rows() -> None:
     result = invoke("simulate", "--runs", "2", "--rule", "SGLANG_TREE", "--tree", "2x2", "--seed", "1")
     assert result.exit_code == 0, result.stderr
     assert [orjson.loads(line)["rule"] for line in result.stdout_bytes.splitlines()] == ["tree-target-cdf"] * 2
+
+
+def test_a_greedy_draft_log_read_under_the_seeds_rule_is_named_greedy_draft_by_design(tmp_path: Path) -> None:
+    """Items 4 and 5 together: a simulated vLLM log verified with r <= p (its `accepted` the engine's count),
+    audited under the seed's rule, is named greedy-draft with the verdict `design`; a standard log has no
+    mismatch at all."""
+    for rule, expected in (("standard", None), ("greedy-draft", "design")):
+        path = tmp_path / f"{rule}.jsonl.gz"
+        made = invoke("simulate", "--runs", "3000", "--rule", rule, "--k", "1-6", "--seed", "4", "-o", str(path))
+        assert made.exit_code == 0, made.stderr
+        audit = invoke("audit", str(path), "--reported-field", "accepted", "-o", "json")
+        summary = orjson.loads(audit.stdout)
+        if expected is None:
+            assert summary["mismatches"] == 0 and summary["server_rule"] is None
+        else:
+            named = summary["server_rule"]
+            assert summary["mismatches"] > 0 and summary["unexplained"] == 0
+            assert named["rule"] == "greedy-draft" and named["verdict"] == expected
+            assert named["explains"] == summary["mismatches"]
