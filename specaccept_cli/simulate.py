@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from itertools import pairwise
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -231,4 +231,127 @@ def write_parquet(chunks: Iterator[SimulatedChunk], path: str | IO[bytes]) -> in
             columns += [pa.ListArray.from_arrays(offsets, pa.array(values)) for values in (chunk.p, chunk.q, chunk.r)]
             writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
             written += n
+    return written
+
+
+# --- logs under a rule of the table: real small-vocabulary models, decoded as the engine does -------------
+
+RULE_STREAMS = 64  # streams decoded side by side: each row is one verify step of one of them (its request_id)
+RULE_VOCAB = 8
+RULE_QUALITY = 0.5  # how far the draft agrees with the target (1: the target itself)
+MAX_TREE_NODES = 1024  # a whole tree's drafted nodes (width + width^2 + ... + width^depth)
+RULE_CHUNK_ROWS = 4096
+
+
+def parse_tree_shape(text: str) -> tuple[int, int]:
+    """`2x3` -> (2, 3): children per node (the top-k) and depth; ValueError when it is no such shape."""
+    width_text, times, depth_text = text.strip().lower().partition("x")
+    if not times or not width_text.isdigit() or not depth_text.isdigit():
+        raise ValueError(f"{text!r} is not a tree shape like 2x3 (children per node x depth)")
+    width, depth = int(width_text), int(depth_text)
+    if width < 1 or depth < 1:
+        raise ValueError(f"{text!r}: a tree has at least one child per node and one level")
+    return width, depth
+
+
+def _plain(values: list[float], name: str) -> list[float | None]:
+    """A column's values for a row: block's last residual (no next position) is null, as the contract says."""
+    if name == "residual" and values:
+        return [*values[:-1], None]
+    return list(values)
+
+
+def simulate_rule(
+    rule: str,
+    runs: int,
+    seed: int | None,
+    *,
+    k_low: int = 4,
+    k_high: int = 4,
+    tree: tuple[int, int] | None = None,
+) -> Iterator[list[dict[str, object]]]:
+    """Rows under a rule of the table, `runs` in all, in chunks: {"id", "request_id", "rule", the rule's fields
+    (`nodes` for a tree), its per-step parameters, "accepted"}, where `accepted` is the decoder's own decision
+    (`rule.decoders`): a recompute of the row with the table must give it."""
+    from specaccept_cli.rule.decoders import chain_passes, small_models, tree_passes
+    from specaccept_cli.rule.registry import rule_named
+    from specaccept_cli.rule.steps import TreeSteps
+
+    name = rule_named(rule).name
+    rng = np.random.default_rng(seed)
+    target, draft = small_models(rng, RULE_VOCAB, RULE_QUALITY)
+    streams = max(1, min(RULE_STREAMS, runs))
+    if tree is not None:
+        passes = tree_passes(name, target, draft, rng, streams=streams, width=tree[0], depth=tree[1])
+    else:
+        passes = chain_passes(name, target, draft, rng, streams=streams, k_low=k_low, k_high=k_high)
+    written = 0
+    rows: list[dict[str, object]] = []
+    while written < runs:
+        step = next(passes)
+        steps = step.steps
+        bounds = steps.offsets.tolist()
+        columns = {column: values.tolist() for column, values in steps.columns.items()}
+        params = {param: values.tolist() for param, values in steps.params.items()}
+        parents = steps.parent.tolist() if isinstance(steps, TreeSteps) else None
+        accepted = step.accepted.tolist()
+        for stream in range(min(streams, runs - written)):
+            start, end = bounds[stream], bounds[stream + 1]
+            row: dict[str, object] = {"id": written, "request_id": f"stream-{stream}", "rule": name}
+            if parents is None:
+                row |= {column: _plain(values[start:end], column) for column, values in columns.items()}
+            else:
+                row["nodes"] = [
+                    {"parent": parents[node], **{column: values[node] for column, values in columns.items()}}
+                    for node in range(start, end)
+                ]
+            row |= {param: values[stream] for param, values in params.items()}
+            row["accepted"] = accepted[stream]
+            rows.append(row)
+            written += 1
+        if len(rows) >= RULE_CHUNK_ROWS or written >= runs:  # a Parquet row group's worth at a time
+            yield rows
+            rows = []
+
+
+def write_rule_jsonl(chunks: Iterator[list[dict[str, object]]], out: SupportsWrite[bytes]) -> int:
+    """Write `simulate_rule`'s rows as JSONL; returns the number of rows written."""
+    written = 0
+    for rows in chunks:
+        out.write(b"".join(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE) for row in rows))
+        written += len(rows)
+    return written
+
+
+def write_rule_parquet(chunks: Iterator[list[dict[str, object]]], path: str | IO[bytes]) -> int:
+    """Write `simulate_rule`'s rows as Parquet: lists for a chain's fields, a list of structs for `nodes`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    first = next(chunks, None)
+    if not first:
+        pq.write_table(pa.table({"id": pa.array([], pa.int64())}), path)
+        return 0
+
+    def kind(name: str) -> Any:
+        return pa.int64() if name in ("parent", "id", "accepted") or "token" in name else pa.float64()
+
+    fields = []
+    for name, value in first[0].items():  # every row of a log has the same keys, in the same order
+        if name in ("request_id", "rule"):
+            fields.append((name, pa.string()))
+        elif name == "nodes":
+            assert isinstance(value, list)
+            keys = value[0].keys() if value else ("parent",)
+            fields.append((name, pa.list_(pa.struct([(key, kind(key)) for key in keys]))))
+        elif isinstance(value, list):
+            fields.append((name, pa.list_(kind(name))))
+        else:
+            fields.append((name, kind(name)))
+    schema = pa.schema(fields)
+    written = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        for rows in itertools.chain([first], chunks):
+            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+            written += len(rows)
     return written

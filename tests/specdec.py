@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FAULTS = ("strict-inequality", "no-prefix-break", "target-probability-only", "bonus-counted")
+FAULTS = ("strict-inequality", "no-prefix-break", "greedy-draft", "bonus-counted")
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def speculative_runs(
         passes = [r_i <= t for r_i, t in zip(r, thresholds)]
         if fault == "strict-inequality":
             passes = [r_i < t for r_i, t in zip(r, thresholds)]
-        elif fault == "target-probability-only":
+        elif fault == "greedy-draft":  # r <= p (q taken as 1)
             passes = [r_i <= p for r_i, p in zip(r, p_list)]
         accepted = 0
         while accepted < k and passes[accepted]:

@@ -43,7 +43,7 @@ SUPPORTED = ((5, 18), (5, 24))
 TESTED = "5.24.0"
 # What a row holds besides the user's labels.
 ROW_FIELDS = frozenset(
-    {"p", "q", "r", "time", "request_id", "step", "accepted", "committed", "position", "draft_tokens"}
+    {"p", "q", "r", "time", "request_id", "step", "accepted", "committed", "position", "draft_tokens", "rule"}
     | {"generator", "ensemble_weight", "target_p"}
 )
 _PARAMETERS = ("candidate_input_ids", "candidate_logits", "candidate_length", "new_logits", "assistant_ensemble_weight")
@@ -87,7 +87,7 @@ class _Capture(Struct):
         if row is None:
             return
         p, q, r = row.pop("p"), row.pop("q"), row.pop("r")
-        self.recorder.record(p, q, r, committed=committed, **row, **self.labels)
+        self.recorder.record(p, q, r, committed=committed, rule="standard", **row, **self.labels)
 
 
 class _Thread(threading.local):
@@ -276,7 +276,8 @@ def capture_assisted_generation(
 
     Each `generate` call is one request: `request_id` names it (a second call in the same context
     is `<request_id>-2`, ...); by default a random prefix and a counter. `labels` go on every row.
-    Rows have `p`, `q`, `r`, `request_id`, `step` (the loop's iteration), `accepted` (the library's
+    Rows have `rule` (`standard`: the library accepts on r <= p/q), `p`, `q`, `r`, `request_id`, `step`
+    (the loop's iteration), `accepted` (the library's
     count), `committed` (after the EOS / max-length cut), `position` (tokens before the draft),
     `draft_tokens` and `generator` (the candidate generator's class: `UniversalSpeculativeDecodingGenerator`
     and `AssistedCandidateGeneratorDifferentTokenizers` map logits between vocabularies).

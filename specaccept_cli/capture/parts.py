@@ -28,7 +28,7 @@ class Block:
     """Column buffers for a block of rows; `rows` is raised last, so a row half-appended when a
     signal handler flushes is left out (`trimmed`)."""
 
-    __slots__ = ("accepted", "labels", "offsets", "p", "q", "r", "request_id", "rows", "step", "time")
+    __slots__ = ("accepted", "labels", "offsets", "p", "q", "r", "request_id", "rows", "rule", "step", "steps", "time")
 
     def __init__(self) -> None:
         self.offsets = array("q", [0])
@@ -40,6 +40,10 @@ class Block:
         self.accepted: list[int | None] = []
         self.time: list[float] = []
         self.labels: dict[str, list[Any]] = {}
+        self.rule: list[str | None] = []  # the row's rule of the table, when it was named
+        # Rows of other rules (`Recorder.record_step`), by row: their fields (or `nodes`) and parameters. Such
+        # a row holds no values in the flat p, q, r above (its offsets do not move).
+        self.steps: dict[int, dict[str, Any]] = {}
         self.rows = 0
 
     def trimmed(self) -> Block:
@@ -48,8 +52,10 @@ class Block:
         end = self.offsets[n]
         for flat in (self.p, self.q, self.r):
             del flat[end:]
-        for column in (self.request_id, self.step, self.accepted, self.time):
+        for column in (self.request_id, self.step, self.accepted, self.time, self.rule):
             del column[n:]
+        for row in [row for row in self.steps if row >= n]:
+            del self.steps[row]
         for values in self.labels.values():
             del values[n:]
             values.extend([None] * (n - len(values)))
@@ -199,6 +205,9 @@ def rows_of(block: Block, keep: list[int]) -> Block:
         good.step.append(block.step[row])
         good.accepted.append(block.accepted[row])
         good.time.append(block.time[row])
+        good.rule.append(block.rule[row])
+        if row in block.steps:
+            good.steps[n] = block.steps[row]
         for name, column in block.labels.items():
             good.labels.setdefault(name, [None] * n).append(column[row])
         good.rows = n + 1
@@ -234,18 +243,48 @@ def arrow_table(block: Block, flats: list[np.ndarray]) -> Any:
     def lists(flat: np.ndarray) -> Any:
         return pa.ListArray.from_arrays(offsets, pa.array(flat))
 
+    if block.steps:  # rows of other rules: their own p, q, r where they have them, null where not
+        pqr = [_mixed_lists(block, name, flat) for name, flat in zip(("p", "q", "r"), flats)]
+    else:
+        pqr = [lists(flat) for flat in flats]
     columns: dict[str, Any] = {
-        "p": lists(flats[0]),
-        "q": lists(flats[1]),
-        "r": lists(flats[2]),
+        **({"rule": pa.array(block.rule, pa.string())} if any(block.rule) else {}),
+        "p": pqr[0],
+        "q": pqr[1],
+        "r": pqr[2],
         "request_id": _column(block.request_id),
         "step": pa.array(block.step, pa.int64()),
         "accepted": pa.array(block.accepted, pa.int64()),
         "time": pa.array(block.time, pa.float64()),
     }
-    for name in sorted(block.labels):
-        columns[name] = _column(block.labels[name])
+    step_fields = sorted({name for fields in block.steps.values() for name in fields} - {"p", "q", "r"})
+    for name in sorted({*block.labels, *step_fields}):
+        columns[name] = _column(_merged(block, name))
     return pa.table(columns)
+
+
+def _mixed_lists(block: Block, name: str, flat: np.ndarray) -> Any:
+    """A p, q or r column of a block holding rows of other rules: the flat values, a step's own list, or null."""
+    import pyarrow as pa
+
+    offsets = block.offsets
+    values: list[list[float] | None] = []
+    for row in range(block.rows):
+        fields = block.steps.get(row)
+        if fields is None:
+            values.append(flat[offsets[row] : offsets[row + 1]].tolist())
+        else:
+            values.append(fields.get(name))
+    return pa.array(values, pa.list_(pa.float64()))
+
+
+def _merged(block: Block, name: str) -> list[Any]:
+    """A column that rows of other rules fill with a field (`nodes`, `draft_tokens`, ...) and others may
+    fill with a label of that name (the transformers capture's `draft_tokens`)."""
+    column = block.labels.get(name) or [None] * block.rows
+    if not block.steps:
+        return column
+    return [block.steps[row].get(name) if row in block.steps else column[row] for row in range(block.rows)]
 
 
 def _column(values: list[Any]) -> Any:
@@ -289,7 +328,12 @@ def jsonl_bytes(block: Block, flats: list[np.ndarray]) -> bytes:
     lines = []
     for row in range(block.rows):
         start, end = offsets[row], offsets[row + 1]
-        item: dict[str, Any] = {"p": p[start:end], "q": q[start:end], "r": r[start:end]}
+        item: dict[str, Any] = {} if block.rule[row] is None else {"rule": block.rule[row]}
+        fields = block.steps.get(row)
+        if fields is None:
+            item |= {"p": p[start:end], "q": q[start:end], "r": r[start:end]}
+        else:
+            item |= fields
         for name, column in (("request_id", block.request_id), ("step", block.step), ("accepted", block.accepted)):
             if column[row] is not None:
                 item[name] = column[row]

@@ -10,7 +10,9 @@ Parts are written under a hidden temporary name and renamed to `part-00001.parqu
 `part-00002.parquet`, ... when whole, so `specaccept audit DIR` never reads a half-written file.
 The field names are the ones `audit` reads by default (`p`, `q`, `r`), with the engine's own
 count as `accepted` (`--reported-field accepted`) and the request as `request_id`
-(`--cluster-field request_id`).
+(`--cluster-field request_id`). Steps verified with another rule of the table (`rule/registry.py`)
+go through `record_step`, which writes them in that rule's row contract (its fields, or `nodes` for a
+tree, and a `rule` field), checked against the contract (`rule/contract.py`) when they are handed over.
 """
 
 from __future__ import annotations
@@ -43,11 +45,20 @@ from specaccept_cli.capture.parts import (
     jsonl_bytes,
     publish,
 )
+from specaccept_cli.rule.contract import TOKEN_FIELDS, step_problem
+from specaccept_cli.rule.registry import RULES, Rule, rule_named
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 Format = Literal["parquet", "jsonl"]
 FORMATS: tuple[Format, ...] = ("parquet", "jsonl")
-RESERVED = ("p", "q", "r", "request_id", "step", "accepted", "time")
+RESERVED = ("p", "q", "r", "request_id", "step", "accepted", "time", "rule", "nodes")
+MAX_TREE_NODES = 4096  # a recorded tree step's drafted nodes
+# The table's field and parameter names: a step's label may not take one (a reader would take it for the field).
+RULE_FIELDS = frozenset(
+    name
+    for rule in RULES
+    for name in (*rule.fields, *rule.optional, *rule.ignored, *(param.name for param in rule.params))
+)
 RESERVED_SET = frozenset(RESERVED)
 
 LOG = logging.getLogger("specaccept.capture")
@@ -126,6 +137,89 @@ def _label(value: Any, name: str) -> Any:
     return _label(str(value), name)
 
 
+def _pqr_rule(name: Any) -> str:
+    """`record(rule=...)`: a rule whose step is p, q and r (or less); the others need `record_step`."""
+    if not isinstance(name, str):
+        raise TypeError(f"rule is {name!r}, not the name of a rule")
+    try:
+        rule = rule_named(name)
+    except KeyError as error:
+        raise ValueError(str(error.args[0])) from None
+    if rule.kind != "chain" or not set(rule.fields) <= {"p", "q", "r"}:
+        raise ValueError(f"rule '{rule.name}' needs {', '.join(rule.fields)}: record it with record_step()")
+    return rule.name
+
+
+def _plain_values(name: str, values: Any) -> list[Any]:
+    """A field's values as plain numbers (token ids as ints; block's last null residual kept as None)."""
+    listed = list(_values(values))
+    if name in TOKEN_FIELDS:
+        return [
+            _whole(value, name) if not isinstance(value, int) or isinstance(value, bool) else value for value in listed
+        ]
+    return [_number(value) for value in listed]
+
+
+def _number(value: Any) -> Any:
+    """A number as a double (ints too, so a column's type never depends on its values); anything else as it
+    is, for the contract to name (a bool, text, None)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return value
+    return float(value)
+
+
+def _step_fields(rule: Rule, fields: Any, nodes: Any, params: Any) -> dict[str, Any]:
+    """A step's fields in the row contract, checked against its rule (ValueError naming the first problem)."""
+    step_params = {name: _number(value) for name, value in dict(params or {}).items()}
+    known = {param.name for param in rule.params}
+    if not set(step_params) <= known:
+        extra = sorted(set(step_params) - known)[0]
+        raise ValueError(f"rule '{rule.name}' has no parameter {extra!r}")
+    if rule.kind == "chain":
+        if nodes is not None or fields is None:
+            raise ValueError(f"rule '{rule.name}' verifies chains: give its fields, not nodes")
+        given = dict(fields)
+        names = [name for name in (*rule.fields, *rule.optional, *rule.ignored) if name in given]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(f"rule '{rule.name}' has no field {unknown[0]!r}")
+        columns = {name: _plain_values(name, given[name]) for name in names}
+        lengths = {len(values) for values in columns.values()}
+        if lengths and max(lengths) > MAX_DRAFT_LENGTH:
+            raise ValueError(f"a draft of {max(lengths)} tokens is longer than {MAX_DRAFT_LENGTH}")
+        if columns.get("residual"):
+            last = columns["residual"][-1]
+            if isinstance(last, float) and last != last:  # NaN: the last position has no next one
+                columns["residual"][-1] = None
+        problem = step_problem(rule, columns, step_params)
+        if problem is None and len({len(values) for values in columns.values()}) > 1:
+            problem = "the fields differ in length"
+        if problem is not None:
+            raise ValueError(problem)
+        return {**columns, **step_params}
+    if fields is not None or nodes is None:
+        raise ValueError(f"rule '{rule.name}' verifies trees: give its nodes, not fields")
+    listed = [dict(node) for node in nodes]
+    if len(listed) > MAX_TREE_NODES:
+        raise ValueError(f"a tree of {len(listed)} nodes is larger than {MAX_TREE_NODES}")
+    parent = [_whole(node.get("parent"), "parent") for node in listed]
+    if any(value is None for value in parent):
+        raise ValueError("a node has no 'parent'")
+    node_names = (*rule.fields, *rule.optional)
+    columns = {name: _plain_values(name, [node.get(name) for node in listed]) for name in node_names}
+    columns = {
+        name: values for name, values in columns.items() if name in rule.fields or any(v is not None for v in values)
+    }
+    problem = step_problem(rule, columns, step_params, [int(value) for value in parent if value is not None])
+    if problem is not None:
+        raise ValueError(problem)
+    plain_nodes = [
+        {"parent": parent[index], **{name: values[index] for name, values in columns.items()}}
+        for index in range(len(listed))
+    ]
+    return {"nodes": plain_nodes, **step_params}
+
+
 class Recorder:
     """Rows of (p, q, r) per verify step into a directory of Parquet (or JSONL) parts.
 
@@ -202,18 +296,22 @@ class Recorder:
         step: Any = None,
         accepted: Any = None,
         time: float | None = None,
+        rule: str | None = None,
         **labels: Any,
     ) -> bool:
         """Buffer one verify step; True when it was taken, False when it was refused or dropped (counted).
 
         `accepted` is the engine's own count of accepted drafts, audited with `--reported-field accepted`;
         `time` defaults to now (epoch seconds); `labels` become columns of their own (str, int, float, bool).
+        `rule` names the rule of the table the step was verified with, written as the row's `rule` field: one
+        whose fields are p, q and r (`standard`, `greedy-draft`); the others go through `record_step`.
         """
         try:
             if self._closed:
                 self._lose("closed", "record() after close(): the row is dropped")
                 return False
             try:
+                rule_name = None if rule is None else _pqr_rule(rule)
                 p_values, q_values, r_values = _values(p), _values(q), _values(r)
                 k = len(p_values)
                 if len(q_values) != k or len(r_values) != k:
@@ -257,6 +355,7 @@ class Recorder:
                 block.step.append(step_number)
                 block.accepted.append(count)
                 block.time.append(at)
+                block.rule.append(rule_name)
                 if row_labels:
                     for name, value in row_labels.items():
                         column = block.labels.get(name)
@@ -275,6 +374,86 @@ class Recorder:
                 self._block.trimmed()  # drop whatever part of the row was appended
             self._count(bad=1)
             self._warn_once("internal", f"a row was refused ({type(exc).__name__}: {exc})")
+            return False
+
+    def record_step(
+        self,
+        rule: str,
+        fields: Any = None,
+        /,
+        *,
+        nodes: Any = None,
+        params: Any = None,
+        request_id: Any = None,
+        step: Any = None,
+        accepted: Any = None,
+        time: float | None = None,
+        **labels: Any,
+    ) -> bool:
+        """Buffer one verify step under any rule of the table, in its row contract (docs/rules.md); True when
+        it was taken, False when it was refused or dropped (counted, as for `record`).
+
+        A chain step gives `fields`, a mapping of the rule's fields to one value per drafted position (lists,
+        numpy arrays or tensors: `{"p": ..., "r": ...}` for `greedy-draft`, `{"draft_tokens": ...,
+        "target_tokens": ...}` for `sample-match`, ...); a tree step gives `nodes`, one mapping per drafted node
+        in the order the verifier tried siblings, each with `parent` (-1 at depth 1) and the rule's fields.
+        `params` holds the step's parameters (`typical`'s epsilon and delta, `tree-target-cdf`'s thresholds).
+        The step is checked against its rule here, in the caller's thread (a rule's fields, lengths and values,
+        a tree's parents), so a refused step is counted at once; `record` stays the cheaper path for p, q, r.
+        """
+        try:
+            if self._closed:
+                self._lose("closed", "record_step() after close(): the row is dropped")
+                return False
+            try:
+                verifier = rule_named(rule) if isinstance(rule, str) else None
+                if verifier is None:
+                    raise ValueError(f"rule is {rule!r}, not the name of a rule")
+                stored = _step_fields(verifier, fields, nodes, params)
+                at = clock.time() if time is None else float(time)
+                step_number, count = _whole(step, "step"), _whole(accepted, "accepted")
+                if not (request_id is None or (type(request_id) is str and request_id.isascii())):
+                    request_id = _label(request_id, "request_id")
+                row_labels = {name: _label(value, name) for name, value in labels.items()}
+                taken = sorted((RESERVED_SET | RULE_FIELDS | set(stored)).intersection(row_labels))
+                if taken:
+                    raise ValueError(f"label {taken[0]!r} is a field the recorder writes itself")
+            except (TypeError, ValueError, OverflowError, KeyError) as exc:
+                self._count(bad=1)
+                self._warn_once("bad-step", f"a step was refused ({exc}); such rows are counted in stats.bad_values")
+                return False
+            with self._lock:
+                block = self._block
+                if block.rows >= self._block_rows:
+                    if not self._hand_off():
+                        self._lose("full", "the writer is behind and the buffers are full: rows are dropped")
+                        return False
+                    block = self._block
+                n = block.rows
+                block.offsets.append(block.offsets[n])  # no flat p, q, r: the step's fields are its own
+                block.request_id.append(request_id)
+                block.step.append(step_number)
+                block.accepted.append(count)
+                block.time.append(at)
+                block.rule.append(verifier.name)
+                block.steps[n] = stored
+                for name, value in row_labels.items():
+                    column = block.labels.get(name)
+                    if column is None:
+                        column = block.labels[name] = []
+                    if len(column) < n:
+                        column.extend([None] * (n - len(column)))
+                    column.append(value)
+                block.rows = n + 1
+                self._recorded += 1
+                if self._thread is None:
+                    self._start_writer()
+            return True
+        except Exception as exc:  # the serving loop must go on; the failure is counted and logged once
+            with self._lock:
+                self._block.trimmed()
+            self._count(bad=1)
+            self._warn_once("internal", f"a step was refused ({type(exc).__name__}: {exc})")
             return False
 
     def _hand_off(self) -> bool:

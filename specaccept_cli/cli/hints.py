@@ -150,6 +150,9 @@ def failure_line(findings: Findings, entry: VerdictEntry) -> str:
         reported = findings.reported
         headline = reported.headline()
         hint = f"; {headline}" if headline else ""
+        named = reported.named()
+        if named is not None:
+            hint += f"; verdict on {named['rule']}: {named['in_short']}"
         if reported.all_near_ties():
             hint += (
                 "; every mismatch is a near tie (r within 1/128 of min(1, p/q)): p and q logged in bf16/fp16 do "

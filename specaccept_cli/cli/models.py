@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -55,8 +56,23 @@ def _requests(runs_text: str | None, alpha_beta: str | None, k_follows_alpha: bo
     default=None,
     help="Acceptance probability of draft position 1, 2, ... (the last repeats); instead of --alpha.",
 )
-@click.option("--k", "k_text", required=True, metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
+@click.option("--k", "k_text", metavar="K|LOW-HIGH", help="Draft length, or a range drawn uniformly.")
 @click.option("--seed", type=WholeNumber(min=0), default=None, help="Seed for a reproducible log.")
+@click.option(
+    "--rule",
+    "rule",
+    metavar="NAME",
+    default=None,
+    callback=lambda context, param, value: _rule_option(context, param, value),
+    help="Decode two small real models under this verification rule (docs/rules.md) instead of --alpha.",
+)
+@click.option(
+    "--tree",
+    "tree_text",
+    metavar="WxD",
+    default=None,
+    help="With a tree rule: whole trees of W children per node (the top-k), D levels deep, e.g. 2x3.",
+)
 @click.option(
     "--requests",
     "requests_text",
@@ -92,6 +108,8 @@ def simulate(
     alpha_by_position_text: str | None,
     k_text: str,
     seed: int | None,
+    rule: Rule | None,
+    tree_text: str | None,
     requests_text: str | None,
     request_alpha_beta: str | None,
     k_follows_alpha: bool,
@@ -101,14 +119,28 @@ def simulate(
 
     With --alpha-by-position the probability depends on the token's position in the draft.
     With --requests runs come in requests, each with its own alpha (--request-alpha-beta).
+    With --rule NAME, two small real models decode under that rule and each row is a verify step in the
+    rule's row contract, with the accepted length the decoder decided (--tree WxD for tree rules).
 
     \b
     Examples:
       specaccept simulate --runs 1000 --alpha 0.8 --k 4 --seed 1 -o logs.jsonl
       specaccept simulate --runs 1000 --alpha-by-position 0.9,0.7,0.5 --k 4 -o falling.jsonl
+      specaccept simulate --runs 1000 --rule block --k 4 --seed 1 -o block.jsonl
+      specaccept simulate --runs 1000 --rule tree-target-cdf --tree 2x3 --seed 1 -o sglang.jsonl
     """
     from specaccept_cli import simulate as sim
 
+    name = output_path.lower()
+    if name.endswith((".bz2", ".xz", ".zst", ".zstd")):
+        raise click.BadParameter(
+            "simulate writes JSONL, gzip-compressed JSONL (.gz) or Parquet (.parquet)", param_hint="-o"
+        )
+    if rule is not None or tree_text is not None:
+        _simulate_rule(runs, rule, tree_text, k_text, seed, output_path)
+        return
+    if k_text is None:
+        raise click.UsageError("Missing option '--k'.")
     if (alpha is None) == (alpha_by_position_text is None):
         raise click.UsageError("give exactly one of --alpha and --alpha-by-position")
     alpha_by_position = None
@@ -122,25 +154,77 @@ def simulate(
             ) from None
     k_low, k_high = _parse_k_range(k_text, "1-8")
     requests = _requests(requests_text, request_alpha_beta, k_follows_alpha)
-    name = output_path.lower()
-    if name.endswith((".bz2", ".xz", ".zst", ".zstd")):
-        raise click.BadParameter(
-            "simulate writes JSONL, gzip-compressed JSONL (.gz) or Parquet (.parquet)", param_hint="-o"
-        )
     chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position, requests)
+    _write_log(output_path, lambda out: sim.write_jsonl(chunks, out), lambda raw: sim.write_parquet(chunks, raw))
+
+
+def _write_log(output_path: str, jsonl: Callable[[Any], int], parquet: Callable[[Any], int]) -> None:
+    """A simulated log to stdout (JSONL), or to a file: Parquet by its suffix, JSONL (gzip by .gz) otherwise."""
     if output_path == "-":
         out = binary_stdout("json")
-        sim.write_jsonl(chunks, out)
+        jsonl(out)
         out.flush()
         return
     try:
-        if name.endswith((".parquet", ".pq")):
+        if output_path.lower().endswith((".parquet", ".pq")):
             with opened(target(output_path)) as raw:
-                sim.write_parquet(chunks, raw)
+                parquet(raw)
         else:
-            write_to(output_path, lambda handle: sim.write_jsonl(chunks, handle))
+            write_to(output_path, jsonl)
     except OSError as exc:
         raise SpecacceptError(f"cannot write {output_path}: {exc.strerror or exc}") from None
+
+
+def _simulate_rule(
+    runs: int, rule: Rule | None, tree_text: str | None, k_text: str | None, seed: int | None, output_path: str
+) -> None:
+    """`simulate --rule NAME`: rows from the rule's decoder (`rule/decoders.py`), in its row contract."""
+    from specaccept_cli import simulate as sim
+
+    context = click.get_current_context()
+    given = [
+        option
+        for option, value in (
+            ("--alpha", "alpha"),
+            ("--alpha-by-position", "alpha_by_position_text"),
+            ("--requests", "requests_text"),
+            ("--request-alpha-beta", "request_alpha_beta"),
+            ("--k-follows-alpha", "k_follows_alpha"),
+        )
+        if context.params.get(value) not in (None, False)
+    ]
+    if rule is None:
+        raise click.UsageError("--tree needs --rule with a tree rule (tree-residual, tree-target-cdf, ...)")
+    if given:
+        raise click.UsageError(f"--rule decodes real models, whose acceptance follows from them: leave out {given[0]}")
+    tree = None
+    if rule.kind == "tree":
+        if tree_text is None:
+            raise click.UsageError(f"rule '{rule.name}' verifies trees: give their shape with --tree (e.g. 2x3)")
+        if k_text is not None:
+            raise click.UsageError("--tree sets the depth of a tree: leave out --k")
+        try:
+            tree = sim.parse_tree_shape(tree_text)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--tree") from None
+        from specaccept_cli.rule.decoders import tree_nodes
+
+        if tree_nodes(*tree) > sim.MAX_TREE_NODES:
+            raise click.BadParameter(
+                f"a {tree_text} tree has {tree_nodes(*tree):,} nodes; at most {sim.MAX_TREE_NODES:,}",
+                param_hint="--tree",
+            )
+        k_low = k_high = 0
+    else:
+        if tree_text is not None:
+            raise click.UsageError(f"rule '{rule.name}' verifies chains: leave out --tree")
+        if k_text is None:
+            raise click.UsageError("Missing option '--k'.")
+        k_low, k_high = _parse_k_range(k_text, "1-8")
+    chunks = sim.simulate_rule(rule.name, runs, seed, k_low=k_low, k_high=k_high, tree=tree)
+    _write_log(
+        output_path, lambda out: sim.write_rule_jsonl(chunks, out), lambda raw: sim.write_rule_parquet(chunks, raw)
+    )
 
 
 def _parse_k_range(

@@ -20,12 +20,16 @@ none there.
   spread with a standard deviation of SPREAD_SD (see `spread_power`), so a few large requests can show it
   and many small ones may not; requests of one run carry no such power at all.
 - `greedy_draft`: q = 1 for every logged token: the draft's probabilities are one-hot (vLLM's default
-  `draft_sample_method: greedy`), so the rule reduces to r <= p and alpha measures the target's probability
-  of the draft's argmax; the sampler's losslessness is not being exercised.
+  `draft_sample_method: greedy`), so the rule reduces to r <= p, the table's `greedy-draft` rule
+  (`rule/registry.py`): the engine's design, lossless when a rejection resamples from the target without
+  the rejected token. Alpha then measures the target's probability of the draft's argmax; sampling from
+  the draft is not being exercised.
 - `lossy_acceptance`: with a reported count (`--reported-field`), runs whose server kept more tokens than
   the exact rule allows given their r, beyond what the known counting bugs and near ties explain: the
-  server accepted tokens the rule rejects (a relaxed or typical acceptance), so its output does not follow
-  the target distribution.
+  server accepted tokens the rule rejects, as the table's lossy rules do (`typical`, `tree-target-cdf`
+  with a threshold below 1), so its output does not follow the target distribution.
+
+`synthetic_acceptance` measures nothing: the accepted lengths are configured, not decided by the models.
 """
 
 from __future__ import annotations
@@ -118,7 +122,8 @@ def _confined_lengths(summary: Summary) -> Fingerprint | None:
             f"all {runs:,} runs with k = {k} accepted {lengths} tokens (mean acceptance length {mean_length:.3f}): "
             f"the minimum-variance schedule of a synthetic length target (vLLM rejection_sample_method: synthetic, "
             f"SGLANG_SIMULATE_ACC_LEN, TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS); the exact rule with alpha "
-            f"{alpha:.3f} gives that with probability 10^{log_p / math.log(10):.0f}",
+            f"{alpha:.3f} gives that with probability 10^{log_p / math.log(10):.0f}; synthetic acceptance "
+            "measures nothing about the models",
         )
     return None
 
@@ -228,8 +233,8 @@ def _greedy(summary: Summary) -> Fingerprint | None:
     return Fingerprint(
         GREEDY,
         f"q = 1 for all {sampled:,} logged draft tokens: the draft's probabilities are one-hot (vLLM's default "
-        "draft_sample_method: greedy), so the rule reduces to r <= p; alpha is the target's probability of the "
-        "draft's choice, and sampling from the draft distribution is not exercised",
+        "draft_sample_method: greedy), so the rule reduces to r <= p (greedy-draft, the engine's design); alpha is "
+        "the target's probability of the draft's choice, and sampling from the draft distribution is not exercised",
     )
 
 
@@ -245,6 +250,7 @@ def _lossy(summary: Summary) -> Fingerprint | None:
     return Fingerprint(
         LOSSY,
         f"{unexplained:,} of {tally.runs:,} runs report more kept tokens than the exact rule allows with their r, "
-        "beyond the known counting bugs and near ties: the server accepted tokens the rule rejects, so its output "
-        "does not follow the target distribution",
+        "beyond the known counting bugs and near ties: the server accepted tokens the rule rejects (a lossy rule: "
+        "typical acceptance, or tree-target-cdf with a threshold below 1), so its output does not follow the "
+        "target distribution",
     )

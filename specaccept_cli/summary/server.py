@@ -1,8 +1,11 @@
 """Auditing the server: the counts it reported, and the health of its sampler.
 
 Given the (p, q, r) a server logged and the accepted count it reported, recompute
-each run's count, flag disagreements, and test which known faulty rule reproduces
-the reported count exactly. Separately, test the sampler itself: acceptances at the
+each run's count, flag disagreements, and test which other rule reproduces the reported
+count exactly: a rule of the table of rules (`rule/registry.py`) where one fits the
+row's fields (`greedy-draft`, r <= p with q taken as 1), or a known counting or
+comparison bug. The rule that explains the most runs on its own is named with that
+evidence and the verdict that follows from it (`VERDICTS`). Separately, test the sampler itself: acceptances at the
 examined tokens against their expected number (calibration), and the uniformity of
 the logged draws r (Kolmogorov-Smirnov). Every tally here is additive, like `Summary`.
 """
@@ -18,6 +21,8 @@ from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.rule.batch import IntArray, RunBatch
+from specaccept_cli.rule.registry import rule_named
+from specaccept_cli.rule.steps import ChainSteps
 from specaccept_cli.rule.validate import count_problem
 from specaccept_cli.rule.vectorized import (
     THRESHOLD_SCALE,
@@ -31,13 +36,95 @@ from specaccept_cli.summary.probability import ks_p_value, normal_two_sided
 
 BoolArray = npt.NDArray[np.bool_]
 
-# Faulty rules seen in real servers (vLLM v0 had the first two), each reproducible from (p, q, r).
+# Rules a server may have run instead of the seed's, each reproducible from (p, q, r): the table's `greedy-draft`
+# (vLLM's rule without draft probabilities), and the bugs vLLM v0 had (a strict `<`, its accepted counter).
 RULES: dict[str, str] = {
     "strict-inequality": "accepts on r < p/q instead of r <= p/q",
     "no-prefix-break": "counts passes after the first rejection",
-    "target-probability-only": "accepts on r <= p, ignoring q",
+    "greedy-draft": "accepts on r <= p (q taken as 1)",
     "bonus-counted": "reports a + 1 (counts the bonus token)",
 }
+# Names of earlier versions, read from saved summaries: `greedy-draft` was `target-probability-only`.
+FORMER_NAMES = {"greedy-draft": "target-probability-only"}
+
+
+class Verdict(Struct, frozen=True):
+    """What it means that a server's counts follow a rule: `design` (the engine's own rule, exact under its
+    condition), `lossy` (the output no longer follows the target), `miscounted` (right decisions, wrong count)."""
+
+    kind: str
+    meaning: str
+
+
+VERDICTS: dict[str, Verdict] = {
+    "greedy-draft": Verdict(
+        "design",
+        "the engine's design, not a bug: vLLM verifies EAGLE, MTP and n-gram drafts (draft_probs=None) with r <= p, "
+        "lossless when a rejection resamples from the target without the rejected token, whatever the draft "
+        "(docs/rules.md); a loss only when paired with the residual max(p - q, 0) (vllm#40149). Recompute these "
+        "rows under the rule greedy-draft",
+    ),
+    "strict-inequality": Verdict(
+        "lossy",
+        "a strict < keeps a token with chance below min(1, p/q) wherever r can equal it (coarse draws, p = 0): "
+        "a loss of exactness (vLLM v0's sampler)",
+    ),
+    "no-prefix-break": Verdict(
+        "miscounted",
+        "the decisions follow the rule; the count adds passes after the first rejection, so the reported rate "
+        "overstates what was kept (vLLM v0's accepted counter); the output is unaffected",
+    ),
+    "bonus-counted": Verdict(
+        "miscounted",
+        "the decisions follow the rule; the count adds the token every pass emits anyway, an off-by-one in the "
+        "reported length; the output is unaffected",
+    ),
+}
+# The verdicts in a few words, for one-line messages.
+VERDICT_WORDS = {
+    "design": "the engine's design, not a bug",
+    "lossy": "a loss of exactness",
+    "miscounted": "right decisions, a wrong count",
+    "exact": "the target's distribution, kept",
+    "measures-nothing": "configured acceptance, nothing measured",
+}
+SYNTHETIC = "synthetic"  # vLLM's `rejection_sample_method: synthetic`: not a rule of the table, nothing decides
+
+
+def rule_verdict(name: str, params: dict[str, float] | None = None) -> Verdict:
+    """The verdict on a server that runs a rule of the table (by name or alias, with its step's parameters),
+    from the table itself: `exact` for a rule lossless always, `design` for one lossless under a condition
+    the engine meets by design (`greedy-draft`, `argmax`, `tree-argmax`, `tree-target-cdf` at thresholds 1),
+    `lossy` for `typical` and for `tree-target-cdf` with a threshold below 1; `synthetic` acceptance (vLLM's
+    `rejection_sample_method: synthetic`) measures nothing. KeyError for a name the table does not know."""
+    if name.strip().lower() == SYNTHETIC:
+        return Verdict(
+            "measures-nothing",
+            "acceptance at configured rates: the models decide nothing, so the log "
+            "measures neither the draft nor the target (a benchmark mode)",
+        )
+    rule = rule_named(name)
+    if rule.name == "greedy-draft":
+        return VERDICTS["greedy-draft"]
+    lowered = [
+        param.name
+        for param in rule.params
+        if param.default == 1.0 and float((params or {}).get(param.name, param.default)) < 1.0
+    ]
+    if lowered:
+        return Verdict(
+            "lossy",
+            f"{rule.name} with {lowered[0]} below 1 keeps tokens the exact test rejects: "
+            f"a loss of exactness (lossless only when {rule.lossless_when})",
+        )
+    if rule.lossless == "never":
+        return Verdict("lossy", f"{rule.name}: {rule.lossless_when}")
+    if rule.lossless == "when":
+        return Verdict("design", f"{rule.name} is exact when {rule.lossless_when}")
+    return Verdict("exact", f"{rule.name} is exact: {rule.lossless_when}")
+
+
+MAX_EVIDENCE = 5  # lines of runs only the named rule explains, shown as its evidence
 MAX_EXAMPLES = 20
 R_HISTOGRAM_BINS = 4096
 # A deciding token whose r is within this relative distance of min(1, p/q) is a near tie: p and q
@@ -56,7 +143,7 @@ def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]
     return {
         "strict-inequality": prefix_lengths(batch.offsets, batch.r < thresholds),
         "no-prefix-break": passes if passes is not None else run_sums(batch.offsets, batch.r <= thresholds),
-        "target-probability-only": prefix_lengths(batch.offsets, batch.r <= batch.p),
+        "greedy-draft": rule_named("greedy-draft").accepted(ChainSteps(batch.offsets, {"p": batch.p, "r": batch.r})),
         "bonus-counted": outcome.accepted + 1,
     }
 
@@ -197,6 +284,31 @@ class ReportedTally(Struct):
             text += f"; {self.several} runs fit several rules"
         return text + ")"
 
+    def named(self) -> dict[str, Any] | None:
+        """The rule that explains the reported counts, its evidence and its verdict; None when none explains any.
+
+        It is the headline's rule (the most runs it alone explains); its evidence is those runs (`alone`,
+        and the lines of the first of them among the kept examples), since a run several rules reproduce
+        tells them apart no more than a run none does.
+        """
+        ranked = self.diagnosis()
+        if not ranked[0]["explains"]:
+            return None
+        top = max(ranked, key=lambda item: (item.get("alone", 0), item["explains"]))
+        rule = str(top["rule"])
+        only = [example for example in self.examples if example.rules == (rule,)][:MAX_EVIDENCE]
+        verdict = VERDICTS[rule]
+        return {
+            "rule": rule,
+            "test": RULES[rule],
+            "explains": top["explains"],
+            "alone": top.get("alone"),
+            "evidence": [{"source": example.source, "line": example.line} for example in only],
+            "verdict": verdict.kind,
+            "in_short": VERDICT_WORDS[verdict.kind],
+            "meaning": verdict.meaning,
+        }
+
     def all_near_ties(self) -> bool:
         """Every mismatch was decided at a near tie (r within NEAR_TIE of min(1, p/q), relatively)."""
         return bool(self.mismatches) and self.near_ties == self.mismatches
@@ -211,6 +323,7 @@ class ReportedTally(Struct):
             "mismatch_examples": [example.to_dict() for example in self.examples],
             "explained_by_several": self.several,
             "near_tie_mismatches": self.near_ties,
+            "server_rule": self.named(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -238,7 +351,7 @@ class ReportedTally(Struct):
             pairs=pairs,
             runs=int(data["runs"]),
             mismatches=int(data["mismatches"]),
-            explains={rule: int(data["explains"].get(rule, 0)) for rule in RULES},
+            explains={rule: _saved(data["explains"], rule) for rule in RULES},
             unexplained=int(data["unexplained"]),
             examples=[
                 Mismatch(
@@ -247,14 +360,24 @@ class ReportedTally(Struct):
                     k=int(item["k"]),
                     reported=int(item["reported"]),
                     recomputed=int(item["recomputed"]),
-                    rules=tuple(str(rule) for rule in item["rules"]),
+                    rules=tuple(_current_name(str(rule)) for rule in item["rules"]),
                 )
                 for item in data["examples"]
             ],
-            alone={rule: int(data["alone"].get(rule, 0)) for rule in RULES} if "alone" in data else None,
+            alone={rule: _saved(data["alone"], rule) for rule in RULES} if "alone" in data else None,
             several=int(data["several"]) if "several" in data else None,
             near_ties=int(data["near_ties"]) if "near_ties" in data else None,
         )
+
+
+def _saved(counts: dict[str, Any], rule: str) -> int:
+    """A rule's count in a saved summary, under its name or the one an earlier version wrote."""
+    former = FORMER_NAMES.get(rule)
+    return int(counts.get(rule, counts.get(former, 0) if former else 0))
+
+
+def _current_name(rule: str) -> str:
+    return next((name for name, former in FORMER_NAMES.items() if former == rule), rule)
 
 
 def _near_ties(batch: RunBatch, recomputed: IntArray, reported: IntArray, runs: IntArray) -> int:

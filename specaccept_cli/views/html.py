@@ -478,7 +478,7 @@ def baseline_charts(comparison: Comparison) -> list[str]:
 
 SERVER_CAPTION = (
     "Reported against recomputed accepted counts (darker: more runs; green: they agree), and how many mismatching "
-    "runs each known faulty rule reproduces exactly (a run may be explained by several)."
+    "runs each known rule reproduces exactly (a run may be explained by several)."
 )
 
 
@@ -519,14 +519,14 @@ def server_charts(reported: ReportedTally) -> tuple[str, str]:
     bars = Chart(
         Axis.linear(0.0, max([1, *values]) * 1.08, f"mismatching runs (of {reported.mismatches:,})"),
         Axis.categories(names, ""),
-        "Which faulty rule explains them",
+        "Which rule explains them",
         width=460,
         height=260,
         left=150,
     )
     bars.y.ticks = [(float(index), name) for index, name in enumerate(names)]
     for index, (name, value) in enumerate(zip(names, values)):
-        what = RULES.get(name, "no known faulty rule reproduces the count")
+        what = RULES.get(name, "no known rule reproduces the count")
         bars.rect(
             0.0,
             float(value),

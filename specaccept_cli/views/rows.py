@@ -519,17 +519,19 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
         )
         for item in reported.diagnosis()
     ]
-    rows.append(
-        AuditRow(("unexplained", f"{reported.unexplained:,}", "no known faulty rule reproduces the count"), True)
-    )
+    rows.append(AuditRow(("unexplained", f"{reported.unexplained:,}", "no known rule reproduces the count"), True))
     if reported.several is not None:
         rows.append(AuditRow(("several rules", f"{reported.several:,}", "mismatches more than one rule reproduces")))
     if reported.near_ties is not None:
         note = "deciding r within 1/128 of min(1, p/q): bf16/fp16 p and q flip these with a lawful server"
         rows.append(AuditRow(("near ties", f"{reported.near_ties:,}", note)))
+    named = reported.named()
+    if named is not None:
+        alone = "" if named["alone"] is None else f"{named['alone']:,}"  # the runs only it explains: its evidence
+        rows.append(AuditRow((f"verdict: {named['rule']}", alone, f"{named['verdict']}: {named['meaning']}")))
     tables = [
         AuditTable(
-            title="Reported counts (a mismatch may be reproduced exactly by several faulty rules)",
+            title="Reported counts (a mismatch may be reproduced exactly by several rules)",
             heading="Reported counts",
             columns=("check", "runs", "meaning"),
             right=("runs",),

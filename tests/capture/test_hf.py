@@ -149,6 +149,7 @@ def test_rows_carry_the_request_the_step_and_the_committed_count(
     directory, _, recorded = capture
     rows = captured_rows(directory)
     assert {row["request_id"] for row in rows} == {f"prompt-{seed}" for seed in range(PROMPTS)}
+    assert {row["rule"] for row in rows} == {"standard"}  # the library accepts on r <= p/q: the table's rule
     assert {row["model"] for row in rows} == {"tiny"} and {row["generator"] for row in rows} == {
         "AssistedCandidateGenerator"
     }

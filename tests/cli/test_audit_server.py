@@ -13,6 +13,7 @@ from specaccept_cli.cli.ways_out import SKIP
 from tests.helpers import (
     FIRST_EXAMPLE,
     invoke,
+    invoke_env,
     write_jsonl,
 )
 from tests.specdec import greedy_runs, model_pair, speculative_runs
@@ -177,3 +178,34 @@ def test_reported_values_that_are_not_counts(tmp_path: Path, value: bytes) -> No
     result = invoke("audit", str(path), "--reported-field", "rep2")
     assert result.exit_code == 2
     assert f"{path}:2: 'rep2' is " in result.stderr and "not a non-negative count" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("fault", "verdict", "words"),
+    [
+        ("greedy-draft", "design", "the engine's design, not a bug"),
+        ("strict-inequality", "lossy", "a loss of exactness"),
+    ],
+)
+def test_the_rule_a_servers_counts_follow_is_named_with_its_verdict(
+    tmp_path: Path, fault: str, verdict: str, words: str
+) -> None:
+    """A log whose reported counts follow r <= p (vLLM without draft probabilities) or a strict `<` is named as
+    such: in -o json, the table and the failing gate's line."""
+    target, draft = model_pair(vocab=12, quality=0.3, seed=3, top_k=3)
+    rows = list(speculative_runs(target, draft, runs=1500, k=6, seed=8, fault=fault, r_levels=256))
+    log = write_jsonl(tmp_path / "server.jsonl", rows)
+    summary = orjson.loads(invoke("audit", str(log), "--reported-field", "reported", "-o", "json").stdout)
+    named = summary["server_rule"]
+    assert named["rule"] == fault and named["verdict"] == verdict and named["in_short"] == words
+    assert named["alone"] > 0 and named["evidence"][0]["source"] == str(log)
+    table = invoke_env({"COLUMNS": "200"}, "audit", str(log), "--reported-field", "reported")
+    assert f"verdict: {fault}" in table.stdout
+    gate = invoke("audit", str(log), "--reported-field", "reported", "--max-mismatches", "0")
+    assert gate.exit_code == 1
+    assert f"verdict on {fault}: {words}" in gate.stderr
+
+
+def test_an_honest_log_names_no_rule(honest_log: Path) -> None:
+    summary = orjson.loads(invoke("audit", str(honest_log), "--reported-field", "reported", "-o", "json").stdout)
+    assert summary["mismatches"] == 0 and summary["server_rule"] is None

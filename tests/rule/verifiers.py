@@ -1,11 +1,9 @@
-"""Speculative decoding under every rule, vectorized over many independent streams, to test losslessness.
+"""Counting what the package's decoders (`specaccept_cli.rule.decoders`) emit, to test losslessness.
 
 Two Markov language models over a small vocabulary (`tests.specdec.model_pair`: a peaked target and a draft
-that agrees with it in part) decode `streams` independent sequences side by side. Each pass drafts from the
-draft's own sampling distribution, decides with the rule (the registry's vectorized recompute for chains;
-the engine's walk for trees, cross-checked against the registry's), and emits the kept tokens plus one: the
-rule's residual at a rejection, the target's bonus token when all are kept. What comes out is counted as
-transitions (previous token, token), which for a lossless rule follow the target's transition matrix.
+that agrees with it in part) decode `streams` independent sequences side by side, under a rule, with the
+decoders `simulate --rule` writes its logs from. What comes out is counted as transitions (previous token,
+token), which for a lossless rule follow the target's transition matrix.
 """
 
 from __future__ import annotations
@@ -15,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specaccept_cli.rule.registry import rule_named
-from specaccept_cli.rule.steps import ChainSteps, TreeSteps, offsets_of
+from specaccept_cli.rule.decoders import Pass, chain_passes, tree_passes
+from specaccept_cli.rule.steps import TreeSteps
 from specaccept_cli.summary.probability import chi2_sf
 from tests.specdec import MarkovLM
 
@@ -39,24 +37,14 @@ class Emitted:
     def tokens(self) -> int:
         return int(self.counts.sum())
 
-    def add(self, previous: Array, token: Array, where: Array | None = None) -> None:
-        if where is not None:
-            previous, token = previous[where], token[where]
+    def add_pass(self, step: Pass, target: MarkovLM) -> None:
+        """Count a pass's emitted tokens, each after the one before it (the first after the pass's start)."""
+        contexts = np.concatenate([step.previous[:, None], step.emitted[:, :-1]], axis=1)
+        emitted = np.arange(step.emitted.shape[1])[None, :] <= step.accepted[:, None]
+        previous, token = contexts[emitted], step.emitted[emitted]
         np.add.at(self.counts, (previous, token), 1)
-
-
-def draw(rng: np.random.Generator, rows: Array) -> Array:
-    """One token per row of (unnormalised, non-negative) weights, by inverse CDF."""
-    cumulative = np.cumsum(rows, axis=1)
-    u = rng.random(rows.shape[0]) * cumulative[:, -1]
-    return np.minimum((cumulative <= u[:, None]).sum(axis=1), rows.shape[1] - 1)
-
-
-def top_distinct(rng: np.random.Generator, rows: Array, width: int) -> Array:
-    """`width` distinct tokens per row drawn without replacement from its weights (Gumbel top-k)."""
-    with np.errstate(divide="ignore"):
-        keys = np.log(rows) + rng.gumbel(size=rows.shape)
-    return np.argsort(-keys, axis=1)[:, :width]
+        self.greedy_misses += int((token != np.argmax(target.transitions[previous], axis=1)).sum())
+        self.passes += int(step.accepted.shape[0])
 
 
 def chi_square(emitted: Emitted, target: MarkovLM) -> tuple[float, float, int]:
@@ -85,9 +73,6 @@ def chi_square(emitted: Emitted, target: MarkovLM) -> tuple[float, float, int]:
     return statistic, chi2_sf(statistic, df), df
 
 
-# --- chains ------------------------------------------------------------------------------------------------
-
-
 def chain_decode(
     rule: str,
     target: MarkovLM,
@@ -102,103 +87,40 @@ def chain_decode(
     delta: float = 0.6,
     resample: str | None = None,
 ) -> Emitted:
-    """Decode until at least `tokens` are emitted under a chain rule (see the module docstring).
+    """Decode until at least `tokens` are emitted under a chain rule.
 
     `greedy_draft` drafts the draft's argmax (a one-hot draft, as EAGLE / MTP / n-gram drafting do);
     otherwise tokens are drawn from the draft's distribution. `resample` overrides the rule's own residual:
     "standard" (max(p - q, 0)) or "one-hot" (the target without the rejected draft token).
     """
-    verifier = rule_named(rule)
-    rng = np.random.default_rng(seed)
-    vocab = target.vocab
-    P, Q = target.transitions, draft.transitions
-    emitted = Emitted(vocab)
-    previous = rng.integers(vocab, size=streams)
-    every = np.arange(streams)
-    offsets = np.arange(streams + 1, dtype=np.int64) * k
+    emitted = Emitted(target.vocab)
+    passes = chain_passes(
+        rule,
+        target.transitions,
+        draft.transitions,
+        np.random.default_rng(seed),
+        streams=streams,
+        k_low=k,
+        k_high=k,
+        greedy_draft=greedy_draft,
+        resample=resample,
+        epsilon=epsilon,
+        delta=delta,
+    )
     while emitted.tokens < tokens:
-        contexts = np.empty((streams, k + 1), dtype=np.int64)
-        drafted = np.empty((streams, k), dtype=np.int64)
-        contexts[:, 0] = previous
-        for j in range(k):
-            rows = Q[contexts[:, j]]
-            drafted[:, j] = np.argmax(rows, axis=1) if greedy_draft else draw(rng, rows)
-            contexts[:, j + 1] = drafted[:, j]
-        p = P[contexts[:, :k], drafted]
-        q = Q[contexts[:, :k], drafted]
-        r = rng.random((streams, k))
-        columns: dict[str, Array] = {"p": p.ravel(), "q": q.ravel(), "r": r.ravel()}
-        params: dict[str, Array] = {}
-        target_draws = np.empty((streams, k + 1), dtype=np.int64)
-        if rule in ("sample-match", "argmax"):
-            for j in range(k + 1):
-                rows = P[contexts[:, j]]
-                target_draws[:, j] = np.argmax(rows, axis=1) if rule == "argmax" else draw(rng, rows)
-            columns = {"draft_tokens": drafted.ravel(), "target_tokens": target_draws[:, :k].ravel()}
-        ratios = np.ones((streams, k + 1))  # ratios[:, j + 1] = w_j, ratios[:, 0] = w_(-1) = 1
-        if rule == "block":
-            for j in range(k):
-                ratios[:, j + 1] = np.minimum(1.0, ratios[:, j] * p[:, j] / q[:, j])
-            block_residual = np.full((streams, k), np.nan)
-            for j in range(k - 1):
-                nxt = contexts[:, j + 1]
-                block_residual[:, j] = np.maximum(ratios[:, j + 1, None] * P[nxt] - Q[nxt], 0.0).sum(axis=1)
-            columns["residual"] = block_residual.ravel()
-        if rule == "typical":
-            entropy = -(P * np.log(np.where(P > 0, P, 1.0))).sum(axis=1)
-            columns = {"p": p.ravel(), "entropy": entropy[contexts[:, :k]].ravel()}
-            params = {"epsilon": np.full(streams, epsilon), "delta": np.full(streams, delta)}
-        accepted = verifier.accepted(ChainSteps(offsets, columns, params))
-        for j in range(k):  # the kept drafts
-            emitted.add(contexts[:, j], drafted[:, j], accepted > j)
-        stop = contexts[every, accepted]  # the context of the one token every pass adds
-        rows = P[stop].copy()
-        rejected = accepted < k
-        at = every[rejected]
-        kind = resample or {"standard": "standard", "greedy-draft": "one-hot"}.get(rule)
-        if kind == "standard":
-            rows[at] = np.maximum(P[stop[at]] - Q[stop[at]], 0.0)
-        elif kind == "one-hot":
-            rows[at, drafted[at, accepted[at]]] = 0.0  # the target without the rejected draft token
-        elif rule == "block":
-            rows[at] = np.maximum(ratios[at, accepted[at], None] * P[stop[at]] - Q[stop[at]], 0.0)
-        if rule in ("sample-match", "argmax"):
-            extra = target_draws[every, accepted]  # the target's own token at the stop (or the bonus)
-        else:
-            empty = rows.sum(axis=1) <= 0.0
-            rows[empty] = P[stop[empty]]
-            extra = draw(rng, rows) if rule != "typical" else draw(rng, P[stop])
-        emitted.add(stop, extra)
-        emitted.passes += streams
-        if rule == "argmax":
-            emitted.greedy_misses += int((extra != np.argmax(P[stop], axis=1)).sum())
-            kept = np.arange(k)[None, :] < accepted[:, None]
-            emitted.greedy_misses += int((kept & (drafted != np.argmax(P[contexts[:, :k]], axis=2))).sum())
-        previous = extra  # the pass's last token is the one it added
+        emitted.add_pass(next(passes), target)
     return emitted
-
-
-# --- trees ---------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class TreeLog:
-    """The steps a tree decode logged (nodes in tried order), and the depth the decoder itself accepted."""
+    """The steps of a tree decode's first pass (whole trees, nodes in tried order) and the depths it walked."""
 
-    parent: list[int] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
-    columns: dict[str, list[float]] = field(default_factory=dict)
-    params: dict[str, list[float]] = field(default_factory=dict)
-    depths: list[int] = field(default_factory=list)
+    first: TreeSteps
+    depths: list[int]
 
     def steps(self) -> TreeSteps:
-        dtype = {name: np.int64 if "token" in name else np.float64 for name in self.columns}
-        return TreeSteps(
-            offsets_of(self.lengths),
-            np.array(self.parent, dtype=np.int64),
-            {name: np.array(values, dtype=dtype[name]) for name, values in self.columns.items()},
-            {name: np.array(values) for name, values in self.params.items()},
-        )
+        return self.first
 
 
 def tree_decode(
@@ -213,120 +135,26 @@ def tree_decode(
     seed: int = 0,
     threshold_single: float = 1.0,
     threshold_acc: float = 1.0,
-    log_steps: int = 300,
 ) -> tuple[Emitted, TreeLog]:
-    """Decode under a tree rule: at each depth the walk's current node gets `width` drafted children, tried in
-    order; the first kept one is walked into. Only the walked nodes' children are drafted (the others are never
-    tested, so they change no decision). The first `log_steps` passes of stream 0.. are logged as tree steps.
-    """
-    rng = np.random.default_rng(seed)
-    vocab = target.vocab
-    P, Q = target.transitions, draft.transitions
-    emitted = Emitted(vocab)
-    log = TreeLog()
-    previous = rng.integers(vocab, size=streams)
-    every = np.arange(streams)
+    """Decode under a tree rule until at least `tokens` are emitted; the first pass's steps are kept as a log."""
+    emitted = Emitted(target.vocab)
+    passes = tree_passes(
+        rule,
+        target.transitions,
+        draft.transitions,
+        np.random.default_rng(seed),
+        streams=streams,
+        width=width,
+        depth=depth,
+        threshold_single=threshold_single,
+        threshold_acc=threshold_acc,
+    )
+    log = None
     while emitted.tokens < tokens:
-        context = previous.copy()
-        live = np.ones(streams, dtype=bool)
-        reached = np.zeros(streams, dtype=np.int64)
-        residual = P[context].copy()  # the target (or its residual) at the walk's current node
-        node_rows: list[dict[str, Array]] = []  # per (depth, sibling): arrays over streams
-        for level in range(depth):
-            rows_q = Q[context]
-            if rule == "tree-residual":
-                children = np.stack([draw(rng, rows_q) for _ in range(width)], axis=1)  # i.i.d. from q
-            elif rule == "tree-argmax":
-                children = np.argsort(-rows_q, axis=1, kind="stable")[:, :width]
-            else:
-                children = top_distinct(rng, rows_q, width)
-            coin = rng.random(streams)
-            target_token = np.argmax(P[context], axis=1) if rule == "tree-argmax" else draw(rng, P[context])
-            accumulated = np.zeros(streams)
-            chosen = np.full(streams, -1)
-            for sibling in range(width):
-                token = children[:, sibling]
-                trying = live & (chosen < 0)
-                p_node = P[context, token]
-                record: dict[str, Array] = {"level": np.full(streams, level), "trying": trying.copy()}
-                if rule == "tree-residual":
-                    p_res = residual[every, token]
-                    q_node = rows_q[every, token]
-                    r = rng.random(streams)
-                    passed = r <= np.minimum(1.0, p_res / q_node)
-                    record |= {"p": p_res, "q": q_node, "r": r}
-                    fail = trying & ~passed
-                    updated = np.maximum(residual[fail] - rows_q[fail], 0.0)
-                    totals = updated.sum(axis=1, keepdims=True)
-                    residual[fail] = np.where(totals > 0, updated / np.where(totals > 0, totals, 1.0), residual[fail])
-                elif rule == "tree-target-cdf":
-                    accumulated = np.where(trying, accumulated + p_node, accumulated)
-                    passed = (coin <= accumulated / max(threshold_acc, 1e-9)) | (p_node >= threshold_single)
-                    record |= {"p": p_node, "coin": coin}
-                    fail = trying & ~passed
-                    residual[fail, token[fail]] = 0.0  # the kernel removes a rejected child from the target
-                else:  # tree-match, tree-argmax: the child equal to the target's token
-                    passed = token == target_token
-                    record |= {"token": token, "target_token": target_token}
-                record["token_id"] = token
-                node_rows.append(record)
-                chosen = np.where(trying & passed, sibling, chosen)
-            kept = live & (chosen >= 0)
-            token = children[every, np.maximum(chosen, 0)]
-            emitted.add(context, token, kept)
-            if rule == "tree-argmax":
-                emitted.greedy_misses += int((kept & (token != np.argmax(P[context], axis=1))).sum())
-            reached += kept
-            stopped = live & ~kept
-            # a stop: the rule's residual (tree-match / tree-argmax: the target's own token)
-            if rule in ("tree-match", "tree-argmax"):
-                extra = target_token
-            else:
-                rows = residual.copy()
-                empty = rows.sum(axis=1) <= 0.0
-                rows[empty] = P[context[empty]]
-                extra = draw(rng, rows)
-            emitted.add(context, extra, stopped)
-            if rule == "tree-argmax":
-                emitted.greedy_misses += int((stopped & (extra != np.argmax(P[context], axis=1))).sum())
-            previous = np.where(stopped, extra, previous)
-            live = kept
-            context = np.where(kept, token, context)
-            residual[kept] = P[context[kept]]
-        bonus = np.argmax(P[context], axis=1) if rule == "tree-argmax" else draw(rng, P[context])
-        emitted.add(context, bonus, live)
-        if rule == "tree-argmax":
-            emitted.greedy_misses += int((live & (bonus != np.argmax(P[context], axis=1))).sum())
-        previous = np.where(live, bonus, previous)
-        emitted.passes += streams
-        _log_steps(log, node_rows, reached, width, log_steps, threshold_single, threshold_acc)
+        step = next(passes)
+        if log is None:
+            assert isinstance(step.steps, TreeSteps)
+            log = TreeLog(step.steps, step.accepted.tolist())
+        emitted.add_pass(step, target)
+    assert log is not None
     return emitted, log
-
-
-def _log_steps(
-    log: TreeLog,
-    node_rows: list[dict[str, Array]],
-    reached: Array,
-    width: int,
-    limit: int,
-    threshold_single: float,
-    threshold_acc: float,
-) -> None:
-    """Write the tried nodes of the first streams' passes as tree steps (parent indices in tried order)."""
-    for stream in range(min(limit - len(log.depths), reached.shape[0])):
-        index_at_level: dict[int, int] = {}  # the last tried node of a level: its kept one, if any
-        count = 0
-        for record in node_rows:
-            if not record["trying"][stream]:
-                continue
-            level = int(record["level"][stream])
-            log.parent.append(index_at_level[level - 1] if level else -1)
-            for name, values in record.items():
-                if name not in ("level", "trying", "token_id"):
-                    log.columns.setdefault(name, []).append(values[stream].item())
-            index_at_level[level] = count
-            count += 1
-        log.lengths.append(count)
-        log.params.setdefault("threshold_single", []).append(threshold_single)
-        log.params.setdefault("threshold_acc", []).append(threshold_acc)
-        log.depths.append(int(reached[stream]))

@@ -60,7 +60,7 @@ def test_faulty_counts_by_hand() -> None:
     counts = faulty_counts(batch, outcome)
     assert counts["strict-inequality"].tolist() == [1]  # 0.25 < 0.25 fails
     assert counts["no-prefix-break"].tolist() == [3]
-    assert counts["target-probability-only"].tolist() == [1]  # 0.25 <= 0.2 fails
+    assert counts["greedy-draft"].tolist() == [1]  # 0.25 <= 0.2 fails
     assert counts["bonus-counted"].tolist() == [4]
 
 
@@ -252,3 +252,89 @@ def test_sampler_tally_is_the_token_by_token_count(rows: list[dict[str, object]]
     assert (tallied.examined_tokens, tallied.accepted_tokens) == (examined, accepted)
     assert (tallied.expected_fixed, tallied.variance_fixed) == (expected, variance)
     assert np.array_equal(tallied.threshold_bins, bins) and np.array_equal(tallied.r_histogram, r_bins)
+
+
+@pytest.mark.parametrize(
+    ("fault", "verdict"),
+    [("greedy-draft", "design"), ("strict-inequality", "lossy"), ("no-prefix-break", "miscounted")],
+)
+def test_the_rule_that_explains_the_counts_is_named_with_its_evidence_and_verdict(fault: str, verdict: str) -> None:
+    """r <= p is the engine's design (vLLM without draft probabilities), a strict `<` a loss of exactness, a
+    counter that runs past the first rejection a wrong count over right decisions."""
+    target, draft = model_pair(vocab=12, quality=0.3, seed=3, top_k=3)
+    rows = list(speculative_runs(target, draft, runs=2000, k=6, seed=5, fault=fault, r_levels=256))
+    reported, _ = tally(rows)
+    named = reported.named()
+    assert named is not None and named["rule"] == fault and named["verdict"] == verdict
+    assert named["alone"] > 0 and named["evidence"]
+    lines = {example.line: example.rules for example in reported.examples}
+    assert all(lines[item["line"]] == (fault,) for item in named["evidence"])  # runs no other rule explains
+    assert reported.summary_keys()["server_rule"] == named
+
+
+def test_greedy_draft_counts_are_the_tables_recompute() -> None:
+    """The audit's r <= p is the registry's greedy-draft rule: q is ignored, ties keep."""
+    from specaccept_cli.rule.chains import greedy_draft_scalar
+
+    steps = [{"p": [0.3, 0.3, 0.9], "r": [0.3, 0.31, 0.1]}, {"p": [0.0, 0.5], "r": [0.0, 0.9]}]
+    rows: list[dict[str, object]] = [
+        {**steps[0], "q": [0.1, 0.1, 0.2], "reported": 1},
+        {**steps[1], "q": [0.5, 0.5], "reported": 1},
+    ]
+    batch = batch_of(rows)
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
+    counts = faulty_counts(batch, outcome)["greedy-draft"].tolist()
+    assert counts == [greedy_draft_scalar(step, {}) for step in steps] == [1, 1]
+
+
+def test_a_summary_saved_under_the_former_name_reads() -> None:
+    target, draft = model_pair(vocab=12, quality=0.3, seed=3, top_k=3)
+    rows = list(speculative_runs(target, draft, runs=500, k=6, seed=5, fault="greedy-draft"))
+    whole, _ = tally(rows)
+    saved = whole.to_dict()
+
+    def renamed(name: str) -> str:
+        return "target-probability-only" if name == "greedy-draft" else name
+
+    former = {
+        **saved,
+        "explains": {renamed(name): runs for name, runs in saved["explains"].items()},
+        "alone": {renamed(name): runs for name, runs in saved["alone"].items()},
+        "examples": [{**item, "rules": [renamed(name) for name in item["rules"]]} for item in saved["examples"]],
+    }
+    assert ReportedTally.from_dict(former) == whole
+    assert whole.explains["greedy-draft"] == whole.mismatches > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "kind"),
+    [
+        ("standard", None, "exact"),
+        ("block", None, "exact"),
+        ("sample-match", None, "exact"),
+        ("tree-residual", None, "exact"),
+        ("greedy-draft", None, "design"),
+        ("one-hot", None, "design"),
+        ("argmax", None, "design"),
+        ("tree-target-cdf", None, "design"),
+        ("tree-target-cdf", {"threshold_single": 1.0, "threshold_acc": 1.0}, "design"),
+        ("tree-target-cdf", {"threshold_acc": 0.7}, "lossy"),
+        ("SGLANG_TREE", {"threshold_single": 0.3}, "lossy"),
+        ("typical", {"epsilon": 0.09, "delta": 0.3}, "lossy"),
+        ("synthetic", None, "measures-nothing"),
+    ],
+)
+def test_the_verdict_on_any_rule_follows_the_table(name: str, params: dict[str, float] | None, kind: str) -> None:
+    from specaccept_cli.summary.server import VERDICT_WORDS, rule_verdict
+
+    verdict = rule_verdict(name, params)
+    assert verdict.kind == kind and kind in VERDICT_WORDS
+    if kind == "lossy" and params and "threshold" in next(iter(params)):
+        assert "below 1" in verdict.meaning
+
+
+def test_a_name_outside_the_table_has_no_verdict() -> None:
+    from specaccept_cli.summary.server import rule_verdict
+
+    with pytest.raises(KeyError, match="unknown rule 'strict'"):
+        rule_verdict("strict")
