@@ -38,10 +38,9 @@ from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.request import ReadRequest
 from specaccept_cli.read.allocator import keep_block_memory
+from specaccept_cli.read.formats import Kind
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
-    ENGINE_FORMATS,
-    PAYLOAD_FORMATS,
     OpenSource,
     ProgressHook,
     Source,
@@ -323,12 +322,12 @@ def evaluate_source(
     if progress is not None:
         progress.start_source(source)
     with open_source(source, request.input_format) as opened:
-        if opened.format in PAYLOAD_FORMATS:  # per-request payloads: the request is the cluster, always
+        if opened.kind is Kind.REQUESTS:  # per-request payloads: the request is the cluster, always
             from specaccept_cli.pipeline.payloads import evaluate_payload_source
 
             yield from evaluate_payload_source(opened, plan, on_error)
             return
-        if opened.format in ENGINE_FORMATS:
+        if opened.kind is Kind.INTERVALS:
             yield from (engine or EngineReading(request.draft_length)).evaluate(opened, plan, on_error)
             return
         if clusters is not None:

@@ -8,6 +8,7 @@ core that builds the state never imports a view.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -134,6 +135,20 @@ class EngineInterval(Struct, frozen=True):
             else list(self.unassumed_alpha_bounds),
             "description": self.describe(),
         }
+
+
+class LineReader:
+    """One engine's metrics lines in a log, one at a time (`line`); a stateless reader is its line function."""
+
+    def __init__(self, line: Callable[[int, str], Iterable[EngineInterval | InputError]]) -> None:
+        self.line = line
+
+    def flush(self) -> Iterable[EngineInterval | InputError]:
+        """What waits on the next metrics line of this engine, when an ordinary line comes first."""
+        return ()
+
+    def finish(self) -> Iterable[EngineInterval | InputError]:
+        return ()
 
 
 class LineTally(Struct):

@@ -29,6 +29,7 @@ from specaccept_cli.read.engines.recovery import (
     fits,
     recover_counts,
 )
+from specaccept_cli.read.formats import InputFormat, Kind
 
 # llama.cpp server, tools/server/server-context.cpp (earlier examples/server/server.cpp)
 # server_slot::print_timings(), after the "prompt eval time" / "eval time" lines:
@@ -540,3 +541,22 @@ def rounded_scrape_interval(
         accepted=accepted,
         **rec.fields(),
     )
+
+
+def _llama_lines(source: str, k: int | None, assume_full_drafts: bool, tally: LineTally) -> LlamaLines:
+    del assume_full_drafts
+    return LlamaLines(source, k, tally)
+
+
+FORMATS = (
+    InputFormat(
+        "llamacpp-log",
+        Kind.INTERVALS,
+        "llama.cpp",
+        "tools/server/server-context.cpp and common/speculative.cpp (commit 0c1e570)",
+        "log-lines",
+        sniff=lambda line: is_llama_line(line.decode("utf-8", errors="replace")),
+        markers=(*(marker.encode() for marker in LLAMA_MARKERS), b"| accepted "),
+        reader=_llama_lines,
+    ),
+)
