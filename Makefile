@@ -68,6 +68,7 @@ test: $(VENV)/.hf-installed
 # write the real output of every checked console example into README.md and docs/*.md (review the diff).
 docs: $(STAMP)
 	$(BIN)/python scripts/cli_reference.py
+	$(BIN)/python scripts/format_table.py
 	UPDATE_EXAMPLES=1 $(BIN)/python -m tests.test_readme_examples
 
 lint: $(STAMP)

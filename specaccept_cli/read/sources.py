@@ -430,7 +430,8 @@ def find_known_line(
     raise InputError(
         name,
         None,
-        f"no line of a known format among its {lines:,} lines (looked for {known_lines()}); "
+        f"no line of a known format among its {lines:,} line{'' if lines == 1 else 's'} "
+        f"(looked for {known_lines()}); "
         "name its format with --format",
     )
 
