@@ -47,17 +47,19 @@ def evaluate_engine_source(
     ends it with `EngineReading.finish` after the last source. `labels` collects every label name met.
     """
     from specaccept_cli.read.engines import LineTally, parse_engine_log
+    from specaccept_cli.read.formats import by_name
 
     name = opened.source.name
     lines = _lines(opened, name)
     tally = LineTally()
-    if opened.format == "prometheus":
+    scrape = by_name(opened.format).driver == "scrape"  # scrapes across files form one series
+    if scrape:
         items: Iterable[EngineInterval | InputError] = series.add(lines, name, tally)
     else:
         parse = parse_engine_log(lines, name, opened.format, k=draft_length)
         items, tally = parse, parse.tally
     yield from _evaluate(items, plan, on_error, labels)
-    if not (tally.metrics or tally.bad) and opened.format != "prometheus":
+    if not (tally.metrics or tally.bad) and not scrape:
         raise InputError(name, None, f"no {opened.format} metrics lines among its {tally.lines} lines")
     yield _lines_part(tally)
 

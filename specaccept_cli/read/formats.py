@@ -65,7 +65,6 @@ class InputFormat(Struct, frozen=True):
     splittable: bool = False  # whether one input can be cut into byte ranges or row groups for workers
     refines: str | None = None  # the format whose markers this one's lines also hold: tried before it
     takes_lists: bool = False  # payloads: the reader takes a JSON array itself (else each element is tried)
-    shown_in: str = ""  # docs: where the figures come from, one line for the table in docs/input.md
 
     def sniffs(self, line: bytes) -> bool:
         """Whether `line` is this format's own (its markers, then its sniff)."""
@@ -121,7 +120,6 @@ OWN: tuple[InputFormat, ...] = (
         "rows",
         suffixes=(".jsonl", ".ndjson", ".json"),
         splittable=True,
-        shown_in="one run a line: p, q, r (or the fields named)",
     ),
     InputFormat(
         "parquet",
@@ -133,7 +131,6 @@ OWN: tuple[InputFormat, ...] = (
         markers=(PARQUET_MAGIC,),
         suffixes=(".parquet", ".pq", ".parq"),
         splittable=True,
-        shown_in="one run a row; a directory of shards",
     ),
     InputFormat(
         "summary",
@@ -143,7 +140,6 @@ OWN: tuple[InputFormat, ...] = (
         "saved",
         sniff=_is_summary,
         markers=(b'"schema"',),
-        shown_in="--summary-out, -o json: an input of diff, merge and report --summary",
     ),
 )
 
@@ -176,6 +172,12 @@ def by_name(name: str) -> InputFormat:
         if entry.name == name:
             return entry
     raise KeyError(name)
+
+
+def of_driver(driver: Driver) -> InputFormat:
+    """The one format a driver reads (the scrape's, which `watch` reads from an endpoint)."""
+    (entry,) = (entry for entry in table() if entry.driver == driver)
+    return entry
 
 
 def names(kind: Kind | None = None) -> tuple[str, ...]:

@@ -128,7 +128,7 @@ FORMATS = (
         "trtllm-payload",
         Kind.REQUESTS,
         "TensorRT-LLM",
-        "NVIDIA/TensorRT-LLM#19311 (open), GET /perf_metrics",
+        "tensorrt_llm/serve/openai_server.py `get_perf_metrics`; `speculative_decoding` of the open PR #19311",
         "payloads",
         sniff=payload_sniff(records),
         markers=MARKERS,

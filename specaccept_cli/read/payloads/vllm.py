@@ -142,7 +142,7 @@ FORMATS = (
         "vllm-payload",
         Kind.REQUESTS,
         "vLLM",
-        "vllm-project/vllm#48915, the response's `speculative_decoding`",
+        "docs/features/speculative_decoding/acceptance_metrics.md, `metrics.speculative_decoding` (vllm#48915)",
         "payloads",
         sniff=payload_sniff(records),
         markers=MARKERS,
