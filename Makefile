@@ -20,6 +20,7 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench_known_line.py
 	$(BIN)/python benchmarks/bench_capture.py
 	$(BIN)/python benchmarks/bench_live.py --seconds $(LIVE_SECONDS)
 
