@@ -24,6 +24,7 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.formats import (
+    OWN,
     PARQUET_MAGIC,
     TEXT_DRIVERS,
     InputFormat,
@@ -46,7 +47,7 @@ SourceFormat = str
 Format = str
 
 STDIN = "-"
-PARQUET_SUFFIXES = set(by_name("parquet").suffixes)
+PARQUET_SUFFIXES = {suffix for entry in OWN if entry.driver == "columns" for suffix in entry.suffixes}
 DIRECTORY_JSONL_SUFFIXES = {".jsonl", ".ndjson"}  # not .json: a folder of saved summaries is no log
 COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz", ".zst", ".zstd"}
 SNIFF_BYTES = 1 << 20  # server output is looked at this far for a metrics line before it is taken for JSONL

@@ -31,6 +31,7 @@ from specaccept_cli.read.engines.recovery import (
     from_exact_positions,
     recover_counts,
 )
+from specaccept_cli.read.engines.vllm_lines import VLLM_V0_MARKER, VllmV0Lines, vllm_prefix
 from specaccept_cli.read.formats import InputFormat, Kind
 
 # ---------------------------------------------------------------------------------------------
@@ -65,50 +66,6 @@ VLLM_BASIC = re.compile(
     r"SpecDecoding metrics: Draft acceptance rate: " + NUM + r"%, Accepted: (\d+) tokens, Drafted: (\d+) tokens\s*$"
 )
 VLLM_MARKER = "SpecDecoding metrics"
-# vLLM v0 (v0.4 to v0.10, removed with the v0 engine): vllm/engine/metrics.py,
-# LoggingStatLogger._format_spec_decode_metrics_str() (read at vllm-project/vllm commits 00c33e81, whose
-# f-string says "Number of draft tokens tokens: ..., Number of emitted tokens tokens: ...", and f0afa0c2,
-# which drops the doubled word): "Speculative metrics: Draft acceptance rate: {:.3f}, System efficiency:
-# {:.3f}, Number of speculative tokens: {k}, Number of accepted tokens: {}, Number of draft tokens: {},
-# Number of emitted tokens: {}." The figures come from vllm/spec_decode/metrics.py AsyncMetricsCollector:
-# the sampler's (spec_decode_base_sampler.py) running totals since the worker started, not the interval's;
-# "accepted" counts every draft token that passes the test, also after a rejection (its NOTE says so), so
-# it is not the accepted prefix; "emitted" counts the tokens each sequence emitted (prefix + 1); draft
-# tokens = k per speculated sequence (`assert draft_tokens % k == 0`); draft acceptance rate = accepted /
-# draft, system efficiency = emitted / (draft / k x (k + 1)).
-VLLM_V0 = re.compile(
-    r"Speculative metrics: Draft acceptance rate: " + NUM + r", System efficiency: " + NUM + r", "
-    r"Number of speculative tokens: (\d+), Number of accepted tokens: (\d+), "
-    r"Number of draft tokens(?: tokens)?: (\d+), Number of emitted tokens(?: tokens)?: (\d+)\."
-)
-VLLM_V0_MARKER = "Speculative metrics:"
-# With colour on (a TTY or VLLM_LOGGING_COLOR=1), vllm/utils (`_add_prefix`) writes the process tag as
-# "\033[1;36m(APIServer pid=12)\033[0;0m " and vllm/logging_utils/formatter.py ColoredFormatter wraps the
-# level ("\033[32mINFO\033[0m"), the time stamp and "[file:line]" ("\033[90m...\033[0m"): SGR sequences,
-# taken out before the prefix is read.
-ANSI_SGR = re.compile(r"\x1b\[[0-9;]*m")
-# vLLM's logger prefix: "(APIServer pid=12) INFO 11-30 13:00:01 [metrics.py:120] " (the process
-# tag is added by the v1 multiprocess front end; older lines start at "INFO").
-VLLM_PREFIX = re.compile(
-    r"^(?:\((?P<proc>[^)\s]+) pid=(?P<pid>\d+)\)\s+)?"
-    r"(?:(?P<level>[A-Z]+)\s+(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\s+)?"
-)
-
-
-def vllm_prefix(text: str) -> tuple[dict[str, str], str | None, str]:
-    """The process labels and time stamp of vLLM's logger prefix, and the line without colour codes."""
-    plain = ANSI_SGR.sub("", text) if "\x1b" in text else text
-    prefix = VLLM_PREFIX.match(plain)
-    labels: dict[str, str] = {}
-    timestamp = None
-    if prefix is not None:
-        if prefix.group("proc"):
-            labels["process"] = prefix.group("proc")
-            labels["pid"] = prefix.group("pid")
-        timestamp = prefix.group("ts")
-    return labels, timestamp, plain
-
-
 # The figures of one line: (fmt, printed, rate %, accepted, drafted, mean length, per-position rates).
 _Figures = tuple[str, dict[str, str], str, str, str, str | None, list[str] | None]
 
@@ -479,8 +436,6 @@ def _increase(now_text: str, then_text: str, name: str, resets: list[str]) -> in
 
 
 def _log_lines(source: str, k: int | None, assume_full_drafts: bool, tally: object) -> LineReader:
-    from specaccept_cli.read.engines.vllm_v0 import VllmV0Lines
-
     v0 = VllmV0Lines(source)  # v0's running totals; v1's lines each hold their interval
 
     def line(number: int, text: str) -> list[EngineInterval | InputError]:
