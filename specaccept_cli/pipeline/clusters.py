@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 from msgspec.structs import replace
 
+from specaccept_cli.read.formats import Kind
 from specaccept_cli.read.sources import OpenSource, Reading, open_source, read_ahead_first_row
 from specaccept_cli.summary.clusters import request_field, request_field_of_columns
 from specaccept_cli.summary.evaluate import Plan
@@ -35,7 +36,7 @@ class ClusterDetection(Struct):
         """`opened` (reading ahead when it had to look), and the reading and plan with the cluster field in them."""
         if plan.cluster_field is not None or not plan.detect_clusters:
             return opened, reading, plan
-        if not self.decided and opened.format in ("jsonl", "parquet"):
+        if not self.decided and opened.kind is Kind.RUNS:
             opened, found, seen = _first_row_field(opened)
             if seen:
                 self.decided, self.field = True, found
