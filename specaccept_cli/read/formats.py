@@ -16,6 +16,7 @@ the other's markers) is tried before it.
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 import re
 from collections.abc import Callable, Sequence
@@ -168,10 +169,12 @@ def _checked(entries: Sequence[InputFormat]) -> tuple[InputFormat, ...]:
 
 
 def by_name(name: str) -> InputFormat:
-    for entry in table():
-        if entry.name == name:
-            return entry
-    raise KeyError(name)
+    return _named()[name]
+
+
+@functools.cache
+def _named() -> dict[str, InputFormat]:
+    return {entry.name: entry for entry in table()}
 
 
 def of_driver(driver: Driver) -> InputFormat:
@@ -196,6 +199,11 @@ def kind_of(name: str) -> Kind:
 
 def sniff_order(driver: Sequence[Driver] | None = None) -> tuple[InputFormat, ...]:
     """Entries with a sniff, an entry that refines another before it, else in table order."""
+    return _sniff_order(None if driver is None else tuple(driver))
+
+
+@functools.cache
+def _sniff_order(driver: tuple[Driver, ...] | None) -> tuple[InputFormat, ...]:
     found = [entry for entry in table() if entry.sniff is not None and (driver is None or entry.driver in driver)]
     ordered: list[InputFormat] = []
     for entry in found:

@@ -12,6 +12,7 @@ Pure: the standard library, numpy, orjson and `specaccept_cli.errors` only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 
 import orjson
@@ -25,6 +26,7 @@ from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
 __all__ = ["PayloadParse", "RequestRecord", "looks_like_payload", "parse_payloads", "sniff_payload"]
 
 
+@functools.cache
 def _readers(fmt: str) -> tuple[InputFormat, ...]:
     """The entries a line is read by: the one named, or (auto) every payload format, a refining one first."""
     if fmt != "auto":
