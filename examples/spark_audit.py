@@ -3,7 +3,7 @@
     pip install specaccept pyspark
     spark-submit examples/spark_audit.py 's3a://bucket/logs/2026-11-30/*.parquet' > summary.json
 
-Every partition runs specaccept's engine-neutral task (`pipeline.engines.summarise_batches`)
+Every partition runs specaccept's framework-neutral task (`pipeline.frameworks.summarise_batches`)
 on its Arrow record batches through `mapInArrow`, and sends back one small binary cell (its
 summary, pickled). Rows carry their file and row index (`_metadata`), so a bad row is reported
 as `file:row`, as `specaccept audit` reports it. The result is the machine format of
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import SparkSession, functions
 
-from specaccept_cli.pipeline.engines import add_summaries, summarise_batches, summary_bytes, summary_of_bytes
+from specaccept_cli.pipeline.frameworks import add_summaries, summarise_batches, summary_bytes, summary_of_bytes
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.evaluate import Plan

@@ -25,7 +25,6 @@ from specaccept_cli.errors import InputError, SpecacceptError
 from specaccept_cli.rule.scalar import accept_prefix
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison, GateResult, Issue, MetricComparison, check_gates, compare
     from specaccept_cli.pipeline import ReadRequest, summarise
     from specaccept_cli.read.sources import read_all
     from specaccept_cli.rule.batch import FieldSpec, RunBatch
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.summary.windows import Drift, WindowEstimate, WindowSpec, WindowTally, drift_test
     from specaccept_cli.verdict import Findings, GateSpec, SamplerTest, Status, VerdictEntry, conclude
+    from specaccept_cli.verdict.checks import Comparison, GateResult, Issue, MetricComparison, check_gates, compare
 
 from specaccept_cli.version import __version__
 
@@ -57,12 +57,12 @@ _LAZY = {
     "summary_from_object": "specaccept_cli.summary.files",
     "read_summary_file": "specaccept_cli.summary.files",
     "merge_summaries": "specaccept_cli.summary.files",
-    "check_gates": "specaccept_cli.checks",
-    "compare": "specaccept_cli.checks",
-    "Comparison": "specaccept_cli.checks",
-    "GateResult": "specaccept_cli.checks",
-    "Issue": "specaccept_cli.checks",
-    "MetricComparison": "specaccept_cli.checks",
+    "check_gates": "specaccept_cli.verdict.checks",
+    "compare": "specaccept_cli.verdict.checks",
+    "Comparison": "specaccept_cli.verdict.checks",
+    "GateResult": "specaccept_cli.verdict.checks",
+    "Issue": "specaccept_cli.verdict.checks",
+    "MetricComparison": "specaccept_cli.verdict.checks",
     "conclude": "specaccept_cli.verdict",
     "Findings": "specaccept_cli.verdict",
     "GateSpec": "specaccept_cli.verdict",

@@ -8,6 +8,9 @@ Data reaches three kinds of output, each with its own helper:
   separators and bidi overrides that JSON may carry raw, which decodes to the very same strings;
 - GitHub workflow commands that specaccept writes on purpose (`--github`): `workflow_command`, whose
   message and properties are percent-encoded the runner's way.
+
+And numbers written against a threshold (`shown_threshold`, `shown_against`): the verdict's sentences
+and every view show a gate with them, so they live here, below both.
 """
 
 from __future__ import annotations
@@ -75,3 +78,29 @@ def workflow_command(command: str, message: str, **properties: str) -> str:
     """`::command key=value,...::message`, every value and the message escaped."""
     props = ",".join(f"{key}={workflow_property(value)}" for key, value in properties.items())
     return f"::{command}{' ' + props if props else ''}::{workflow_data(message)}"
+
+
+def shown_threshold(threshold: float) -> str:
+    """A threshold as the user wrote it (its shortest exact form)."""
+    short = format(threshold, "g")
+    return short if float(short) == threshold else repr(threshold)
+
+
+def shown_against(value: float, threshold: float, decimals: int = 4) -> str:
+    """`value` with enough decimals that it never reads equal to a `threshold` it differs from.
+
+    At least `decimals`, and at least as many as the threshold has, so rounding cannot carry the
+    value across the threshold: against a gate of 0.5017, 0.501696 shows as 0.501696, not 0.5017.
+    """
+    written = shown_threshold(threshold)
+    if "e" not in written and "." in written:
+        decimals = max(decimals, len(written.split(".")[1]))
+
+    def faithful(shown: str) -> bool:  # on the value's side of the threshold, and equal only if it is
+        return (float(shown) < threshold) == (value < threshold) and (float(shown) != threshold or value == threshold)
+
+    shown = f"{value:.{decimals}f}"
+    while not faithful(shown) and decimals < 20:
+        decimals += 1
+        shown = f"{value:.{decimals}f}"
+    return shown if faithful(shown) else repr(value)

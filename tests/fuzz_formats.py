@@ -70,8 +70,8 @@ def check_lines(data: bytes, fmt: str) -> None:
 
 def check_page(data: bytes) -> None:
     """A scraped page, as `watch` reads each one: intervals or errors, never an exception."""
-    from specaccept_cli.read.engines.intervals import LineTally
     from specaccept_cli.read.engines.prometheus import ScrapeSeries
+    from specaccept_cli.rule.intervals import LineTally
 
     series = ScrapeSeries()
     for page in (data, data):  # twice: the second scrape is compared with the first

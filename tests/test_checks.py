@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specaccept_cli.checks import check_gates, compare, drop_test
 from specaccept_cli.cli.hints import comparison_message, warning_text
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.state import Summary
+from specaccept_cli.verdict.checks import check_gates, compare, drop_test
 from tests.helpers import (
     simulated,
 )
@@ -102,7 +102,7 @@ def test_a_true_drop_of_exactly_max_drop_alarms_at_the_significance() -> None:
 
 
 def test_holm_adjusts_the_smaller_p_twice_and_keeps_the_order() -> None:
-    from specaccept_cli.checks import holm
+    from specaccept_cli.verdict.checks import holm
 
     assert holm([0.004, 0.03]) == pytest.approx([0.008, 0.03])
     assert holm([0.03, 0.004]) == pytest.approx([0.03, 0.008])

@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = "specaccept_cli"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
-CORE = ("read", "rule", "summary", "pipeline", "checks", "verdict", "errors", "text", "simulate", "native", "threads")
+CORE = ("read", "rule", "summary", "pipeline", "verdict", "errors", "text", "simulate", "native", "threads")
 
 
 @dataclass(frozen=True)
@@ -164,16 +164,17 @@ def _allowed_by_rule(item: Import) -> bool:
 
 LAYERS = [
     # (importing stage(s), what it must not import, why)
-    (("read",), ("summary", "pipeline", "checks", "views", "cli"), "read produces batches; it knows no summary"),
+    (("read",), ("summary", "verdict", "pipeline", "views", "cli"), "read produces batches; it knows no summary"),
     (
         ("summary",),
-        ("read", "pipeline", "checks", "verdict", "views", "cli"),
+        ("read", "pipeline", "verdict", "views", "cli"),
         "summary is state from outcomes, not from files",
     ),
-    (("checks",), ("verdict",), "checks is the comparison engine the verdict calls, never the other way"),
     (CORE, ("views", "cli"), "the core is a library: no view, no command"),
     (("views",), ("cli",), "views render; the commands call them, never the other way"),
 ]
+
+CHECKS = f"{PACKAGE}.verdict.checks"
 
 EXTERNAL = [(CORE, ("click", "rich"), "the core never imports click or rich (`import specaccept_cli` stays light)")]
 
@@ -188,6 +189,8 @@ def layer_violations(imports: list[Import]) -> list[str]:
         for importers, forbidden, why in LAYERS:
             if source in importers and target in forbidden:
                 found.append(f"{item} ({why})")
+        if item.importer == CHECKS and item.imported.startswith(f"{PACKAGE}.verdict.") and item.imported != CHECKS:
+            found.append(f"{item} (checks is the comparison engine the verdict calls, never the other way)")
         for importers, libraries, why in EXTERNAL:
             if source in importers and target is None and top_level(item.imported) in libraries:
                 found.append(f"{item} ({why})")
@@ -276,3 +279,109 @@ def test_the_accept_test_is_written_in_the_rule_alone() -> None:
     assert _writes_the_accept_test(ast.parse("x = min(1.0, p[i] / q[i])"))  # the guard sees what it looks for
     found = sorted(name for name, path in MODULES.items() if _writes_the_accept_test(ast.parse(path.read_text())))
     assert found == ["specaccept_cli.rule.scalar"]
+
+
+# ---------------------------------------------------------------------------------------------
+# No import runs back up, and no module reaches into another's private names
+
+# The stages from the ground up: a stage imports only stages below it (and itself). `specaccept_cli` is the
+# package's face (`__init__.py`), which hands every public name on: a module inside that imported it would
+# load the whole house to read one name.
+ORDER = [
+    ("errors", "text", "version", "native", "threads"),
+    ("rule", "simulate", "capture"),
+    ("read",),
+    ("summary",),
+    ("verdict",),
+    ("pipeline",),
+    ("views",),
+    ("cli",),
+    (PACKAGE, "__main__"),
+]
+FLOOR = {name: floor for floor, names in enumerate(ORDER) for name in names}
+
+
+def upward_imports(imports: list[Import]) -> list[str]:
+    """Every import of a stage from a higher floor (type hints included: a hint still names what is above)."""
+    found = []
+    for item in imports:
+        source, target = stage(item.importer), stage(item.imported)
+        if source is None or target is None or source == target:
+            continue
+        if FLOOR[target] > FLOOR[source]:
+            found.append(f"{item} ({target} stands above {source})")
+    return sorted(set(found))
+
+
+def test_every_stage_has_a_floor() -> None:
+    assert {stage(name) for name in MODULES} <= set(FLOOR), "a new stage needs its place in ORDER"
+
+
+def test_an_upward_import_is_found() -> None:
+    """Guard the guard: reading the version through the whole package is a climb, through `version` is not."""
+    up = Import("specaccept_cli.pipeline.distributed", PACKAGE, "specaccept_cli/pipeline/distributed.py:9")
+    down = Import(
+        "specaccept_cli.pipeline.distributed", f"{PACKAGE}.version", "specaccept_cli/pipeline/distributed.py:9"
+    )
+    assert len(upward_imports([up, down])) == 1
+    assert upward_imports([Import("specaccept_cli.read.sources", "specaccept_cli.pipeline.clusters", "x:1")])
+
+
+def test_no_import_runs_back_up() -> None:
+    found = upward_imports(IMPORTS)
+    assert not found, "imports that run back up the house:\n  " + "\n  ".join(found)
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_reaches(name: str, path: Path, code: str | None = None) -> Iterator[str]:
+    """`from other import _name`, and `other._name` on a module of the package bound by an import."""
+    tree = ast.parse(path.read_text() if code is None else code, filename=str(path))
+    is_package = path.name == "__init__.py"
+    modules: set[str] = set()  # local names bound to another module of the package
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(ROOT.parent)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(name, is_package, node.level, node.module)
+            if stage(target) is None or target == name:
+                continue
+            for alias in node.names:
+                if f"{target}.{alias.name}" in MODULES:
+                    modules.add(alias.asname or alias.name)
+                elif _is_private(alias.name):
+                    yield f"{where}: {name} imports {alias.name} from {target}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if stage(alias.name) is not None and alias.name != name and alias.asname:
+                    modules.add(alias.asname)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and _is_private(node.attr)
+        ):
+            yield f"{path.relative_to(ROOT.parent)}:{node.lineno}: {name} uses {node.value.id}.{node.attr}"
+
+
+def test_a_private_reach_is_found() -> None:
+    """Guard the guard: both ways of reaching in are seen, and a module's own private names are its own."""
+    code = (
+        "from specaccept_cli.summary.intervals import _untimed\n"
+        "from specaccept_cli.pipeline import parallel\n"
+        "from specaccept_cli.pipeline.local import _own\n"
+        "parallel._serial\n"
+    )
+    found = list(private_reaches("specaccept_cli.pipeline.local", ROOT / "pipeline" / "local.py", code))
+    assert [reach.split(": ", 1)[1] for reach in found] == [
+        "specaccept_cli.pipeline.local imports _untimed from specaccept_cli.summary.intervals",
+        "specaccept_cli.pipeline.local uses parallel._serial",
+    ]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name shared between modules is public (no underscore) where it is defined; a private one stays home."""
+    found = sorted(set(reach for name, path in MODULES.items() for reach in private_reaches(name, path)))
+    assert not found, "private names used across modules:\n  " + "\n  ".join(found)

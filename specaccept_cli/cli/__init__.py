@@ -22,10 +22,10 @@ from typing import Any, NoReturn
 
 import click
 
-from specaccept_cli import __version__
 from specaccept_cli.cli.destinations import abandon_stdout as _abandon_stdout
 from specaccept_cli.errors import ChecksFailed, InputError, OutputError, SpecacceptError
 from specaccept_cli.text import visible
+from specaccept_cli.version import __version__
 
 EXIT_OK = 0
 EXIT_GATE = 1

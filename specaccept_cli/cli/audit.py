@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Sequence
 
-    from specaccept_cli.checks import Issue
     from specaccept_cli.pipeline.request import ReadRequest
     from specaccept_cli.read.sources import Source
     from specaccept_cli.read.storage import Storage
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings, GateSpec, VerdictEntry
+    from specaccept_cli.verdict.checks import Issue
     from specaccept_cli.views.progress import RichProgress
     from specaccept_cli.views.records import RunPreview
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from specaccept_cli.checks import MIN_UNITS, Issue, shown_threshold
+from specaccept_cli.text import shown_threshold
+from specaccept_cli.verdict.checks import MIN_UNITS, Issue
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.verdict import Findings, VerdictEntry
+    from specaccept_cli.verdict.checks import Comparison, GateResult
 
 GATE_OPTIONS = {
     "alpha": "--min-alpha",

@@ -14,6 +14,7 @@ from specaccept_cli.errors import SpecacceptError
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 if TYPE_CHECKING:
+    from specaccept_cli.rule.registry import Rule
     from specaccept_cli.simulate import Requests
 
 
@@ -183,18 +184,54 @@ def _rounded(row: dict[str, float]) -> dict[str, float]:
     }
 
 
+def _rule_option(context: click.Context, param: click.Parameter, value: str | None) -> Rule | None:
+    """`--rule NAME`: a rule of the table (a name or an alias, any case), or a usage error naming them."""
+    if value is None:
+        return None
+    from specaccept_cli.rule.registry import rule_named
+
+    try:
+        return rule_named(value)
+    except KeyError as error:
+        raise click.BadParameter(str(error.args[0]), ctx=context, param=param) from None
+
+
+def _rule_note(rule: Rule) -> str | None:
+    """What the figures mean under a rule other than the chain's closed form, for the table view."""
+    if rule.model == "at-least-chain":
+        return (
+            f"{rule.name}: it keeps at least this many tokens per pass at this alpha (never fewer than the chain "
+            "rule on the same drafts); how many more depends on the two distributions, not on alpha alone."
+        )
+    if rule.model == "tree":
+        return (
+            f"{rule.name}: --alpha is read as the conditional acceptance rate at every depth and --k as the "
+            "tree's depth; a real tree's rates differ by depth (its accepted-depth histogram gives them)."
+        )
+    return None
+
+
 @click.command(short_help="Tokens per pass (and speedup) the i.i.d. model expects.")
 @click.option("--alpha", type=FiniteFloat(0.0, 1.0), required=True, help="Per-token acceptance probability.")
 @click.option("--k", "k_text", required=True, metavar="K|K1,K2|LOW-HIGH", help="Draft length(s): 4, 2,4,8 or 1-10.")
+@click.option(
+    "--rule",
+    "rule",
+    metavar="NAME",
+    callback=_rule_option,
+    help="Verification rule (docs/rules.md): block gives a lower bound; a tree rule reads --alpha as the rate "
+    "at every depth and --k as the depth.",
+)
 @cost_ratio_option
 @output_option(("table", "json"), "table: Rich view; json: an object for one k, a list for several.")
-def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> None:
+def expect(alpha: float, k_text: str, rule: Rule | None, cost_ratio: float | None, output: str) -> None:
     """Tokens per target pass (and speedup) the i.i.d. model predicts: (1 - alpha^(k+1)) / (1 - alpha).
 
     \b
     Examples:
       specaccept expect --alpha 0.8 --k 4              # -> 3.3616
       specaccept expect --alpha 0.8 --k 1-10 --cost-ratio 0.05
+      specaccept expect --rule block --alpha 0.8 --k 4 # at least 3.3616
     """
     from specaccept_cli.summary import formulas
 
@@ -203,12 +240,24 @@ def expect(alpha: float, k_text: str, cost_ratio: float | None, output: str) -> 
     if output == "json":
         import orjson
 
-        rounded = [_rounded(row) for row in rows]
+        rounded: list[dict[str, object]] = [{**_rounded(row), **_rule_keys(rule)} for row in rows]
         write_stdout(orjson.dumps(rounded[0] if len(rounded) == 1 else rounded, option=orjson.OPT_APPEND_NEWLINE))
         return
+    from rich.console import Group
+    from rich.text import Text
+
     from specaccept_cli.views.terminal import QuietPipeConsole, expect_table
 
     best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
     optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)
+    note = None if rule is None else _rule_note(rule)
     with printing_to_stdout():
-        QuietPipeConsole().print(expect_table(rows, best_k, optimal))
+        table = expect_table(rows, best_k, optimal)
+        QuietPipeConsole().print(table if note is None else Group(table, Text(note, style="dim")))
+
+
+def _rule_keys(rule: Rule | None) -> dict[str, object]:
+    """The keys `--rule` adds to each JSON row: the rule's name, and `bound` where the figure is a lower bound."""
+    if rule is None:
+        return {}
+    return {"rule": rule.name, **({"bound": "at least"} if rule.model == "at-least-chain" else {})}

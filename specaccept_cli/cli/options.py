@@ -110,7 +110,7 @@ def gate_options(command: FC) -> FC:
 
 
 def comparison_options(command: FC) -> FC:
-    from specaccept_cli.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
+    from specaccept_cli.verdict.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
 
     options = [
         click.option(

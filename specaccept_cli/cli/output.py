@@ -29,8 +29,8 @@ from specaccept_cli.cli.destinations import (
 from specaccept_cli.errors import ChecksFailed, OutputError, SpecacceptError
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Issue
     from specaccept_cli.verdict import Findings
+    from specaccept_cli.verdict.checks import Issue
     from specaccept_cli.views.terminal import QuietPipeConsole
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from specaccept_cli.checks import DEFAULT_MAX_DROP
 from specaccept_cli.cli.options import FiniteFloat, output_option
 from specaccept_cli.cli.output import printing_to_stdout, write_stdout
+from specaccept_cli.verdict.checks import DEFAULT_MAX_DROP
 
 
 @click.command(short_help="The requests a CI run needs to detect a drop from a baseline.")
@@ -57,10 +57,10 @@ def plan(baseline_path: str, drop: float, max_drop: float, significance: float, 
       specaccept plan --baseline main.json --drop 0.05
       specaccept audit pr.jsonl --baseline main.json
     """
-    from specaccept_cli.checks import POWER, plan_requests
     from specaccept_cli.errors import UsageError
     from specaccept_cli.summary.estimates import estimate
     from specaccept_cli.summary.files import json_bytes, read_summary_file, summary_of
+    from specaccept_cli.verdict.checks import POWER, plan_requests
 
     if not max_drop < drop:
         raise UsageError(f"--drop {drop:g} must exceed --max-drop {max_drop:g}: a tolerated drop is never flagged")

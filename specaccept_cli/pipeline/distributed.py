@@ -3,7 +3,7 @@
 The input is cut into shares: a Parquet file into its row groups, a large uncompressed JSONL
 file (local or in object storage) into newline-aligned byte ranges, anything else (compressed
 JSONL, small files) is one share. Each share is one task that runs the one-process core on it
-(`pipeline.summarise`, or for a byte range the parallel reader's `_parse_range`) and sends back a
+(`pipeline.summarise`, or for a byte range the parallel reader's `parse_range`) and sends back a
 `Part`: a `Summary` (pickled, a few tens of KB however many runs), not its runs.
 
 Parts are added in an ordered tree (`fan_in` at a time): first the shares of each source, then
@@ -42,11 +42,11 @@ from specaccept_cli.pipeline.local import skipped_input, summarise_here
 from specaccept_cli.pipeline.parallel import (
     TASKS_PER_WORKER,
     Work,
-    _parse_range,
-    _restore,
     default_jobs,
     evaluate_source,
     newline_aligned_ranges,
+    parse_range,
+    restored_error,
 )
 from specaccept_cli.pipeline.request import ReadOptions, ReadRequest, as_request
 from specaccept_cli.read.formats import Kind
@@ -278,10 +278,10 @@ def _summarise_range(share: Share, job: Job) -> Part:
 
     def evaluated() -> Iterator[Evaluated]:
         nonlocal count
-        origin, count, results = _parse_range(Work(source.name, request, job.keep_runs), location, start, end)
+        origin, count, results = parse_range(Work(source.name, request, job.keep_runs), location, start, end)
         for result, parts in results:
             for part in parts:
-                error = _restore(part)
+                error = restored_error(part)
                 if error.line is not None:
                     error.line -= origin - 1
                 policy(error)
@@ -461,25 +461,25 @@ def _in_order(
 
 
 def _worker_version() -> str:
-    import specaccept_cli
+    from specaccept_cli.version import __version__
 
-    return specaccept_cli.__version__
+    return __version__
 
 
 def _check_workers(client: Any) -> None:
     """Workers must run this specaccept: another version could count differently (or not at all)."""
-    import specaccept_cli
+    from specaccept_cli.version import __version__
 
     try:
         found: dict[str, str] = client.run(_worker_version)
     except (ImportError, AttributeError) as exc:  # a worker without the package cannot even load the function
         raise SpecacceptError(
-            f"the Dask workers cannot run specaccept ({exc}): install specaccept {specaccept_cli.__version__} on them"
+            f"the Dask workers cannot run specaccept ({exc}): install specaccept {__version__} on them"
         ) from None
-    others = sorted({version for version in found.values() if version != specaccept_cli.__version__})
+    others = sorted({version for version in found.values() if version != __version__})
     if others:
         raise SpecacceptError(
-            f"the Dask workers run specaccept {', '.join(others)}, this is {specaccept_cli.__version__}: "
+            f"the Dask workers run specaccept {', '.join(others)}, this is {__version__}: "
             "install the same version on both"
         )
 

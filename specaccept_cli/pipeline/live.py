@@ -27,11 +27,9 @@ import numpy as np
 from msgspec import Struct
 from msgspec.structs import replace
 
-from specaccept_cli.checks import GateResult
 from specaccept_cli.errors import InputError, UsageError
 from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.read.follow import FollowedStream
-from specaccept_cli.read.formats import Kind
 from specaccept_cli.read.policy import ErrorPolicy
 from specaccept_cli.read.sources import (
     SCAN,
@@ -49,6 +47,7 @@ from specaccept_cli.summary.evaluate import Evaluated, Plan, add_up, evaluate_ba
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import Drift, WindowSpec, WindowTally
 from specaccept_cli.verdict import Findings, GateSpec, conclude
+from specaccept_cli.verdict.checks import GateResult
 from specaccept_cli.verdict.findings import VerdictEntry
 
 RECENT = 20  # intervals kept apart for the view (alpha over the recent intervals)
@@ -328,7 +327,7 @@ def follow_producer(
     draft_length: int | None = None,
 ) -> Callable[[Callable[[object], None], threading.Event], None]:
     """What the reading thread does for `audit --follow`: the stream through the ordinary per-batch stage."""
-    from specaccept_cli.pipeline.engine import EngineReading
+    from specaccept_cli.pipeline.servers import EngineReading, server_output
 
     # Blocks are evaluated in input order as windows "of runs"; the ticker places them by arrival.
     plan = replace(plan, windows=WindowSpec())
@@ -339,16 +338,10 @@ def follow_producer(
             put(OPENED)
             if stop.is_set():
                 return
-            if opened.kind is Kind.REQUESTS:  # per-request payloads: each request a cluster, as it arrives
-                from specaccept_cli.pipeline.payloads import evaluate_payload_source
-
-                for result in policy.guard(evaluate_payload_source(opened, plan, policy)):
-                    put(result)
-                return
-            if opened.kind is Kind.INTERVALS:
-                engine = EngineReading(draft_length)
-                results: Iterator[Evaluated] = policy.guard(engine.evaluate(opened, plan, policy))
-                for result in results:
+            engine = EngineReading(draft_length)
+            served = server_output(opened, plan, policy, engine)
+            if served is not None:  # server output: intervals or requests, as they arrive
+                for result in policy.guard(served):
                     put(result)
                 for result in policy.guard(engine.finish(plan, policy)):
                     put(result)
@@ -433,10 +426,10 @@ def watch_producer(
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from specaccept_cli.pipeline.engine import _evaluate, _lines_part
-    from specaccept_cli.read.engines.intervals import LineTally
     from specaccept_cli.read.engines.prometheus import ScrapeSeries
     from specaccept_cli.read.scrape import Retry, ScrapeError, fetch_with_retries
+    from specaccept_cli.rule.intervals import LineTally
+    from specaccept_cli.summary.intervals import interval_parts, lines_part
 
     retry = Retry(attempts=attempts)
     labels: set[str] = set()
@@ -470,9 +463,9 @@ def watch_producer(
                 if bad or isinstance(items, InputError):
                     endpoints.failed(url, _refused(bad[0]))
                 else:
-                    for result in _evaluate(items, plan, policy, labels):
+                    for result in interval_parts(items, plan, policy, labels):
                         put(result)
-                    put(_lines_part(tally))  # the page's lines: read, metrics, other output
+                    put(lines_part(tally))  # the page's lines: read, metrics, other output
                     endpoints.succeeded(url, tally.resets, time.time())
             due += every
             if due < time.monotonic():  # a scrape longer than a period: the next one now, not a burst

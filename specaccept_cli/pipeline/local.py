@@ -14,9 +14,9 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import UsageError
 from specaccept_cli.pipeline.clusters import ClusterDetection
-from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
 from specaccept_cli.pipeline.request import ReadRequest
+from specaccept_cli.pipeline.servers import EngineReading
 from specaccept_cli.read.policy import ErrorPolicy
 from specaccept_cli.read.sources import ProgressHook
 from specaccept_cli.rule.batch import absent_from_both

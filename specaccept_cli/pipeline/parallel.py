@@ -35,10 +35,9 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError, WorkerDied
 from specaccept_cli.pipeline.clusters import ClusterDetection
-from specaccept_cli.pipeline.engine import EngineReading
 from specaccept_cli.pipeline.request import ReadRequest
+from specaccept_cli.pipeline.servers import EngineReading, server_output
 from specaccept_cli.read.allocator import keep_block_memory
-from specaccept_cli.read.formats import Kind
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
     OpenSource,
@@ -48,8 +47,7 @@ from specaccept_cli.read.sources import (
     read_opened,
 )
 from specaccept_cli.read.storage import RemoteObject, open_seekable
-from specaccept_cli.rule.batch import RunBatch
-from specaccept_cli.summary.evaluate import Evaluated, Plan, evaluate_batch
+from specaccept_cli.summary.evaluate import Evaluated, evaluate_batch, evaluate_batches
 from specaccept_cli.threads import signals_stay_with_main
 
 if TYPE_CHECKING:
@@ -134,16 +132,16 @@ class _WorkerError(Exception):
 
 
 def _range_task(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
-    """`_parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
+    """`parse_range` in a worker: its InputErrors (and the file's OSErrors) cross back as `_WorkerError`."""
     try:
-        return _parse_range(work, location, start, end)
+        return parse_range(work, location, start, end)
     except InputError as exc:
         raise _WorkerError(_portable(exc)) from None
     except OSError as exc:
         raise _WorkerError(_portable(InputError(work.source, None, f"cannot read: {exc.strerror or exc}"))) from None
 
 
-def _parse_range(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
+def parse_range(work: Work, location: str | RemoteObject, start: int, end: int) -> tuple[int, int, Results]:
     """Parse the lines of bytes [start, end) of a file, numbered from a provisional origin.
 
     The origin is 1 for the range at the start of the file and 2 for any other, so that only the file's
@@ -176,7 +174,7 @@ def _portable(error: InputError) -> tuple[type[InputError], tuple[Any, ...], dic
     return type(error), error.args, dict(vars(error))
 
 
-def _restore(parts: tuple[type[InputError], tuple[Any, ...], dict[str, Any]]) -> InputError:
+def restored_error(parts: tuple[type[InputError], tuple[Any, ...], dict[str, Any]]) -> InputError:
     kind, args, state = parts
     error = kind.__new__(kind)
     Exception.__init__(error, *args)
@@ -322,13 +320,9 @@ def evaluate_source(
     if progress is not None:
         progress.start_source(source)
     with open_source(source, request.input_format) as opened:
-        if opened.kind is Kind.REQUESTS:  # per-request payloads: the request is the cluster, always
-            from specaccept_cli.pipeline.payloads import evaluate_payload_source
-
-            yield from evaluate_payload_source(opened, plan, on_error)
-            return
-        if opened.kind is Kind.INTERVALS:
-            yield from (engine or EngineReading(request.draft_length)).evaluate(opened, plan, on_error)
+        served = server_output(opened, plan, on_error, engine or EngineReading(request.draft_length))
+        if served is not None:  # server output: intervals or requests
+            yield from served
             return
         if clusters is not None:
             opened, reading, plan = clusters.resolve(opened, request.reading, plan)
@@ -338,7 +332,7 @@ def evaluate_source(
             return
         if jobs <= 1 or opened.format != "jsonl":
             batches = read_opened(opened, request.reading, on_error, progress)
-            yield from _serial(batches, keep_runs, plan, on_error)
+            yield from evaluate_batches(batches, plan, keep_runs, on_error)
             return
         pool = _Pool(jobs)
         work = Work(source.name, request.for_workers(), keep_runs, block_bytes)
@@ -349,19 +343,11 @@ def evaluate_source(
             else:
                 yield from _from_stream(opened, work, feed, pool)
         except _WorkerError as exc:
-            raise _restore(exc.args[0]) from None
+            raise restored_error(exc.args[0]) from None
         except BrokenExecutor:  # the pool's workers died
             raise WorkerDied(source.name) from None
         finally:
             pool.close()
-
-
-def _serial(batches: Iterator[RunBatch], keep_runs: bool, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-    for batch in batches:
-        result, errors = evaluate_batch(batch, plan, keep_runs)
-        for error in errors:
-            on_error(error)
-        yield result
 
 
 def _threaded(
@@ -377,7 +363,7 @@ def _threaded(
     Arrow decodes without holding the GIL and numpy's loops over a batch's tokens release it, so threads
     share the cores without processes (nothing is copied or pickled, no memory is counted twice). The
     reader runs here, in the calling thread; each batch's reading errors are held with it and handed on,
-    with the errors its stage finds, strictly in input order: what `_serial` gives, in the same order
+    with the errors its stage finds, strictly in input order: what `evaluate_batches` gives, in the same order
     (in fail mode the first bad row of the input is the one reported). A file that fails to decode part
     way raises after every batch before the failure has been handed on.
     """
@@ -443,7 +429,7 @@ def _from_ranges(opened: OpenSource, work: Work, feed: _Feed, pool: _Pool) -> It
     next_line = 1
     for (_, end), (origin, count, results) in zip(ranges, _in_order(tasks, pool.window)):
         for result, parts in results:
-            errors = [_restore(part) for part in parts]
+            errors = [restored_error(part) for part in parts]
             result = _shift(result, errors, next_line - origin)
             for error in errors:
                 feed.on_error(error)
@@ -483,7 +469,7 @@ def _from_stream(opened: OpenSource, work: Work, feed: _Feed, pool: _Pool) -> It
     for results in _in_order(tasks(), pool.window):
         for result, parts in results:
             for error in parts:
-                feed.on_error(_restore(error))
+                feed.on_error(restored_error(error))
             if feed.progress is not None:
                 feed.progress.advance(result.runs, position() if position is not None else None)
             yield result

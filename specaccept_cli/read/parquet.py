@@ -172,7 +172,7 @@ def runs_of_record_batch(
     """One Arrow record batch (rows numbered from `first_row`) -> its valid runs, and an error per bad row.
 
     What the Parquet reader does to each batch; engines that hand out Arrow batches (Spark's
-    `mapInArrow`, Ray's `map_batches`) call it too (`pipeline.engines`).
+    `mapInArrow`, Ray's `map_batches`) call it too (`pipeline.frameworks`).
     """
     convert = _to_greedy_batch if fields.greedy else _to_run_batch
     return convert(record_batch, first_row, source, fields)

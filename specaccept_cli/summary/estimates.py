@@ -24,13 +24,13 @@ from specaccept_cli.summary.identified import Identified, Plain, with_engine_uni
 from specaccept_cli.summary.probability import f_sf, student_t_cdf
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.uncertainty import (
-    _cr2_variance,
-    _critical,
-    _proportion_interval,
-    _ratio_degrees_of_freedom,
-    _ratio_error,
-    _small_sample_df,
-    _tokens_per_pass_interval,
+    cr2_variance,
+    critical,
+    proportion_interval,
+    ratio_degrees_of_freedom,
+    ratio_error,
+    small_sample_df,
+    tokens_per_pass_interval,
 )
 
 Z_95 = 1.959963984540054  # two-sided 95% normal quantile (the report's bands of normal-theory numbers)
@@ -191,7 +191,7 @@ class Estimates(Struct, frozen=True):
         df = self.testing_degrees_of_freedom(metric)
         if error is None or interval is None or df is None:
             return None
-        return max(error, (interval[1] - interval[0]) / (2 * _critical(df)))
+        return max(error, (interval[1] - interval[0]) / (2 * critical(df)))
 
     def testing_degrees_of_freedom(self, metric: str) -> float | None:
         """The Student t degrees of freedom of `metric`'s interval and tests: its own (IK), else G - 1."""
@@ -239,17 +239,17 @@ def _estimate_runs(summary: Summary) -> Estimates:
     )
     unit_count = units.count
     df = unit_count - 1 if unit_count >= 2 else None
-    alpha_error = _ratio_error(units, units.accepted, units.examined, alpha)
-    tokens_error = _ratio_error(units, units.accepted + units.runs, units.runs, tokens_per_pass)
+    alpha_error = ratio_error(units, units.accepted, units.examined, alpha)
+    tokens_error = ratio_error(units, units.accepted + units.runs, units.runs, tokens_per_pass)
     # Imbens-Kolesar degrees of freedom for clusters (requests); runs as units keep runs - 1, which the study's
     # small logs cover at (CR2 is there too; a million one-run groups would pay the fit for nothing).
     clustered = tally is not None
-    alpha_df = _small_sample_df(
-        df, _ratio_degrees_of_freedom(units, units.accepted, units.examined, alpha) if clustered else None
+    alpha_df = small_sample_df(
+        df, ratio_degrees_of_freedom(units, units.accepted, units.examined, alpha) if clustered else None
     )
-    tokens_df = _small_sample_df(
+    tokens_df = small_sample_df(
         df,
-        _ratio_degrees_of_freedom(units, units.accepted + units.runs, units.runs, tokens_per_pass)
+        ratio_degrees_of_freedom(units, units.accepted + units.runs, units.runs, tokens_per_pass)
         if clustered
         else None,
     )
@@ -264,7 +264,7 @@ def _estimate_runs(summary: Summary) -> Estimates:
         emitted_tokens=accepted + runs,
         alpha=alpha,
         alpha_standard_error=alpha_error,
-        alpha_ci=_proportion_interval(alpha, alpha_error, examined, unit_count, alpha_df),
+        alpha_ci=proportion_interval(alpha, alpha_error, examined, unit_count, alpha_df),
         expected_alpha=examined_sum / THRESHOLD_SCALE / examined
         if sampled and examined and examined_sum is not None
         else None,
@@ -290,7 +290,7 @@ def _estimate_runs(summary: Summary) -> Estimates:
         cluster_field=None if tally is None else tally.field,
         clusters=None if tally is None else unit_count,
         degrees_of_freedom=df,
-        tokens_per_pass_ci=_tokens_per_pass_interval(summary, tokens_per_pass, tokens_error, unit_count, tokens_df),
+        tokens_per_pass_ci=tokens_per_pass_interval(summary, tokens_per_pass, tokens_error, unit_count, tokens_df),
         alpha_degrees_of_freedom=alpha_df,
         tokens_per_pass_degrees_of_freedom=tokens_df,
         expected_alpha_drafted=summary.threshold_sum_fixed / THRESHOLD_SCALE / sampled if sampled else None,
@@ -343,7 +343,7 @@ def _iid_check(
     influence = (units.accepted + units.runs - predicted_by_unit - difference * units.runs) / runs_total - slope * (
         units.accepted - alpha * units.examined
     ) / examined_total
-    variance = _cr2_variance(units.weight, influence, units.runs / runs_total) if units.count >= 2 else None
+    variance = cr2_variance(units.weight, influence, units.runs / runs_total) if units.count >= 2 else None
     if variance is None:
         return None  # one unit holds every run: nothing varies between units
     error = float(np.sqrt(max(0.0, variance)))
@@ -442,14 +442,14 @@ def _per_position(
         unconditional = accepted / drafts if drafts else None
         column = position - 1
         kept_by_unit = units.kept[:, column]
-        rate_error = _ratio_error(units, kept_by_unit, units.reached[:, column], rate)
-        unconditional_error = _ratio_error(units, kept_by_unit, units.drafts[:, column], unconditional)
+        rate_error = ratio_error(units, kept_by_unit, units.reached[:, column], rate)
+        unconditional_error = ratio_error(units, kept_by_unit, units.drafts[:, column], unconditional)
         reached_column, drafts_column = units.reached[:, column], units.drafts[:, column]
-        rate_df = _small_sample_df(
-            df, _ratio_degrees_of_freedom(units, kept_by_unit, reached_column, rate) if clustered else None
+        rate_df = small_sample_df(
+            df, ratio_degrees_of_freedom(units, kept_by_unit, reached_column, rate) if clustered else None
         )
-        unconditional_df = _small_sample_df(
-            df, _ratio_degrees_of_freedom(units, kept_by_unit, drafts_column, unconditional) if clustered else None
+        unconditional_df = small_sample_df(
+            df, ratio_degrees_of_freedom(units, kept_by_unit, drafts_column, unconditional) if clustered else None
         )
         rows.append(
             PositionRate(
@@ -459,8 +459,8 @@ def _per_position(
                 accepted=accepted,
                 rate=rate,
                 unconditional_rate=unconditional,
-                rate_ci=_proportion_interval(rate, rate_error, reached, int(reaching[column]), rate_df),
-                unconditional_rate_ci=_proportion_interval(
+                rate_ci=proportion_interval(rate, rate_error, reached, int(reaching[column]), rate_df),
+                unconditional_rate_ci=proportion_interval(
                     unconditional, unconditional_error, drafts, int(drafting[column]), unconditional_df
                 ),
             )

@@ -8,14 +8,14 @@ split); it is a pure function, so it runs in a worker process as well as in this
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from specaccept_cli.errors import InputError
+from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import RunBatch, absent_from_both
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
@@ -135,6 +135,17 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         return Evaluated(part, len(batch), groups, sequence=sequence, absent=batch.absent), errors
     outcome = replace(outcome, tallies=None)  # taken into the summary: not sent on with the runs
     return Evaluated(part, len(batch), groups, batch, outcome, columns, sequence, batch.absent), errors
+
+
+def evaluate_batches(
+    batches: Iterable[RunBatch], plan: Plan, keep_runs: bool, on_error: OnError
+) -> Iterator[Evaluated]:
+    """`evaluate_batch` over batches in input order, each batch's errors handed to `on_error` before its result."""
+    for batch in batches:
+        result, errors = evaluate_batch(batch, plan, keep_runs)
+        for error in errors:
+            on_error(error)
+        yield result
 
 
 def parse_times(batch: RunBatch, name: str) -> tuple[npt.NDArray[np.float64], BoolArray, list[InputError]]:

@@ -28,19 +28,19 @@ LEVEL = 0.95  # every interval's coverage
 
 
 @functools.lru_cache(maxsize=1024)
-def _critical(df: float) -> float:
+def critical(df: float) -> float:
     """Two-sided 95% Student t quantile with `df` degrees of freedom."""
     return student_t_quantile(0.5 + LEVEL / 2, df)
 
 
-def _ratio_error(
+def ratio_error(
     units: Units, numerator: npt.NDArray[np.float64], denominator: npt.NDArray[np.float64], ratio: float | None
 ) -> float | None:
     """Delta-method (linearised) standard error of ratio = sum(numerator) / sum(denominator) over units."""
-    return _weighted_ratio_error(units.weight, numerator, denominator, ratio)
+    return weighted_ratio_error(units.weight, numerator, denominator, ratio)
 
 
-def _weighted_ratio_error(
+def weighted_ratio_error(
     weight: npt.NDArray[np.float64],
     numerator: npt.NDArray[np.float64],
     denominator: npt.NDArray[np.float64],
@@ -57,11 +57,11 @@ def _weighted_ratio_error(
     count = round(float(weight.sum()))
     if ratio is None or total == 0.0 or count < 2:
         return None
-    variance = _cr2_variance(weight, (numerator - ratio * denominator) / total, denominator / total)
+    variance = cr2_variance(weight, (numerator - ratio * denominator) / total, denominator / total)
     return None if variance is None else float(np.sqrt(max(0.0, variance)))
 
 
-def _cr2_variance(
+def cr2_variance(
     weight: npt.NDArray[np.float64], influence: npt.NDArray[np.float64], leverage: npt.NDArray[np.float64]
 ) -> float | None:
     """CR2's sum_g w_g psi_g^2 / (1 - h_g); None when one unit's leverage is 1 (it holds the whole denominator:
@@ -71,7 +71,7 @@ def _cr2_variance(
     return float(np.sum(weight * influence * influence / (1.0 - leverage)))
 
 
-def _ratio_degrees_of_freedom(
+def ratio_degrees_of_freedom(
     units: Units, numerator: npt.NDArray[np.float64], denominator: npt.NDArray[np.float64], ratio: float | None
 ) -> float | None:
     """Imbens and Kolesar's (2016) degrees of freedom for the CR2 variance of a ratio over units.
@@ -152,7 +152,7 @@ def _nonnegative_line(
     return max(0.0, through_origin), 0.0
 
 
-def _small_sample_df(df: int | None, exact: float | None) -> float | None:
+def small_sample_df(df: int | None, exact: float | None) -> float | None:
     """The degrees of freedom an interval or test uses: IK's, rounded down to a tenth (a handful of
     distinct t quantiles, each computed once), never above G - 1; None without units."""
     if df is None or exact is None:
@@ -171,7 +171,7 @@ def _score_bound(rate: float, n: float, crit: float, sign: int) -> float:
     return centre + sign * half
 
 
-def _proportion_interval(
+def proportion_interval(
     rate: float | None, error: float | None, tokens: int, units: int, df: float | None
 ) -> tuple[float, float] | None:
     """95% interval of a rate in [0, 1]: Wilson's score interval at the effective sample size.
@@ -185,12 +185,12 @@ def _proportion_interval(
     """
     if rate is None or error is None or df is None or tokens == 0 or units < 2:
         return None
-    crit = _critical(df)
-    return _score_end(rate, error, tokens, units, crit, -1), _score_end(rate, error, tokens, units, crit, +1)
+    crit = critical(df)
+    return score_end(rate, error, tokens, units, crit, -1), score_end(rate, error, tokens, units, crit, +1)
 
 
-def _score_end(rate: float, error: float, tokens: int, units: int, crit: float, sign: int) -> float:
-    """One end (`sign` -1 low, +1 high) of `_proportion_interval` at critical value `crit`."""
+def score_end(rate: float, error: float, tokens: int, units: int, crit: float, sign: int) -> float:
+    """One end (`sign` -1 low, +1 high) of `proportion_interval` at critical value `crit`."""
     spread = rate * (1.0 - rate)
     n = min(float(tokens), spread / (error * error)) if spread > 0.0 and error > 0.0 else float(units)
     shift = CONTINUITY / (2 * n)
@@ -201,7 +201,7 @@ def _score_end(rate: float, error: float, tokens: int, units: int, crit: float, 
     return 1.0 if rate + shift >= 1.0 else min(1.0, _score_bound(rate + shift, n, crit, +1))
 
 
-def _tokens_per_pass_interval(
+def tokens_per_pass_interval(
     summary: Summary, tokens_per_pass: float | None, error: float | None, units: int, df: float | None
 ) -> tuple[float, float] | None:
     """95% interval for tokens per pass, inside [1, 1 + longest draft].
@@ -211,14 +211,14 @@ def _tokens_per_pass_interval(
     runs do not vary), mapped back. Far from the bounds it is the Student t interval; near them
     (few rejections) it is not symmetric, as the mean's distribution is not.
     """
-    return _tokens_interval(summary.max_k, summary.drafted_tokens, tokens_per_pass, error, units, df)
+    return tokens_interval(summary.max_k, summary.drafted_tokens, tokens_per_pass, error, units, df)
 
 
-def _tokens_interval(
+def tokens_interval(
     top: int, drafted: int, tokens_per_pass: float | None, error: float | None, units: int, df: float | None
 ) -> tuple[float, float] | None:
-    """`_tokens_per_pass_interval` for drafts of at most `top` tokens, `drafted` of them."""
+    """`tokens_per_pass_interval` for drafts of at most `top` tokens, `drafted` of them."""
     if tokens_per_pass is None or error is None or df is None or not top:
         return None
-    bounds = _proportion_interval((tokens_per_pass - 1.0) / top, error / top, drafted, units, df)
+    bounds = proportion_interval((tokens_per_pass - 1.0) / top, error / top, drafted, units, df)
     return None if bounds is None else (1.0 + top * bounds[0], 1.0 + top * bounds[1])

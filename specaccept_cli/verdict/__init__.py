@@ -1,9 +1,9 @@
 """The verdict: `conclude(summary, baseline, spec) -> Findings`, the one place every estimate, test and check
 is computed, so every view draws the same answer.
 
-A folder of its own rather than more of `checks.py`: `checks` stays the comparison engine (the
-two-sample test, Holm, the k-mix distance) that `conclude` calls, while the verdict holds what is
-decided from it and everything else (the findings' types apart from the checks they run).
+`checks` is the comparison engine that `conclude` calls (the gates, the two-sample drop test, Holm,
+the k-mix distance, power planning); `conclude` and `findings` hold what is decided from it (the
+findings' types apart from the checks they run).
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from specaccept_cli.checks import MIN_UNITS, Issue, check_gates, compare
+from specaccept_cli.verdict.checks import MIN_UNITS, Issue, check_gates, compare
 from specaccept_cli.verdict.findings import Findings, GateSpec, SamplerTest, Status, VerdictEntry
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import MetricComparison
     from specaccept_cli.summary.state import Summary
+    from specaccept_cli.verdict.checks import MetricComparison
 
 
 def conclude(
@@ -83,7 +83,7 @@ def iid_entries(findings: Findings) -> list[VerdictEntry]:
 
 
 def gate_entries(findings: Findings) -> list[VerdictEntry]:
-    from specaccept_cli.checks import shown_threshold
+    from specaccept_cli.text import shown_threshold
 
     entries = []
     for gate in findings.gates:

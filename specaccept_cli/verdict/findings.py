@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from msgspec import Struct
 
-from specaccept_cli.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE, Comparison, GateResult, Issue
+from specaccept_cli.verdict.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE, Comparison, GateResult, Issue
 
 if TYPE_CHECKING:
     from specaccept_cli.summary.estimates import Estimates

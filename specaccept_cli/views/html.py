@@ -13,7 +13,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from specaccept_cli import __version__
 from specaccept_cli.summary.conventions import DEFINITIONS
 from specaccept_cli.summary.estimates import Z_95, Estimates
 from specaccept_cli.summary.identified import BOUNDED
@@ -21,6 +20,7 @@ from specaccept_cli.summary.probability import kolmogorov_sf
 from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, THRESHOLD_BINS, ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import WindowTally, describe_position, excludes
+from specaccept_cli.version import __version__
 from specaccept_cli.views.format import MISSING, interval, number
 from specaccept_cli.views.rows import (
     AuditTable,
@@ -34,8 +34,8 @@ from specaccept_cli.views.svg import Axis, Chart, text
 from specaccept_cli.views.timeline import window_width_text
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison
     from specaccept_cli.verdict import Findings
+    from specaccept_cli.verdict.checks import Comparison
 
 MAX_GROUPS = 20  # groups drawn, largest first
 MAX_GROUP_LINES = 6  # groups drawn as their own line in the per-position plot

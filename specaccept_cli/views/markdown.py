@@ -13,8 +13,8 @@ from specaccept_cli.text import safe_text
 from specaccept_cli.views import rows as shared
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison
     from specaccept_cli.verdict import Findings
+    from specaccept_cli.verdict.checks import Comparison
 
 # `<` and `&` could open HTML or an entity; `|` ends a cell; a backslash or backtick could undo the rest.
 _MARKDOWN_ESCAPES = str.maketrans(

@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from msgspec import Struct
 
-from specaccept_cli.checks import shown_against, shown_threshold
 from specaccept_cli.summary.identified import ASSUMED, BOUNDED, EXACT, UNKNOWN
 from specaccept_cli.summary.server import RULES
+from specaccept_cli.text import shown_against, shown_threshold
 from specaccept_cli.views.format import MISSING, interval, number
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison, GateResult, MetricComparison
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings, SamplerTest, VerdictEntry
+    from specaccept_cli.verdict.checks import Comparison, GateResult, MetricComparison
 
 ALPHA_CAPTION = (
     "alpha = accepted/examined, the chance a tested token is kept (tokens after a rejection are never tested, "

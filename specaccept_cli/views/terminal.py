@@ -28,9 +28,9 @@ from specaccept_cli.views.format import MISSING, interval, number
 from specaccept_cli.views.records import RunPreview
 
 if TYPE_CHECKING:
-    from specaccept_cli.checks import Comparison, GateResult
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings
+    from specaccept_cli.verdict.checks import Comparison, GateResult
 
 MAX_GROUP_ROWS = 1000  # groups shown in the table view, largest first; the rest are one "other" row
 BAR_WIDTH = 40

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from specaccept_cli.pipeline import summarise
-from specaccept_cli.pipeline.engine import interval_runs, interval_time
+from specaccept_cli.summary.intervals import interval_runs, interval_time
 from tests.engines import (
     counters,
     prom_text,

@@ -185,8 +185,8 @@ def test_windows_of_time_place_each_request_at_its_created_time(tmp_path: Path) 
 
 
 def test_requests_summed_in_blocks_are_the_requests_summed_one_by_one(tmp_path: Path, monkeypatch) -> None:
-    from specaccept_cli.pipeline import payloads as reading
     from specaccept_cli.read.payloads import parse_payloads
+    from specaccept_cli.summary import requests as reading
 
     batch = sim.requests(35, count=40, ragged=0.3)
     lines = [sim.vllm_response(r) for r in batch[:30]] + [sim.vllm_summary_only(r) for r in batch[30:]]  # some bounded

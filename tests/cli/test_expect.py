@@ -80,3 +80,38 @@ def test_json_prints_rounded_figures_not_floating_point_noise() -> None:
     assert [row["tokens_per_pass"] for row in rows] == [1.8, 2.44, 4.32891136]
     # Twelve significant digits of 1.8 / 1.05, 2.44 / 1.1 and 4.32891136 / 1.4.
     assert [row["speedup"] for row in rows] == [1.71428571429, 2.21818181818, 3.09207954286]
+
+
+def test_rule_block_is_a_lower_bound_and_says_so() -> None:
+    result = invoke("expect", "--rule", "block", "--alpha", "0.8", "--k", "4", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == '{"alpha":0.8,"k":4,"tokens_per_pass":3.3616,"rule":"block","bound":"at least"}\n'
+    table = " ".join(invoke("expect", "--rule", "block", "--alpha", "0.8", "--k", "4").stdout.split())
+    assert "3.3616" in table and "block: it keeps at least this many tokens per pass" in table
+
+
+def test_rule_names_and_aliases_any_case_and_chain_rules_keep_the_closed_form() -> None:
+    for name, canonical in [("standard", "standard"), ("GREEDY", "argmax"), ("greedy_draft", "greedy-draft")]:
+        rows = orjson.loads(invoke("expect", "--rule", name, "--alpha", "0.8", "--k", "1,4", "-o", "json").stdout)
+        assert [(row["rule"], row["tokens_per_pass"]) for row in rows] == [(canonical, 1.8), (canonical, 3.3616)]
+        assert all("bound" not in row for row in rows)
+
+
+def test_rule_tree_reads_alpha_per_depth() -> None:
+    result = invoke("expect", "--rule", "tree-target-cdf", "--alpha", "0.5", "--k", "3", "--cost-ratio", "0.1")
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "1.8750" in text  # 1 + 0.5 + 0.25 + 0.125
+    assert "--alpha is read as the conditional acceptance rate at every depth" in text
+
+
+def test_without_rule_the_output_is_unchanged() -> None:
+    assert invoke("expect", "--alpha", "0.8", "--k", "1", "-o", "json").stdout == (
+        '{"alpha":0.8,"k":1,"tokens_per_pass":1.8}\n'
+    )
+
+
+def test_an_unknown_rule_is_a_usage_error_naming_the_known_ones() -> None:
+    result = invoke("expect", "--rule", "strict", "--alpha", "0.8", "--k", "4")
+    assert result.exit_code == 2
+    assert "unknown rule 'strict'" in result.stderr and "tree-target-cdf" in result.stderr

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specaccept_cli.checks import shown_against, shown_threshold
+from specaccept_cli.text import shown_against, shown_threshold
 from specaccept_cli.views.rows import group_order
 from tests.helpers import invoke, invoke_env, write_jsonl
 

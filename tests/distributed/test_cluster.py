@@ -287,9 +287,9 @@ def test_server_output_is_refused_on_a_cluster(cluster: str) -> None:
 
 
 def test_workers_of_another_version_are_one_line(cluster: str, hand_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import specaccept_cli
+    from specaccept_cli import version
 
-    monkeypatch.setattr(specaccept_cli, "__version__", "0.0.0-driver")
+    monkeypatch.setattr(version, "__version__", "0.0.0-driver")
     result = invoke("audit", str(hand_log), "--scheduler", cluster)
     assert result.exit_code == 2
     assert result.stderr == (

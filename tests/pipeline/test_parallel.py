@@ -291,7 +291,7 @@ def test_a_worker_that_dies_is_one_clear_error(tmp_path: Path, monkeypatch: pyte
         collect(file_source(path), jobs=2, block_bytes=512)
 
 
-_PARSE_RANGE = parallel._parse_range
+_PARSE_RANGE = parallel.parse_range
 
 
 def _unreadable(work: parallel.Work, path: str, start: int, end: int) -> object:
@@ -301,7 +301,7 @@ def _unreadable(work: parallel.Work, path: str, start: int, end: int) -> object:
 
 
 def test_an_error_in_a_worker_is_the_same_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parallel, "_parse_range", _unreadable)
+    monkeypatch.setattr(parallel, "parse_range", _unreadable)
     path = tmp_path / "logs.jsonl"
     path.write_bytes(b"\n".join(mixed_lines(300, seed=8, bad_every=1000)))
     with pytest.raises(InputError) as caught:

@@ -13,7 +13,7 @@ import pytest
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines import EngineInterval, parse_engine_log, parse_prometheus_scrapes, sniff_engine_format
 from specaccept_cli.read.payloads import parse_payloads
-from specaccept_cli.read.payloads.record import RequestRecord
+from specaccept_cli.rule.requests import RequestRecord
 from tests.helpers import invoke
 
 SAMPLES = Path(__file__).parent / "engine_logs"

@@ -15,7 +15,7 @@ MAX_FUNCTION_LINES = 80
 
 def test_the_package_holds_one_module_per_engine_and_concern() -> None:
     names = {path.stem for path in MODULES}
-    assert {"intervals", "recovery", "vllm", "sglang", "llamacpp", "exposition", "prometheus", "logs"} <= names
+    assert {"lines", "recovery", "vllm", "sglang", "llamacpp", "exposition", "prometheus", "logs"} <= names
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: path.name)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.payloads import parse_payloads, sniff_payload
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 from tests import payloads as sim
 
 # vLLM docs/features/speculative_decoding/acceptance_metrics.md (current), the summary example.

@@ -15,7 +15,7 @@ import pytest
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.formats import by_name, sniff_order
 from specaccept_cli.read.payloads import parse_payloads, sniff_payload
-from specaccept_cli.read.payloads.record import RequestRecord
+from specaccept_cli.rule.requests import RequestRecord
 from tests import payloads as sim
 from tests.helpers import invoke
 

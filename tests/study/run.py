@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import Estimates, estimate
+from specaccept_cli.verdict.checks import compare
 from tests.study.payloads import PAYLOAD_DEEP, PAYLOAD_FAST, payload_table
 from tests.study.scenarios import SCENARIOS, Scenario
 
@@ -225,7 +225,7 @@ def planned_power(scenario_name: str, baseline_runs: int, drop: float, reps: int
     """
     import tempfile
 
-    from specaccept_cli.checks import plan_requests
+    from specaccept_cli.verdict.checks import plan_requests
 
     scenario = SCENARIOS[scenario_name]
     assert scenario.requests is not None, "power is planned in requests"
@@ -367,7 +367,7 @@ def _planned_power(name: str, drop: float, reps: int, seed: int, runs: int) -> P
     current log's requests from the same sizes. `requests_needed` is the median planned count."""
     from dataclasses import replace as replace_struct
 
-    from specaccept_cli.checks import plan_requests
+    from specaccept_cli.verdict.checks import plan_requests
 
     scenario = SCENARIOS[name]
     planning_scenario = scenario

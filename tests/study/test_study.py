@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specaccept_cli.checks import compare
 from specaccept_cli.summary.estimates import estimate
+from specaccept_cli.verdict.checks import compare
 from tests import payloads as sim
 from tests.study.payloads import PAYLOAD_FAST, STEPS, PayloadCase, log_truth, process_truth, run_payload_case
 from tests.study.run import (

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specaccept_cli.read.payloads.record import RequestRecord
+from specaccept_cli.rule.requests import RequestRecord
 from specaccept_cli.summary.bounded import COLUMNS, BoundedUnits, steps_bounds
 from specaccept_cli.summary.clusters import encode_column
 from specaccept_cli.summary.identified import bounds_interval
 from specaccept_cli.summary.probability import normal_cdf, student_t_quantile
-from specaccept_cli.summary.uncertainty import _proportion_interval
+from specaccept_cli.summary.uncertainty import proportion_interval
 
 # --- random requests: steps of (drafted d, accepted a), a <= d <= k --------------------------------------
 
@@ -287,7 +287,7 @@ def test_bounds_of_a_rate_that_meet_give_the_interval_of_the_exact_rate(
 ) -> None:
     """With `tokens`, the ends are the exact path's score ends at the IM critical value: bounds that meet give
     exactly the interval an exact alpha of that rate and error has."""
-    exact = _proportion_interval(rate, error, tokens, df + 1, df)
+    exact = proportion_interval(rate, error, tokens, df + 1, df)
     assert exact is not None
     met = bounds_interval((rate, rate), (error, error), df, 1.0, tokens=(tokens, tokens))
     assert met == pytest.approx(exact, rel=1e-9, abs=1e-12)  # c by bisection, the t quantile by its own

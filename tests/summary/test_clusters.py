@@ -309,8 +309,8 @@ def test_first_row_fields_of_gzip_parquet_and_other_files(tmp_path: Path) -> Non
 
 
 def test_a_comparison_with_one_clustered_side_says_so() -> None:
-    from specaccept_cli.checks import compare
     from specaccept_cli.cli.hints import warning_text
+    from specaccept_cli.verdict.checks import compare
 
     clustered = estimate(clustered_summary(RUNS * 4, [f"{key}{i // 5}" for i, key in enumerate(KEYS * 4)]))
     plain = estimate(Summary(counts=clustered_summary(RUNS * 4, KEYS * 4).counts))

@@ -304,7 +304,7 @@ def test_imbens_kolesar_degrees_of_freedom_match_the_matrix_formula() -> None:
     """The O(G) traces equal tr(CS)^2 / tr((CS)^2) computed with G x G matrices; equal units give G - 1;
     a few units holding most tokens give far fewer (the small-sample corner the study measures)."""
     from specaccept_cli.summary.clusters import Units
-    from specaccept_cli.summary.uncertainty import _nonnegative_line, _ratio_degrees_of_freedom
+    from specaccept_cli.summary.uncertainty import _nonnegative_line, ratio_degrees_of_freedom
 
     rng = np.random.default_rng(1)
     for count in (3, 5, 12, 40):
@@ -313,7 +313,7 @@ def test_imbens_kolesar_degrees_of_freedom_match_the_matrix_formula() -> None:
         ratio = kept.sum() / tokens.sum()
         empty = np.zeros((count, 1))
         units = Units(np.ones(count), np.ones(count), kept, tokens, empty, empty, empty)
-        found = _ratio_degrees_of_freedom(units, kept, tokens, ratio)
+        found = ratio_degrees_of_freedom(units, kept, tokens, ratio)
         shares = tokens / tokens.sum()
         squares = (kept - ratio * tokens) ** 2 / (1 - shares)
         within, between = _nonnegative_line(np.ones(count), 1 / tokens, squares / tokens**2)
@@ -324,4 +324,4 @@ def test_imbens_kolesar_degrees_of_freedom_match_the_matrix_formula() -> None:
         assert found is not None and found < count - 1
         equal = np.full(count, 100.0)
         same = Units(np.ones(count), np.ones(count), kept, equal, empty, empty, empty)
-        assert _ratio_degrees_of_freedom(same, kept, equal, kept.sum() / equal.sum()) == pytest.approx(count - 1)
+        assert ratio_degrees_of_freedom(same, kept, equal, kept.sum() / equal.sum()) == pytest.approx(count - 1)

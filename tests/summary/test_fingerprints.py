@@ -10,14 +10,14 @@ import orjson
 import pytest
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.pipeline.payloads import request_part
-from specaccept_cli.read.payloads.record import RequestRecord
 from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.requests import RequestRecord
 from specaccept_cli.simulate import Requests, simulate
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.summary.evaluate import Plan, evaluate_batch
 from specaccept_cli.summary.files import summary_from_object, summary_object
 from specaccept_cli.summary.fingerprints import GREEDY, HOMOGENEOUS_P, LOSSY, SYNTHETIC, fingerprints, spread_power
+from specaccept_cli.summary.requests import request_part
 from specaccept_cli.summary.state import Summary
 from tests import payloads as sim
 from tests.helpers import invoke, jsonl_bytes

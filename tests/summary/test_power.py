@@ -10,9 +10,9 @@ import numpy as np
 import orjson
 import pytest
 
-from specaccept_cli.checks import compare, detectable_drop, plan_requests, units_needed
 from specaccept_cli.summary.estimates import estimate
 from specaccept_cli.verdict import conclude
+from specaccept_cli.verdict.checks import compare, detectable_drop, plan_requests, units_needed
 from tests.helpers import invoke
 from tests.study.scenarios import SCENARIOS
 
@@ -136,8 +136,8 @@ def test_the_iid_run_variance_matches_runs_drawn_from_the_model() -> None:
 
 
 def test_a_drop_moves_the_spread_within_runs_and_between_requests_apart() -> None:
-    from specaccept_cli.checks import dropped_unit_variance
     from specaccept_cli.summary.formulas import run_variance
+    from specaccept_cli.verdict.checks import dropped_unit_variance
 
     mix = (0,) + (100,) * 8
     before, after = run_variance(0.73, mix, "alpha"), run_variance(0.73 * 0.9, mix, "alpha")

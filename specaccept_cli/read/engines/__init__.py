@@ -15,7 +15,6 @@ One module per engine and per concern:
 """
 
 from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes
-from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, describe_interval
 from specaccept_cli.read.engines.logs import (
     EngineLogParse,
     looks_like_json,
@@ -26,6 +25,7 @@ from specaccept_cli.read.engines.prometheus import ScrapeSeries, parse_prometheu
 from specaccept_cli.read.engines.recovery import recover_counts
 from specaccept_cli.read.engines.sglang import sglang_request_intervals
 from specaccept_cli.read.engines.vllm import prometheus_intervals
+from specaccept_cli.rule.intervals import EngineInterval, LineTally, describe_interval
 
 __all__ = [
     "EngineInterval",

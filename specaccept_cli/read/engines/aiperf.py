@@ -23,9 +23,10 @@ from typing import Any
 import orjson
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, count_too_large, make_interval
+from specaccept_cli.read.engines.lines import make_interval
 from specaccept_cli.read.engines.recovery import MAX_DRAFT_LENGTH, Inconsistent, from_exact_positions, recover_counts
 from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.rule.intervals import EngineInterval, LineTally, count_too_large
 
 AIPERF_AGGREGATE_MARKERS = ('"pooled_spec_decode_acceptance_histogram"', '"total_spec_decode_steps"')
 AIPERF_AGGREGATE_NAME = "profile_export_aiperf.json"

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import LineTally, decode_line
+from specaccept_cli.read.engines.lines import decode_line
+from specaccept_cli.rule.intervals import LineTally
 
 # Text exposition format 0.0.4: `name{label="value",...} value [timestamp_ms]`; label values escape
 # backslash, double quote and newline.

@@ -13,14 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import (
-    NUM,
-    EngineInterval,
-    LineTally,
-    count_too_large,
-    line_error,
-    make_interval,
-)
+from specaccept_cli.read.engines.lines import NUM, line_error, make_interval
 from specaccept_cli.read.engines.recovery import (
     FLOAT32_EPSILON,
     Inconsistent,
@@ -30,6 +23,7 @@ from specaccept_cli.read.engines.recovery import (
     recover_counts,
 )
 from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.rule.intervals import EngineInterval, LineTally, count_too_large
 
 # llama.cpp server, tools/server/server-context.cpp (earlier examples/server/server.cpp)
 # server_slot::print_timings(), after the "prompt eval time" / "eval time" lines:

@@ -9,8 +9,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import EngineInterval, LineTally, decode_line, line_error
+from specaccept_cli.read.engines.lines import decode_line, line_error
 from specaccept_cli.read.formats import Kind, by_name, looks_like_json, names, recognise, sniff_order
+from specaccept_cli.rule.intervals import EngineInterval, LineTally
 
 __all__ = ["EngineLogParse", "looks_like_json", "parse_engine_log", "sniff_engine_format"]
 

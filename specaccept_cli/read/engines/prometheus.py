@@ -8,10 +8,10 @@ from collections.abc import Iterable, Iterator
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes
-from specaccept_cli.read.engines.intervals import EngineInterval, LineTally
 from specaccept_cli.read.engines.sglang import sglang_gauges
 from specaccept_cli.read.engines.vllm import COUNTERS, VLLM_V0_REFUSAL, VLLM_V0_SERIES, prometheus_intervals
 from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.rule.intervals import EngineInterval, LineTally
 
 
 class ScrapeSeries:

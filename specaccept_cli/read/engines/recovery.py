@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from msgspec import Struct, field
 
-from specaccept_cli.read.engines.intervals import CountMatrix
+from specaccept_cli.rule.intervals import CountMatrix
 
 MAX_DRAFT_CANDIDATES = 20_000  # drafts counts tried against printed rates; beyond, only the totals are used
 MAX_DRAFT_LENGTH = 64  # more printed per-position rates than this is not a draft length

@@ -13,15 +13,7 @@ import orjson
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, sample_float, sample_int
-from specaccept_cli.read.engines.intervals import (
-    NUM,
-    EngineInterval,
-    LineReader,
-    count_too_large,
-    decode_line,
-    line_error,
-    make_interval,
-)
+from specaccept_cli.read.engines.lines import NUM, LineReader, decode_line, line_error, make_interval
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
     Inconsistent,
@@ -32,6 +24,7 @@ from specaccept_cli.read.engines.recovery import (
     recover_counts,
 )
 from specaccept_cli.read.formats import InputFormat, Kind, json_line_without_runs
+from specaccept_cli.rule.intervals import EngineInterval, count_too_large
 
 # ---------------------------------------------------------------------------------------------
 # Log lines

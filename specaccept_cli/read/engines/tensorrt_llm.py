@@ -25,9 +25,10 @@ from typing import Any
 import orjson
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import EngineInterval, count_too_large, decode_line, make_interval
+from specaccept_cli.read.engines.lines import decode_line, make_interval
 from specaccept_cli.read.engines.recovery import Inconsistent, recover_counts
 from specaccept_cli.read.formats import InputFormat, Kind, json_line_without_runs
+from specaccept_cli.rule.intervals import EngineInterval, count_too_large
 
 TRTLLM_STATS_MARKER = "specDecodingStats"  # unquoted: older captures hold each iteration as an escaped string
 _COUNTS = ("numDraftTokens", "numAcceptedTokens", "numRequestsWithDraftTokens")

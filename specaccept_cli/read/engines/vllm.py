@@ -15,14 +15,7 @@ from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, label_text, sample_int
-from specaccept_cli.read.engines.intervals import (
-    NUM,
-    EngineInterval,
-    LineReader,
-    count_too_large,
-    line_error,
-    make_interval,
-)
+from specaccept_cli.read.engines.lines import NUM, LineReader, line_error, make_interval
 from specaccept_cli.read.engines.llamacpp import rounded_counters, rounded_scrape_interval
 from specaccept_cli.read.engines.recovery import (
     Inconsistent,
@@ -33,6 +26,7 @@ from specaccept_cli.read.engines.recovery import (
 )
 from specaccept_cli.read.engines.vllm_lines import VLLM_V0_MARKER, VllmV0Lines, vllm_prefix
 from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.rule.intervals import EngineInterval, count_too_large
 
 # ---------------------------------------------------------------------------------------------
 # Log lines

@@ -11,19 +11,14 @@ from fractions import Fraction
 from msgspec import Struct
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.intervals import (
-    NUM,
-    EngineInterval,
-    count_too_large,
-    line_error,
-    make_interval,
-)
+from specaccept_cli.read.engines.lines import NUM, line_error, make_interval
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
     Inconsistent,
     fits,
     recover_counts,
 )
+from specaccept_cli.rule.intervals import EngineInterval, count_too_large
 
 # ---------------------------------------------------------------------------------------------
 # Log lines

@@ -21,7 +21,7 @@ from msgspec import Struct, field
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.formats import InputFormat, Kind, by_name, sniff_order
 from specaccept_cli.read.payloads.fields import Drift, frame
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 __all__ = ["PayloadParse", "RequestRecord", "looks_like_payload", "parse_payloads", "sniff_payload"]
 

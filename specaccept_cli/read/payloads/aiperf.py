@@ -27,7 +27,7 @@ from specaccept_cli.read.payloads.fields import (
     payload_sniff,
     printed_rates,
 )
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 KNOWN = frozenset(
     {

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 from msgspec import Struct, field
 
-from specaccept_cli.read.engines.intervals import count_too_large
-from specaccept_cli.read.payloads.record import BadRecord
+from specaccept_cli.rule.intervals import count_too_large
+from specaccept_cli.rule.requests import BadRecord
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 

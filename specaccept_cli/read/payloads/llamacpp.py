@@ -16,7 +16,7 @@ from typing import Any
 
 from specaccept_cli.read.formats import InputFormat, Kind
 from specaccept_cli.read.payloads.fields import Drift, count, payload_sniff
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 MARKERS = (b'"draft_n"',)
 

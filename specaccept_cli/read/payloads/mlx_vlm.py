@@ -22,7 +22,7 @@ from typing import Any
 
 from specaccept_cli.read.formats import InputFormat, Kind
 from specaccept_cli.read.payloads.fields import Drift, count, created, labels_of, payload_sniff
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 MARKERS = (b'"draft_rounds"',)
 _KNOWN = frozenset({"draft_kind", "draft_rounds", "draft_n", "draft_n_accepted"})

@@ -28,7 +28,7 @@ from typing import Any
 
 from specaccept_cli.read.formats import InputFormat, Kind
 from specaccept_cli.read.payloads.fields import Drift, count, counts, first_count, histogram, payload_sniff, printed
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")

@@ -34,7 +34,7 @@ from specaccept_cli.read.payloads.fields import (
     printed_rates,
     usage_tokens,
 )
-from specaccept_cli.read.payloads.record import BadRecord, RequestRecord
+from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 KNOWN = frozenset(
     {

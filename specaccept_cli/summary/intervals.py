@@ -1,4 +1,7 @@
-"""Engine output -> Summary: metrics lines and Prometheus scrapes through the same front door as runs.
+"""Engine intervals -> Summary: metrics lines and Prometheus scrapes through the same front door as runs.
+
+The intervals come from `read.engines`, read source by source in `pipeline.servers`; this module only
+turns each `rule.intervals.EngineInterval` (and a source's `LineTally`) into summary parts.
 
 Each interval the engine reported becomes a summary part. An interval whose (k, a) histogram
 is exact adds to the counts like logged runs do, so every estimate, interval, gate, baseline
@@ -19,60 +22,17 @@ import numpy.typing as npt
 from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
-from specaccept_cli.read.jsonl import iter_line_blocks
-from specaccept_cli.rule.validate import did_you_mean
 from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
 from specaccept_cli.summary.state import CountMatrix, Groups, Summary, group_key
 from specaccept_cli.summary.windows import WindowTally, epoch_seconds
 
-if TYPE_CHECKING:  # the engine parsers load only when a source is engine output (they cost ~20 ms)
-    from specaccept_cli.read.engines import EngineInterval, LineTally, ScrapeSeries
-    from specaccept_cli.read.sources import OpenSource
+if TYPE_CHECKING:
+    from specaccept_cli.rule.intervals import EngineInterval, LineTally
 
 
-def evaluate_engine_source(
-    opened: OpenSource,
-    plan: Plan,
-    on_error: OnError,
-    series: ScrapeSeries,
-    labels: set[str],
-    *,
-    draft_length: int | None = None,
-) -> Iterator[Evaluated]:
-    """Every interval of one source of engine output, evaluated, in input order.
-
-    Prometheus sources continue `series` (scrapes across files form one series); the caller
-    ends it with `EngineReading.finish` after the last source. `labels` collects every label name met.
-    """
-    from specaccept_cli.read.engines import LineTally, parse_engine_log
-    from specaccept_cli.read.formats import by_name
-
-    name = opened.source.name
-    lines = _lines(opened, name)
-    tally = LineTally()
-    scrape = by_name(opened.format).driver == "scrape"  # scrapes across files form one series
-    if scrape:
-        items: Iterable[EngineInterval | InputError] = series.add(lines, name, tally)
-    else:
-        parse = parse_engine_log(lines, name, opened.format, k=draft_length)
-        items, tally = parse, parse.tally
-    yield from _evaluate(items, plan, on_error, labels)
-    if not (tally.metrics or tally.bad) and not scrape:
-        raise InputError(name, None, f"no {opened.format} metrics lines among its {tally.lines} lines")
-    yield _lines_part(tally)
-
-
-def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
-    """The source's lines, decompressed, in bounded memory; a line over the length limit is dropped
-    as it streams and stays counted (as ordinary output: no engine prints metrics lines that long)."""
-    for _, block in iter_line_blocks(opened.jsonl_stream(), name):
-        for line in block:
-            yield b"" if line is None else line
-
-
-def _evaluate(
+def interval_parts(
     items: Iterable[EngineInterval | InputError], plan: Plan, on_error: OnError, labels: set[str]
 ) -> Iterator[Evaluated]:
     for item in items:
@@ -150,7 +110,7 @@ def _untimed(timestamp: str | None) -> str:
     return f"time stamp {timestamp!r} is not a time"
 
 
-def _lines_part(tally: LineTally) -> Evaluated:
+def lines_part(tally: LineTally) -> Evaluated:
     """What a source's line counts add: every line read is counted, as metrics, ordinary output or bad."""
     engine = EngineTally(
         lines=tally.lines,
@@ -226,40 +186,3 @@ def _steps_from_length(interval: EngineInterval) -> tuple[int, int] | None:
 def _examined_range(accepted: int, draft_tokens: int) -> tuple[int, int]:
     """Examined tokens knowing only the totals: at least one rejection unless every token was accepted."""
     return (accepted + (1 if accepted < draft_tokens else 0), draft_tokens)
-
-
-class EngineReading:
-    """Engine output across the sources of one audit: the Prometheus series continues from file to file."""
-
-    def __init__(self, draft_length: int | None = None) -> None:
-        self.draft_length = draft_length
-        self.series: ScrapeSeries | None = None  # made when the first engine source is met
-        self.labels: set[str] = set()
-        self.last_source: str | None = None
-
-    def evaluate(self, opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-        if plan.cluster_field is not None:  # intervals of many requests: no cluster to put their runs in
-            raise InputError(
-                opened.source.name,
-                None,
-                f"is {opened.format} output: engine metrics count intervals of many requests, not runs, "
-                "so a cluster field has nothing to cluster; audit per-run logs for cluster-robust intervals",
-            )
-        if self.series is None:
-            from specaccept_cli.read.engines import ScrapeSeries
-
-            self.series = ScrapeSeries()
-        self.last_source = opened.source.name
-        return evaluate_engine_source(opened, plan, on_error, self.series, self.labels, draft_length=self.draft_length)
-
-    def finish(self, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-        """The interval a lone vLLM scrape gives (counts since the server started), once every source is read;
-        then a --group-by label that no interval carried is an error (a typo would make one group "null")."""
-        if self.series is None:
-            return
-        yield from _evaluate(self.series.finish(), plan, on_error, self.labels)
-        if plan.group_by is not None and plan.group_by not in self.labels and self.last_source is not None:
-            labels = sorted(self.labels)
-            hint, known = did_you_mean(plan.group_by, labels), ", ".join(labels) or "none"
-            why = f"no interval carries the label {plan.group_by!r} to group by{hint} (labels: {known})"
-            raise InputError(self.last_source, None, why)

@@ -1,15 +1,15 @@
-"""Other engines (Spark, Ray, anything that hands out Arrow record batches): one engine-neutral task.
+"""Data frameworks (Spark, Ray, anything that hands out Arrow record batches): one framework-neutral task.
 
 `summarise_batches` turns the Arrow record batches of one partition into a `Summary` with the
 same core as every other path (`read.parquet.runs_of_record_batch`, `summary.evaluate`); the
-engine runs it once per partition and the driver adds the summaries in partition order
+framework runs it once per partition and the driver adds the summaries in partition order
 (`add_summaries`). Rows name their file and row (Spark: `_metadata.file_path` and a row index),
 so errors point at `file:row` as they do from one process; a partition that mixes files, or skips
 rows (a filter), is cut into stretches of consecutive rows of one file.
 
 `summary_bytes` / `summary_of_bytes` ship a summary as a binary cell (pickle: tens of KB
-however many runs), which is what Spark's `mapInArrow` can return. None of this imports an
-engine: the recipe (README, `examples/spark_audit.py`) does.
+however many runs), which is what Spark's `mapInArrow` can return. None of this imports a
+framework: the recipe (README, `examples/spark_audit.py`) does.
 """
 
 from __future__ import annotations
@@ -99,12 +99,12 @@ def _stretches(
 
 
 def summary_bytes(summary: Summary) -> bytes:
-    """A summary as one binary value, for engines that ship Arrow cells (Spark's `mapInArrow`)."""
+    """A summary as one binary value, for frameworks that ship Arrow cells (Spark's `mapInArrow`)."""
     return pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def summary_of_bytes(data: bytes) -> Summary:
-    """The summary `summary_bytes` shipped (only from a trusted engine: this is pickle)."""
+    """The summary `summary_bytes` shipped (only from a trusted framework: this is pickle)."""
     summary = pickle.loads(data)
     if not isinstance(summary, Summary):
         raise InputError("<engine>", None, f"not a summary: {type(summary).__name__}")

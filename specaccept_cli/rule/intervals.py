@@ -1,5 +1,8 @@
-"""What every engine reader yields: `EngineInterval` (the figures an engine printed for one interval
-and what they recover), `LineTally`, and the one-line description of an interval.
+"""What every engine reader in `read/engines/` yields: `EngineInterval` (the figures an engine printed for one
+interval and what they recover), `LineTally`, and the one-line description of an interval.
+
+It stands in `rule/`, beside `RunBatch`, as the record types do: readers make them, `summary/` turns them into
+summary parts, and neither imports the other.
 
 The description is written here, next to the type, rather than in `views/`: it is stored in the
 summary's state (`EngineTally.examples`, saved in `-o json` and merged across summaries), and the
@@ -8,19 +11,13 @@ core that builds the state never imports a view.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from msgspec import Struct
 
-from specaccept_cli.errors import InputError
-
 CountMatrix = npt.NDArray[np.int64]
-
-# A printed number, as the engines' format strings print it (nan and inf included).
-NUM = r"(-?(?:\d+(?:\.\d*)?|nan|inf))"
 
 # The largest token or draft count an engine's figure may hold: 2**53, past which a Prometheus sample
 # (a double) is no longer an exact count and far beyond any server's lifetime. Larger figures (10^29 in a
@@ -137,20 +134,6 @@ class EngineInterval(Struct, frozen=True):
         }
 
 
-class LineReader:
-    """One engine's metrics lines in a log, one at a time (`line`); a stateless reader is its line function."""
-
-    def __init__(self, line: Callable[[int, str], Iterable[EngineInterval | InputError]]) -> None:
-        self.line = line
-
-    def flush(self) -> Iterable[EngineInterval | InputError]:
-        """What waits on the next metrics line of this engine, when an ordinary line comes first."""
-        return ()
-
-    def finish(self) -> Iterable[EngineInterval | InputError]:
-        return ()
-
-
 class LineTally(Struct):
     """What a reader saw: metrics lines turned into intervals, other lines ignored, bad lines."""
 
@@ -159,26 +142,6 @@ class LineTally(Struct):
     ignored: int = 0
     bad: int = 0
     resets: int = 0  # Prometheus counter resets between scrapes
-
-
-def decode_line(raw: str | bytes) -> str:
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    return text.rstrip("\r\n")
-
-
-def line_error(source: str, number: int, text: str, message: str) -> InputError:
-    """A metrics line that does not parse or add up, with the line itself kept for the error policy."""
-    return InputError(source, number, message, raw=text.encode("utf-8", errors="replace"))
-
-
-def make_interval(
-    head: tuple[str, str, str, int, str | None, dict[str, str], dict[str, str]], **counts: Any
-) -> EngineInterval:
-    """An interval from (engine, fmt, source, line, timestamp, labels, printed) and what its line recovers."""
-    engine, fmt, source, line, timestamp, labels, printed = head
-    return EngineInterval(
-        engine=engine, fmt=fmt, source=source, line=line, timestamp=timestamp, labels=labels, printed=printed, **counts
-    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""Per-request payloads -> Summary: each request is a cluster, always.
+"""Per-request records -> Summary: each request is a cluster, always.
+
+The records come from `read.payloads`, read source by source in `pipeline.servers`; this module only
+turns each `rule.requests.RequestRecord` into a summary part.
 
 A record whose runs are pinned down (per-step arrays, a histogram by draft length, or a
 histogram with every draft at full width) adds its (k, a) histogram to the counts and its
@@ -12,40 +15,39 @@ A payload that breaks an identity goes to the error policy like a bad row.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
-from specaccept_cli.pipeline.engine import interval_runs
-from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.rule.batch import IntArray
-from specaccept_cli.rule.validate import did_you_mean
 from specaccept_cli.summary.bounded import BoundedUnits, added_histograms, steps_bounds
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.engine import MAX_KEPT_INTERVALS, EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
+from specaccept_cli.summary.intervals import interval_runs
 from specaccept_cli.summary.state import Groups, Summary, group_key
 from specaccept_cli.summary.windows import WindowTally
 
 if TYPE_CHECKING:
-    from specaccept_cli.read.payloads import PayloadTally, RequestRecord
-    from specaccept_cli.read.sources import OpenSource
+    from specaccept_cli.rule.requests import RequestRecord
 
 REQUEST_FIELD = "request_id"  # the cluster field of payload summaries: the same name logged runs use by default
 
 
-def evaluate_payload_source(opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-    """Every request of one source of payloads, evaluated, in input order; then the source's line counts."""
-    from specaccept_cli.read.payloads import parse_payloads
-
-    name = opened.source.name
-    parse = parse_payloads(_lines(opened, name), name, opened.format)
-    labels: set[str] = {"request_id", "id"}
-    block = _Block(name) if plan.group_by is None and plan.windows is None else None
-    for item in parse:
+def request_parts(
+    items: Iterable[InputError | tuple[int, RequestRecord]],
+    source: str,
+    plan: Plan,
+    on_error: OnError,
+    labels: set[str],
+) -> Iterator[Evaluated]:
+    """Every request of one source (its line and record, or a bad line's error), as summary parts in input order;
+    `labels` collects every label name met."""
+    block = RequestBlock(source) if plan.group_by is None and plan.windows is None else None
+    for item in items:
         if isinstance(item, InputError):
             on_error(item)
             continue
@@ -55,33 +57,19 @@ def evaluate_payload_source(opened: OpenSource, plan: Plan, on_error: OnError) -
             block.add(record, line)
             if block.requests >= BLOCK_REQUESTS:
                 yield block.part()
-                block = _Block(name)
+                block = RequestBlock(source)
             continue
-        part = request_part(record, name, line, plan, on_error)
+        part = request_part(record, source, line, plan, on_error)
         if part is not None:
             yield part
     if block is not None and block.requests:
         yield block.part()
-    tally = parse.tally
-    if not (tally.records or tally.bad or tally.null_payloads):
-        raise InputError(name, None, f"no {opened.format} payloads among its {tally.lines} lines")
-    yield _lines_part(tally)
-    if plan.group_by is not None and plan.group_by not in labels and tally.records:
-        known = ", ".join(sorted(labels))
-        hint = did_you_mean(plan.group_by, sorted(labels))
-        raise InputError(name, None, f"no request carries the label {plan.group_by!r} to group by{hint} ({known})")
-
-
-def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
-    for _, block in iter_line_blocks(opened.jsonl_stream(), name):
-        for line in block:
-            yield b"" if line is None else line
 
 
 BLOCK_REQUESTS = 2048
 
 
-class _Block:
+class RequestBlock:
     """Requests gathered into one summary part: runs, cluster keys and engine tallies, summed once."""
 
     def __init__(self, source: str) -> None:
@@ -247,15 +235,3 @@ def _describe(record: RequestRecord, exact: bool) -> str:
             high = record.accepted / bounds[0] if bounds[0] else 1.0
             bits.append(f"alpha in [{low:.3f}, {high:.3f}] (totals only)")
     return ", ".join(bits)
-
-
-def _lines_part(tally: PayloadTally) -> Evaluated:
-    engine = EngineTally(
-        lines=tally.lines,
-        metrics_lines=tally.records,
-        ignored_lines=tally.ignored,
-        bad_lines=tally.bad,
-        null_payloads=tally.null_payloads,
-        drift=tuple(tally.drift.messages()),
-    )
-    return Evaluated(Summary(engine=engine), 0)

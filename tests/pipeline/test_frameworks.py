@@ -1,4 +1,4 @@
-"""The engine-neutral task (Spark, Ray): Arrow batches of partitions, added in order, give one process's summary."""
+"""The framework-neutral task (Spark, Ray): Arrow batches of partitions, added in order, give one process's summary."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.pipeline import summarise
-from specaccept_cli.pipeline.engines import add_summaries, summarise_batches, summary_bytes, summary_of_bytes
+from specaccept_cli.pipeline.frameworks import add_summaries, summarise_batches, summary_bytes, summary_of_bytes
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.summary.evaluate import Plan
 from tests.helpers import simulated_rows, write_parquet
@@ -31,7 +31,7 @@ def files_with_bad_rows(directory: Path) -> list[Path]:
 
 
 def partitions(paths: list[Path], rows_per_partition: int) -> list[list[pa.RecordBatch]]:
-    """What an engine hands out: batches with each row's file and 0-based row index, cut anywhere."""
+    """What a framework hands out: batches with each row's file and 0-based row index, cut anywhere."""
     tables = []
     for path in paths:
         table = pq.read_table(path)

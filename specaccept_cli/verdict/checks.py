@@ -1,4 +1,4 @@
-"""Checks on estimates: minimum thresholds (gates), comparison with a baseline, and the server audits.
+"""Checks on estimates: minimum thresholds (gates), comparison with a baseline, power planning, and the server audits.
 
 Both are pure functions of Summary objects and return plain results; the command
 line decides how to print them and turns a failure into exit status 1.
@@ -33,6 +33,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from specaccept_cli.summary.probability import student_t_cdf, student_t_quantile
+from specaccept_cli.text import shown_against
 
 if TYPE_CHECKING:  # at run time checks need only attributes: `check` builds its options without numpy
     from specaccept_cli.summary.estimates import Estimates
@@ -117,32 +118,6 @@ class GateResult(Struct, frozen=True):
         if (float(short) >= self.threshold) != self.passed:  # rounded onto or across the threshold
             short = shown_against(self.value, self.threshold)
         return short
-
-
-def shown_threshold(threshold: float) -> str:
-    """A threshold as the user wrote it (its shortest exact form)."""
-    short = format(threshold, "g")
-    return short if float(short) == threshold else repr(threshold)
-
-
-def shown_against(value: float, threshold: float, decimals: int = 4) -> str:
-    """`value` with enough decimals that it never reads equal to a `threshold` it differs from.
-
-    At least `decimals`, and at least as many as the threshold has, so rounding cannot carry the
-    value across the threshold: against a gate of 0.5017, 0.501696 shows as 0.501696, not 0.5017.
-    """
-    written = shown_threshold(threshold)
-    if "e" not in written and "." in written:
-        decimals = max(decimals, len(written.split(".")[1]))
-
-    def faithful(shown: str) -> bool:  # on the value's side of the threshold, and equal only if it is
-        return (float(shown) < threshold) == (value < threshold) and (float(shown) != threshold or value == threshold)
-
-    shown = f"{value:.{decimals}f}"
-    while not faithful(shown) and decimals < 20:
-        decimals += 1
-        shown = f"{value:.{decimals}f}"
-    return shown if faithful(shown) else repr(value)
 
 
 def check_gates(summary: Estimates, thresholds: Sequence[tuple[str, float]]) -> list[GateResult]:
