@@ -311,13 +311,19 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
 
 
 def _is_text(sample: bytes) -> bool:
-    """Text that is not JSON: something besides blanks, and not one whole line among its first looks like JSON."""
-    if not sample.strip():
+    """Text that is not JSON lines: its first line is not JSON, nor are most of its first lines.
+
+    A server's start-up output may hold a line that looks like JSON (a configuration printed as a dict);
+    JSON lines with a stray first line (a header) are JSONL, whose reader names that line.
+    """
+    lines = [line for line in sample.removeprefix(b"\xef\xbb\xbf").split(b"\n") if line.strip()]
+    if not lines:
         return False  # an empty input is read (and told) as one
-    lines = sample.removeprefix(b"\xef\xbb\xbf").split(b"\n")
-    if len(lines) > 1 and len(sample) >= SNIFF_BYTES:
+    if len(sample) >= SNIFF_BYTES and not sample.endswith(b"\n"):
         lines.pop()  # may be cut mid-line
-    return not any(looks_like_json(line) for line in lines)
+    if not lines or looks_like_json(lines[0]):
+        return False
+    return 2 * sum(1 for line in lines if looks_like_json(line)) < len(lines)
 
 
 SCAN_BLOCK = 1 << 16

@@ -106,6 +106,24 @@ def test_an_empty_input_is_no_text_without_a_known_line() -> None:
     assert b"no line of a known format" not in done.stderr
 
 
+def test_a_start_up_line_that_looks_like_json_does_not_make_the_log_jsonl(
+    tmp_path: Path, alone: dict[str, object]
+) -> None:
+    config = b'{"model": "Qwen/Qwen3-8B", "speculative_config": {"num_speculative_tokens": 3}}\n'
+    path = tmp_path / "server.log"
+    path.write_bytes(STARTUP + config + _before(1_200_000) + EXAMPLE.read_bytes())
+    done = run_process("audit", str(path), "-o", "json")
+    assert done.returncode == 0, done.stderr.decode()
+    assert _figures(done.stdout) == alone
+
+
+def test_json_rows_with_a_stray_first_line_are_still_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl.txt"
+    path.write_bytes(b"# written by a script\n" + b'{"p": [0.5], "q": [0.4], "r": [0.1]}\n' * 20)
+    done = run_process("audit", str(path))
+    assert done.returncode == 2 and f"{path}:1: invalid JSON" in done.stderr.decode()
+
+
 def test_json_rows_are_still_told_from_their_first_line(tmp_path: Path) -> None:
     path = tmp_path / "rows"
     path.write_bytes(b'{"p": [0.5], "q": [0.4], "r": [0.1]\n' + ACCESS)
