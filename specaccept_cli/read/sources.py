@@ -332,8 +332,9 @@ SCAN_BLOCK = 1 << 16
 class Skipped:
     """A text whose first lines, none of a known format, were read and dropped on the way to its first known one.
 
-    They are served again as empty lines, so that every reader numbers and counts lines as in the text itself,
-    while memory holds a count, not the lines: what the readers counted as ordinary lines, they count again.
+    They are served again as empty lines (then the block that holds the known line, whole), so that every
+    reader numbers and counts lines as in the text itself, while memory holds a count, not the lines: what
+    the readers counted as ordinary lines, they count again.
     """
 
     def __init__(self, blank_lines: int, head: bytes, stream: BinaryIO) -> None:
@@ -387,10 +388,11 @@ def find_known_line(
 ) -> tuple[SourceFormat, BinaryIO]:
     """The format of a text's first known line, wherever it stands, and the text to read on (`Skipped`).
 
-    The text is read once, in blocks; only what comes from the known line on is kept, so memory stays flat
-    however far it stands. Lines are looked at only where one of the formats' markers appears (one regular
-    expression over each block). A followed stream is waited on (`announce` is told once what for); a text
-    that ends with no known line is an InputError that says how many lines it held and what was looked for.
+    The text is read once, in blocks; only the block that holds the known line is kept (its earlier lines are
+    the context a reader may use: vLLM's "Engine NNN:" line), so memory stays flat however far it stands.
+    Lines are looked at only where one of the formats' markers appears (one regular expression a block).
+    A followed stream is waited on (`announce` is told once what for); a text that ends with no known line
+    is an InputError that says how many lines it held and what was looked for.
     """
     entries = sniff_order(TEXT_DRIVERS)
     pattern = _marker_pattern(entries)
@@ -414,9 +416,10 @@ def find_known_line(
                 break  # the line goes on in the next block
             if not (long_line and buffer.find(b"\n") >= end):  # not the tail of an overlong line
                 found = recognise(buffer[start:end].removesuffix(b"\r"), entries)
-                if found is not None:
-                    lines += buffer.count(b"\n", 0, start)
-                    return found.name, cast(BinaryIO, Skipped(lines, buffer[start:], stream))
+                if found is not None:  # the block's lines before it are kept (the context a reader may use)
+                    keep = buffer.find(b"\n") + 1 if long_line else 0  # not an overlong line's tail
+                    lines += buffer.count(b"\n", 0, keep)
+                    return found.name, cast(BinaryIO, Skipped(lines, buffer[keep:], stream))
             position = end + 1
         cut = buffer.rfind(b"\n") + 1
         if cut:
