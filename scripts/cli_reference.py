@@ -29,7 +29,8 @@ PREAMBLE = """\
 
 Every command and option, as `specaccept COMMAND --help` prints them. What the options mean in practice, with
 examples, is in the [manual](index.md); what each exit status means is under
-[In CI](ci.md#exit-status) (0 ok, 1 a check failed, 2 a usage, input or output error, 130 interrupted).
+[In CI](ci.md#exit-status) (0 ok, 1 a check failed, 2 a usage, input or output error, 130 interrupted;
+a live audit, `audit --follow` or `watch`, ends on Ctrl-C with its summary and 0 or 1).
 
 Shell completion comes with Click; add one line to your shell's start-up file:
 

@@ -7,7 +7,7 @@ Inputs are arbitrary bytes and near-valid lines built from the engines' own form
 Each reader is checked as `audit` and `watch` use it:
 - `check_lines(data, fmt)`: the line loop of that format: every item is an interval, a request or an
   `InputError` naming a line of the input, never an exception; every line is counted once (`tally.lines`),
-  and for engine output each line is a metrics line, an ignored one or a bad one.
+  and for engine output each line is a metrics line, an ignored one, a bad one or a repeat of a recent one.
 - `check_page(data)`: a `/metrics` body as `watch` reads it: intervals or errors, never an exception.
 - `check_command(data, fmt)`: `specaccept audit FILE --format fmt` in this process: exit status 0, 1 or 2,
   never an exception (CliRunner re-raises one), with `--on-error skip` and without.
@@ -64,8 +64,8 @@ def check_lines(data: bytes, fmt: str) -> None:
             assert isinstance(found, EngineInterval)
     tally = engine.tally
     assert tally.lines == len(lines), (tally, len(lines))
-    if fmt in ("vllm-log", "sglang-log"):  # one interval, or one error, or nothing, per line
-        assert tally.metrics + tally.ignored + tally.bad == tally.lines, tally
+    if fmt in ("vllm-log", "sglang-log"):  # one interval, or one error, or nothing, or a repeat, per line
+        assert tally.metrics + tally.ignored + tally.bad + tally.duplicates == tally.lines, tally
 
 
 def check_page(data: bytes) -> None:

@@ -3,7 +3,8 @@
 Exit status: 0 ok, 1 a gate failed, 2 usage or input error (an output that cannot be written
 included, stderr too); interrupted (Ctrl-C, SIGTERM, SIGHUP), it cleans up (workers stopped,
 temporary files removed) and then dies of that signal, as the shell convention asks (a shell shows
-status 128 + the signal's number: 130, 143, 129).
+status 128 + the signal's number: 130, 143, 129). A live audit (`audit --follow`, `watch`) is the
+exception: those signals are how it is meant to end, so it prints its summary and exits 0 or 1 (`cli/live.py`).
 Each command lives in its own module and loads only when it runs (heavy modules such as
 numpy, pyarrow and rich are imported inside the commands that need them), so
 `specaccept check` starts about as fast as click itself. Shared options are in
@@ -99,6 +100,12 @@ LAZY_COMMANDS = {
 }
 
 
+def _quoted_safely(exc: click.ClickException) -> None:
+    """A usage error quotes arguments back (`No such option '--x'`), and an argument may be a file name
+    from a glob: made visible like every message (click types the attribute final, hence `vars`)."""
+    vars(exc)["message"] = visible(exc.message)
+
+
 class SpecacceptGroup(click.Group):
     """The one place where domain errors become messages and exit codes; commands load lazily."""
 
@@ -132,9 +139,21 @@ class SpecacceptGroup(click.Group):
                     raise click.UsageError(exc.message + hint, exc.ctx) from None
             raise
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            _quoted_safely(exc)
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.ClickException as exc:
+            _quoted_safely(exc)
+            raise
         except ChecksFailed as exc:
             for message in exc.messages:
                 _error_line(message)

@@ -11,11 +11,9 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import click
 from msgspec.structs import replace
 
-from specaccept_cli.cli.audit_options import AuditOptions, audit_options
+from specaccept_cli.cli.audit_options import AUDIT_OPTION_GROUPS, AuditOptions, audit_options
 from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
-from specaccept_cli.cli.options import (
-    window_spec,
-)
+from specaccept_cli.cli.options import GroupedCommand, window_spec
 from specaccept_cli.cli.output import (
     CheckedOutput,
     StderrConsole,
@@ -32,7 +30,7 @@ from specaccept_cli.cli.output import (
     write_stdout,
 )
 from specaccept_cli.errors import UsageError
-from specaccept_cli.text import visible
+from specaccept_cli.text import shown_name, visible
 
 if TYPE_CHECKING:
     import threading
@@ -41,18 +39,20 @@ if TYPE_CHECKING:
     from specaccept_cli.pipeline.request import ReadRequest
     from specaccept_cli.read.sources import Source
     from specaccept_cli.read.storage import Storage
-    from specaccept_cli.rule.batch import FieldSpec, RunBatch
-    from specaccept_cli.rule.vectorized import BatchOutcome
-    from specaccept_cli.summary.evaluate import Plan, RunColumns, RunSink
+    from specaccept_cli.rule.batch import FieldSpec
+    from specaccept_cli.summary.evaluate import Plan, RunSink
     from specaccept_cli.summary.provenance import Provenance
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings, GateSpec, VerdictEntry
     from specaccept_cli.verdict.checks import Issue
     from specaccept_cli.views.progress import RichProgress
-    from specaccept_cli.views.records import RunPreview
 
 
-@click.command(short_help="Recompute and summarise accepted lengths of logged runs.")
+@click.command(
+    cls=GroupedCommand,
+    option_groups=AUDIT_OPTION_GROUPS,
+    short_help="Recompute and summarise accepted lengths of logged runs.",
+)
 @audit_options
 def audit(**options: Any) -> None:
     """Recompute accepted lengths for every run in INPUT... and summarise them.
@@ -104,7 +104,7 @@ def run_audit(
     if baseline is not None:
         from specaccept_cli.summary.files import read_summary_file, summary_of
 
-        baseline_summary = summary_of(read_summary_file(baseline), baseline)
+        baseline_summary = summary_of(read_summary_file(baseline), shown_name(baseline))
     # A path that does not exist is a mistake in the command: exit 2 before reading, whatever --on-error.
     sources = expand_inputs(paths, _storage(options))
     # So is an output that would overwrite an input, or that cannot be written: found now, not after
@@ -164,11 +164,8 @@ def _audit(
 
     A live audit (`stop` given) whose reading ended in an error shows and writes what it read, then raises it.
     """
-    from specaccept_cli.views.records import RunPreview
-
     baseline = options.baseline
     stderr = StderrConsole()
-    preview = RunPreview(options.max_rows, tuple(dict.fromkeys(options.id_fields)))
     failure: BaseException | None = None
     added: tuple[VerdictEntry, ...] = ()  # what a live read adds to the verdict (a failing endpoint)
     with _quarantine_file(options.quarantine) as quarantine:
@@ -185,7 +182,7 @@ def _audit(
                 options, gate_spec(options), paths, fields, plan, quarantine, stderr, stop
             )
         else:
-            summary = _read(options, sources, fields, plan, quarantine, preview, stderr)
+            summary = _read(options, sources, fields, plan, quarantine, stderr)
 
     from specaccept_cli.verdict import conclude
 
@@ -200,7 +197,7 @@ def _audit(
         # The field the runs were clustered by, named or found in the first row, is a setting of the summary.
         found = None if summary.clusters is None else summary.clusters.field
         provenance = _provenance(options, sources, fields, replace(plan, cluster_field=found, detect_clusters=False))
-    _show(options, findings, saved, warnings, preview, stderr, provenance)
+    _show(options, findings, saved, warnings, stderr, provenance)
 
     markdown = None
     if options.github:
@@ -323,8 +320,23 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         # No field named: the first row's request field clusters the runs (`pipeline.clusters`).
         detect_clusters=not per_run_only and options.cluster_field != NO_CLUSTERS,
         windows=window_spec(options.time_field, options.window),
+        first_runs=options.max_rows if _shows_first_runs(options) else 0,
+        run_ids=tuple(dict.fromkeys(options.id_fields)) or None,
     )
     return fields, plan
+
+
+def _shows_first_runs(options: AuditOptions) -> bool:
+    """The first screen shows the first runs; `-o json` only when --max-rows is given, so that by default it
+    stays the summary a file holds (a `merge` or `--baseline` input, the same bytes from every reading path).
+    A live audit shows periods instead."""
+    if options.follow or not options.max_rows:
+        return False
+    if options.output == "table":
+        return True
+    ctx = click.get_current_context(silent=True)
+    given = ctx is not None and ctx.get_parameter_source("max_rows") is click.core.ParameterSource.COMMANDLINE
+    return options.output == "json" and given
 
 
 def _read(
@@ -333,7 +345,6 @@ def _read(
     fields: FieldSpec,
     plan: Plan,
     quarantine: CheckedOutput | None,
-    preview: RunPreview,
     stderr: StderrConsole,
 ) -> Summary:
     """Every source through the front door, in order; per-run records stream out as they come."""
@@ -363,19 +374,20 @@ def _read(
         from specaccept_cli.views.records import CsvWriter, JsonlWriter
 
         column_names = ("reported", "mismatch") if options.reported_field else ()
+        out = binary_stdout("json" if options.output == "jsonl" else "csv")
         writer = (JsonlWriter if options.output == "jsonl" else CsvWriter)(
-            binary_stdout(), tuple(dict.fromkeys(options.id_fields)), column_names
+            out, tuple(dict.fromkeys(options.id_fields)), column_names
         )
-        summary = run(writer.write)
+        try:
+            summary = run(writer.write)
+            out.end()  # a CSV's command fence closes before any annotation is written
+        except BaseException:
+            with contextlib.suppress(OSError, SpecacceptError):
+                out.end()
+            raise
         writer.close()
         _refuse_engine_output_read(summary, options)
         return summary
-    if options.output == "table" and options.max_rows and options.scheduler is None:
-
-        def keep(batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
-            preview.add(batch.source, batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist(), batch.extras)
-
-        return run(keep)
     return run()
 
 
@@ -384,7 +396,6 @@ def _show(
     findings: Findings,
     saved: Summary,
     warnings: Sequence[Issue],
-    preview: RunPreview,
     stderr: StderrConsole,
     provenance: Provenance | None = None,
 ) -> None:
@@ -404,13 +415,13 @@ def _show(
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))
     if options.output == "json" and machine is not None:
-        write_stdout(json_bytes(findings_object(findings, machine, warnings)))
+        write_stdout(json_bytes(findings_object(findings, machine, warnings)), "json")
     elif options.output == "markdown":
         from specaccept_cli.views.markdown import markdown_report
 
         write_stdout(markdown_report(findings, words=hinted, gate_names=GATE_OPTIONS).encode())
     elif options.output == "table":
-        _show_table(options, findings, preview)
+        _show_table(options, findings)
     if summary.skipped_rows or summary.skipped_sources:
         from specaccept_cli.views.terminal import skipped_table
 
@@ -419,20 +430,19 @@ def _show(
         click.echo(f"specaccept: warning: {visible(drift)}", err=True)
 
 
-def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) -> None:
+def _show_table(options: AuditOptions, findings: Findings) -> None:
     """The first screen (headline with the verdict, compact tables, the timeline strip); --full adds the rest."""
     from specaccept_cli.views import terminal as render
     from specaccept_cli.views.rows import headline_rows
 
-    summary = findings.summary
     # A live audit whose stdout is not a terminal wrote JSON lines there, the final record the summary:
     # the human view of it goes to stderr, so stdout stays JSON lines to the end.
     to_stderr = options.follow and not render.QuietPipeConsole().is_terminal
     with printing_to_stdout():
         console = render.QuietPipeConsole(stderr=True) if to_stderr else render.QuietPipeConsole()
         console.print(render.headline(headline_rows(findings, hinted)))
-        if options.max_rows and summary.engine is None and options.scheduler is None:  # runs stay on workers
-            console.print(render.runs_table(preview))
+        if findings.first_runs is not None and findings.first_runs.total:  # engine metrics have no runs
+            console.print(render.runs_table(findings.first_runs))
         console.print(
             render.summary_view(
                 findings, cost_ratio=options.cost_ratio, conventions=options.show_conventions, full=options.full
@@ -451,12 +461,16 @@ def _show_table(options: AuditOptions, findings: Findings, preview: RunPreview) 
 
 
 def findings_object(findings: Findings, machine: dict[str, Any], warnings: Sequence[Issue]) -> dict[str, Any]:
-    """`-o json`: the summary object with the verdict before its `provenance` and `state` (still the last
-    keys when no gate or baseline was asked for), then the gates and the comparison, as always."""
+    """`-o json`: the summary object with the first runs and the verdict before its `provenance` and `state`
+    (still the last keys when no gate or baseline was asked for), then the gates and the comparison, as always."""
     tail = next(key for key in ("provenance", "state") if key in machine)  # they stay the last keys
     data: dict[str, Any] = {}
     for key, value in machine.items():
         if key == tail:
+            if findings.first_runs is not None:  # a bounded preview (--max-rows), an addition to the summary's keys
+                from specaccept_cli.views.records import first_runs_object
+
+                data["first_runs"] = first_runs_object(findings.first_runs)
             data["verdict"] = findings.verdict_list()
         data[key] = value
     if findings.gates:
@@ -561,6 +575,7 @@ def _read_request(
         input_format=options.input_format,
         max_line_bytes=options.max_line_bytes,
         draft_length=options.draft_length,
+        keep_duplicate_lines=options.keep_duplicate_lines,
         storage=_storage(options),
     )
 
@@ -568,7 +583,7 @@ def _read_request(
 def _read_on_cluster(request: ReadRequest, sink: RunSink | None) -> Summary:
     """The same summary from a Dask cluster; per-run records and quarantined lines come back in input order.
 
-    (The table's preview of runs is not asked for: it would bring every run back for twenty rows.)
+    (The table's preview of runs comes back inside the summary, bounded: `Summary.first_runs`.)
     The core's errors name no option; here they are told in the command's words.
     """
     from specaccept_cli.errors import ExtraMissing, OneProcessOnly

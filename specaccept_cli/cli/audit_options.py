@@ -11,7 +11,9 @@ from msgspec import Struct
 
 from specaccept_cli.cli.live import DEFAULT_EVERY, alert_option, every_option
 from specaccept_cli.cli.options import (
+    FIRST_OPTIONS,
     FiniteFloat,
+    OptionGroups,
     WholeNumber,
     check_field_path,
     comparison_options,
@@ -29,6 +31,62 @@ if TYPE_CHECKING:
     from specaccept_cli.read.sources import Format
 
 Command = TypeVar("Command", bound=Callable[..., None])
+DEFAULT_MAX_ROWS = 10  # runs the first screen shows: all of a small log, the first of a large one
+MAX_ROWS = 10_000  # a preview held in memory stays a preview: every run streams out through -o jsonl or csv
+
+
+# How `audit --help` (and `report --help`) sections the options: the eight a first audit needs, then each
+# kind. A name a command does not take is passed over, so `report` shares the list.
+AUDIT_OPTION_GROUPS: OptionGroups = (
+    (FIRST_OPTIONS, ("output", "full", "max_rows", "id_fields", "on_error", "min_alpha", "baseline", "summary_out")),
+    (
+        "Input",
+        (
+            "summaries",
+            "input_format",
+            "p_field",
+            "q_field",
+            "r_field",
+            "draft_tokens_field",
+            "target_tokens_field",
+            "max_line_bytes",
+            "quarantine",
+            "allow_empty",
+            "storage_options",
+        ),
+    ),
+    (
+        "What to compute",
+        (
+            "group_by",
+            "max_groups",
+            "cluster_field",
+            "cost_ratio",
+            "show_conventions",
+            "reported_field",
+            "time_field",
+            "window",
+            "sampler_significance",
+        ),
+    ),
+    (
+        "Gates and baselines (exit 1 when one fails)",
+        (
+            "min_tokens_per_pass",
+            "min_acceptance_rate",
+            "max_mismatches",
+            "check_sampler",
+            "check_drift",
+            "max_errors",
+            "strict_bounds",
+            "max_drop",
+            "significance",
+        ),
+    ),
+    ("Output", ("html_path", "github", "quiet")),
+    ("Live (a stream that never ends)", ("follow", "every", "alert")),
+    ("Engines and clusters", ("draft_length", "keep_duplicate_lines", "jobs", "scheduler")),
+)
 
 
 class FormatChoice(click.Choice[str]):
@@ -79,6 +137,12 @@ _OPTIONS: list[Callable[[Command], Command]] = [
         metavar="K",
         help="Engine metrics: the server's draft length (num_speculative_tokens) when its lines do not print it.",
     ),
+    click.option(
+        "--keep-duplicate-lines",
+        is_flag=True,
+        help="Engine metrics: count a vLLM metrics line that repeats a recent one exactly (time stamp and process "
+        "included) instead of dropping it as a log shipper's duplicate.",
+    ),
     field_option("p"),
     field_option("q"),
     field_option("r"),
@@ -117,10 +181,12 @@ _OPTIONS: list[Callable[[Command], Command]] = [
     click.option("--conventions", "show_conventions", is_flag=True, help="Show what each engine would report."),
     click.option(
         "--max-rows",
-        type=WholeNumber(min=0),
-        default=0,
+        type=WholeNumber(min=0, max=MAX_ROWS),
+        default=DEFAULT_MAX_ROWS,
         show_default=True,
-        help="Also show the first N runs (with their --id-field values) in the table view.",
+        metavar="N",
+        help="Table view: show the first N runs with their accepted lengths (and the rows' request id or id, or "
+        "each --id-field); 0: none. Given with -o json: adds them as first_runs. -o jsonl or csv writes every run.",
     ),
     click.option(
         "--full",
@@ -309,3 +375,4 @@ class AuditOptions(Struct, frozen=True):
     headers: tuple[tuple[str, str], ...] = ()
     timeout: float = 5.0
     retries: int = 2
+    keep_duplicate_lines: bool = False  # engine metrics: vLLM lines repeated exactly are counted, not dropped

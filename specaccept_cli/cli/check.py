@@ -10,12 +10,24 @@ import click
 
 from specaccept_cli.cli.output import printing_to_stdout, write_stdout
 
+# A number as JSON writes it (RFC 8259, section 6), in ASCII digits only: what a JSON array may hold,
+# and so what the comma form accepts too (float() alone would also take "١٢", "+1", ".5" or "1_0").
+_JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+# Spellings of NaN and the infinities (Python's JSON reader takes NaN and Infinity): refused as not finite.
+_NOT_FINITE = r"[+-]?(?:nan|inf|infinity)"
+_JSON_BLANKS = " \t\r\n"
+
 
 def _parse_list(text: str, name: str) -> list[float]:
-    """`0.9,0.2,0.8` or `[0.9, 0.2, 0.8]`; `""` and `[]` are an empty draft."""
-    import math
+    """`0.9,0.2,0.8` or `[0.9, 0.2, 0.8]`; `""` and `[]` are an empty draft.
 
-    stripped = text.strip()
+    Each item is a JSON number (blanks around it allowed, as in a JSON array): what a log's JSON would
+    hold, so `check` and `audit` read the same values.
+    """
+    import math
+    import re
+
+    stripped = text.strip(_JSON_BLANKS)
     from_json = stripped.startswith("[")
     if from_json:
         import json  # only for this form: the comma form is the quick one
@@ -27,18 +39,20 @@ def _parse_list(text: str, name: str) -> list[float]:
         if not isinstance(items, list):
             raise click.BadParameter("not a JSON array", param_hint=f"--{name}")
     else:
-        items = [] if not stripped else [item.strip() for item in stripped.split(",")]
+        items = [] if not stripped else [item.strip(_JSON_BLANKS) for item in stripped.split(",")]
     values = []
     for index, item in enumerate(items):
+        # A JSON array holds numbers (not numeric strings); the comma form holds JSON numbers as text.
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)) or from_json == isinstance(item, str):
+            raise click.BadParameter(f"item {index} ({item!r}) is not a number", param_hint=f"--{name}")
+        if isinstance(item, str) and not re.fullmatch(_JSON_NUMBER, item, re.ASCII):
+            finite = re.fullmatch(_NOT_FINITE, item, re.IGNORECASE)
+            problem = "not a finite number" if finite else "not a number (write it as JSON does: 0.5, 1e-3)"
+            raise click.BadParameter(f"item {index} ({item!r}) is {problem}", param_hint=f"--{name}")
         try:
-            # A JSON array holds numbers (not numeric strings); the comma form holds plain decimals (no 1_0).
-            if isinstance(item, bool) or not isinstance(item, (str, int, float)) or from_json == isinstance(item, str):
-                raise ValueError
-            if isinstance(item, str) and "_" in item:
-                raise ValueError
             value = float(item)
-        except (ValueError, OverflowError):
-            raise click.BadParameter(f"item {index} ({item!r}) is not a number", param_hint=f"--{name}") from None
+        except OverflowError:  # an integer past a double, in a JSON array
+            value = math.inf
         if not math.isfinite(value):
             raise click.BadParameter(f"item {index} ({item!r}) is not a finite number", param_hint=f"--{name}")
         values.append(value)

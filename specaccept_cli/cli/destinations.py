@@ -4,7 +4,9 @@ A path given for an output is one of four things, and each is written its own wa
 
 - a regular file, or a name with no file yet: written to a temporary file beside it, flushed to the
   disk, then renamed over it, so a reader sees the old file or the new one, never half of one. A
-  symlink is followed: its target is replaced and the link stays a link;
+  symlink is followed: its target is replaced and the link stays a link. A write killed mid-way
+  (kill -9) leaves its temporary file behind; the next write into that folder removes such files,
+  only ours and only once no live process holds them (`remove_leftovers`);
 - a descriptor link (`/dev/stdout`, `/dev/fd/3`, `/proc/self/fd/3`): written into that descriptor,
   where the shell pointed it; renaming over it would replace whatever file it reaches (`> out.json`);
 - anything else that is not a regular file (`/dev/null`, a terminal, a FIFO, a device node):
@@ -28,6 +30,7 @@ import os
 import re
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Literal
 
@@ -315,7 +318,9 @@ def _replacing(path: str) -> Iterator[IO[bytes]]:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
+    remove_leftovers(directory)
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=".specaccept-", suffix=".tmp")
+    held = _hold(fd)  # while this process lives and writes, the file is not a leftover
     try:
         os.chmod(temporary, mode)
         with os.fdopen(fd, "wb") as raw:
@@ -327,7 +332,81 @@ def _replacing(path: str) -> Iterator[IO[bytes]]:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    finally:
+        if held is not None:
+            os.close(held)
     _sync_folder(directory)
+
+
+# The temporary file `_replacing` makes (tempfile.mkstemp's 8 characters between our prefix and suffix).
+_LEFTOVER = re.compile(r"\.specaccept-[a-z0-9_]{8}\.tmp")
+LEFTOVER_SECONDS = 60.0  # untouched this long, and no writer holds it: what a killed write left behind
+
+
+def _hold(fd: int) -> int | None:
+    """A lock on the temporary file, on a descriptor of its own that stays open until the rename is done
+    (the kernel drops it when the process dies, kill -9 included): how a later write tells a live writer
+    from a dead one."""
+    try:
+        import fcntl
+
+        held = os.dup(fd)
+    except (ImportError, OSError):  # pragma: no cover - POSIX has fcntl
+        return None
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(held)
+        return None
+    return held
+
+
+def remove_leftovers(directory: str) -> int:
+    """Remove the temporary files that writes of ours killed mid-way (kill -9, a power cut) left in `directory`;
+    how many. The target was never touched by them (it is replaced only by a rename at the end).
+
+    Only files that are ours for certain go: a regular file named as `_replacing` names them, of this
+    user, untouched for LEFTOVER_SECONDS, whose lock no process holds (a live writer holds it until its
+    rename). Anything else, a user's file of a similar name included, is left alone.
+    """
+    try:
+        entries = os.scandir(directory or ".")
+    except OSError:
+        return 0
+    removed = 0
+    with entries:  # one entry at a time: a folder of a million files costs no memory
+        for entry in entries:
+            if _LEFTOVER.fullmatch(entry.name) and _leftover(entry):
+                removed += 1
+    return removed
+
+
+def _leftover(entry: os.DirEntry[str]) -> bool:
+    """Remove `entry` if it is a write of ours that no live process holds (see `remove_leftovers`)."""
+    try:
+        import fcntl
+
+        info = entry.stat(follow_symlinks=False)
+    except (ImportError, OSError):
+        return False
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        return False
+    if time.time() - info.st_mtime < LEFTOVER_SECONDS:
+        return False
+    try:
+        fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # refused while its writer lives
+        if os.fstat(fd).st_ino != info.st_ino:
+            return False
+        os.unlink(entry.path)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _sync_folder(directory: str) -> None:

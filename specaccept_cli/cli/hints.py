@@ -36,6 +36,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("baseline", "inconclusive"): "--strict-bounds",
     ("intervals", "engine_intervals"): None,
     ("intervals", "rates_only"): None,  # no option clusters an engine's aggregate lines
+    ("intervals", "duplicate_lines"): "--keep-duplicate-lines",  # counts them, were they real intervals
     ("baseline", "cluster_fields_differ"): None,
     "log": None,  # an impossible log: no option sets a threshold for it
     ("log", "all_accepted"): "--p-field",  # swapped fields are the likeliest cause: name the option that picks p

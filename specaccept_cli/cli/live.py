@@ -179,7 +179,7 @@ class TickHandler:
         if self.records:
             from specaccept_cli.views.interval import interval_line
 
-            write_stdout(interval_line(judged))
+            write_stdout(interval_line(judged), "json")
             with contextlib.suppress(OSError, ValueError):
                 sys.stdout.flush()
         if self.live is not None:
@@ -223,8 +223,10 @@ def follow_stream(path: str, stop: threading.Event, max_line_bytes: int | None =
     target = Path(path)
     if target.is_dir():
         raise click.UsageError(f"{path} is a directory: --follow follows one text file or stdin")
-    stream = FollowedStream(path, stop, path=target, hold=hold)
-    return stream, Source(path, target, None)
+    from specaccept_cli.text import shown_name
+
+    stream = FollowedStream(shown_name(path), stop, path=target, hold=hold)
+    return stream, Source(shown_name(path), target, None)
 
 
 def waiting_note(message: str, stderr: StderrConsole) -> None:
@@ -236,13 +238,13 @@ def waiting_note(message: str, stderr: StderrConsole) -> None:
 
 def unfinished_note(stream: Any, stderr: StderrConsole) -> None:
     """Say what a stop left unread: a line still being written is not a bad line, and not silently dropped."""
-    if stream.unfinished_bytes:
-        from specaccept_cli.text import visible
+    from specaccept_cli.text import visible
 
+    if stream.unfinished_bytes:
         line = f"specaccept: stopped with an unfinished last line ({stream.unfinished_bytes} bytes) not read"
         stderr.console.file.write(visible(line) + "\n")
     for note in stream.events.notes:
-        stderr.console.file.write(f"specaccept: {note}\n")
+        stderr.console.file.write(visible(f"specaccept: {note}") + "\n")
 
 
 @contextlib.contextmanager
@@ -287,7 +289,9 @@ def follow_read(
         stream.announce = lambda message: waiting_note(message, stderr)
     policy = ErrorPolicy(options.on_error, quarantine)
     reading = Reading(fields, options.input_format, options.max_line_bytes)
-    producer = follow_producer(stream, source, reading, plan, policy, options.draft_length)
+    producer = follow_producer(
+        stream, source, reading, plan, policy, options.draft_length, options.keep_duplicate_lines
+    )
     handler = tick_handler(options, spec, source.name, stderr, lambda: policy.skipped_rows)
     try:
         end = run_live(producer, plan, options.every, stop, handler)

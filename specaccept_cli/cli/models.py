@@ -129,7 +129,7 @@ def simulate(
         )
     chunks = sim.simulate(runs, alpha or 0.0, k_low, k_high, seed, alpha_by_position, requests)
     if output_path == "-":
-        out = binary_stdout()
+        out = binary_stdout("json")
         sim.write_jsonl(chunks, out)
         out.flush()
         return
@@ -241,7 +241,9 @@ def expect(alpha: float, k_text: str, rule: Rule | None, cost_ratio: float | Non
         import orjson
 
         rounded: list[dict[str, object]] = [{**_rounded(row), **_rule_keys(rule)} for row in rows]
-        write_stdout(orjson.dumps(rounded[0] if len(rounded) == 1 else rounded, option=orjson.OPT_APPEND_NEWLINE))
+        write_stdout(
+            orjson.dumps(rounded[0] if len(rounded) == 1 else rounded, option=orjson.OPT_APPEND_NEWLINE), "json"
+        )
         return
     from rich.console import Group
     from rich.text import Text

@@ -17,6 +17,48 @@ FIELD_HELP = {
 }
 
 
+OptionGroups = tuple[tuple[str, tuple[str, ...]], ...]  # (section title, the options' parameter names)
+FIRST_OPTIONS = "Options a first run needs"
+
+
+class GroupedCommand(click.Command):
+    """A command whose `--help` lists its options in sections (Click's own `HelpFormatter.section`, as it
+    writes its one "Options" section): the few a first run needs, then one section per kind of option.
+
+    An option no section names is listed under "Other options", so none can go missing from the help;
+    `--help` itself ends the first section.
+    """
+
+    def __init__(self, *args: Any, option_groups: OptionGroups = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.option_groups = option_groups
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {}
+        help_option = self.get_help_option(ctx)
+        closing = None if help_option is None else help_option.get_help_record(ctx)
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is not None and param.name is not None and param is not help_option:
+                records[param.name] = record
+        sections = [
+            (title, [records.pop(name) for name in names if name in records]) for title, names in self.option_groups
+        ]
+        sections = [(title, rows) for title, rows in sections if rows]
+        if records or not sections:
+            sections.append(("Other options", list(records.values())))
+        if closing is not None:  # with the first options: where a new reader looks
+            sections[0][1].append(closing)
+        # Every section's help starts in one column (a term longer than that has its help on the next line).
+        width = min(max(len(term) for _, rows in sections for term, _ in rows), HELP_TERM_WIDTH)
+        for title, rows in sections:
+            with formatter.section(title):
+                formatter.write_dl([(term.ljust(width), text) for term, text in rows], col_max=HELP_TERM_WIDTH)
+
+
+HELP_TERM_WIDTH = 30  # Click's own cap on the option column of --help
+
+
 def check_field_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """A dotted field path (or a tuple of them, for a repeatable option): no empty part."""
     if value is None:

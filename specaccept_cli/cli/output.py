@@ -12,7 +12,7 @@ import errno
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Literal
 
 import click
 
@@ -27,6 +27,7 @@ from specaccept_cli.cli.destinations import (
     write_to,
 )
 from specaccept_cli.errors import ChecksFailed, OutputError, SpecacceptError
+from specaccept_cli.text import CommandFence, json_commands_escaped, runner_reads, visible
 
 if TYPE_CHECKING:
     from specaccept_cli.verdict import Findings
@@ -64,14 +65,37 @@ def side_outputs_outlive_stdout(enabled: bool) -> Iterator[None]:
         STDOUT.outlived, STDOUT.gone = False, False
 
 
+# What stdout carries, for the one guard each form has against forged CI workflow commands when
+# the GitHub Actions runner reads it (`text.runner_reads`): text for people is escaped by its view
+# already; JSON writes a `##[` as `##\u005b` (the same value); CSV, which has no escape, is fenced.
+Form = Literal["text", "json", "csv"]
+
+
+def _runner_guard(raw: IO[bytes], form: Form) -> Form:
+    """`form` when the runner reads `raw` as its log and the form needs a guard there, else "text"."""
+    if form == "text":
+        return form
+    try:
+        descriptor = raw.fileno()
+    except (OSError, ValueError, AttributeError):
+        return "text"
+    return form if runner_reads(descriptor) else "text"
+
+
 class CheckedOutput:
     """A binary output written whole (short writes continued); a failed write (full disk, EIO) is an
-    OutputError, and EPIPE stays BrokenPipeError unless side outputs outlive stdout."""
+    OutputError, and EPIPE stays BrokenPipeError unless side outputs outlive stdout.
 
-    def __init__(self, raw: IO[bytes], name: str = "output", stdout: bool = False) -> None:
+    stdout in a GitHub Actions job is the runner's log: `form` says how data in it is kept from
+    being read as a workflow command (see `Form`); `end` closes a CSV's fence.
+    """
+
+    def __init__(self, raw: IO[bytes], name: str = "output", stdout: bool = False, form: Form = "text") -> None:
         self.raw = raw
         self.name = name
         self.stdout = stdout
+        self.guard = _runner_guard(raw, form) if stdout else "text"
+        self.fence = CommandFence() if self.guard == "csv" else None
 
     def _failed(self, exc: OSError) -> OutputError:
         return OutputError(f"cannot write {self.name}: {exc.strerror or exc}")
@@ -84,13 +108,25 @@ class CheckedOutput:
     def write(self, data: bytes) -> int:
         if self.stdout and STDOUT.gone:
             return len(data)
+        size = len(data)
+        if self.guard == "json":
+            data = json_commands_escaped(data)
+        elif self.fence is not None:
+            data = self.fence.before(data) + data
         try:
             write_all(self.raw, data)
         except BrokenPipeError:
             self._closed()
         except OSError as exc:
             raise self._failed(exc) from None
-        return len(data)
+        return size
+
+    def end(self) -> None:
+        """Close a CSV's command fence, if one was opened (see `text.CommandFence`)."""
+        if self.fence is not None and self.fence.token is not None:
+            fence, self.fence = self.fence, None  # the closing line is no data to fence
+            self.write(fence.end())
+            self.fence = fence
 
     def flush(self) -> None:
         if self.stdout and STDOUT.gone:
@@ -103,17 +139,19 @@ class CheckedOutput:
             raise self._failed(exc) from None
 
 
-def binary_stdout() -> CheckedOutput:
-    """stdout for writers that stream (per-run records, simulated logs); the caller flushes at the end."""
+def binary_stdout(form: Form = "text") -> CheckedOutput:
+    """stdout for writers that stream (per-run records, simulated logs); the caller flushes at the end
+    (and calls `end` after CSV)."""
     if sys.stdout is None:
         raise OutputError("cannot write output: stdout is closed")
-    return CheckedOutput(sys.stdout.buffer, stdout=True)
+    return CheckedOutput(sys.stdout.buffer, stdout=True, form=form)
 
 
-def write_stdout(data: bytes) -> None:
+def write_stdout(data: bytes, form: Form = "text") -> None:
     """The whole output of a command, written and flushed (so a failure is reported by the command)."""
-    out = binary_stdout()
+    out = binary_stdout(form)
     out.write(data)
+    out.end()
     out.flush()
 
 
@@ -190,7 +228,9 @@ def check_step_summary() -> None:
 
 
 def _cannot_append(step_summary: str, exc: OSError) -> SpecacceptError:
-    return SpecacceptError(f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}")
+    return SpecacceptError(
+        f"cannot append to $GITHUB_STEP_SUMMARY ({step_summary}): {exc.strerror}; the step summary is left as it was"
+    )
 
 
 def describe_inputs(paths: list[str], shown: int = 3) -> str:
@@ -198,6 +238,10 @@ def describe_inputs(paths: list[str], shown: int = 3) -> str:
     more = len(names) - shown
     listed = ", ".join(names[:shown])
     return f"input {listed}" + (f" and {more} more" if more > 0 else "")
+
+
+# Warnings said on stderr too, where CI logs look: an undecided gate that passes, metrics lines dropped as repeats.
+SAID_ON_STDERR = ("inconclusive", "duplicate_lines")
 
 
 def conclude_findings(
@@ -215,11 +259,11 @@ def conclude_findings(
     """
     from specaccept_cli.cli.hints import failure_line, hinted, warning_text
 
-    for warning in warnings:
-        click.echo(f"specaccept: warning: {warning_text(warning)}", err=True)
-    for entry in findings.verdict:  # a gate the bounds leave undecided passes: say so where CI logs look
-        if entry.status == "warn" and entry.issue is not None and entry.issue.kind == "inconclusive":
-            click.echo(f"specaccept: warning: {hinted(entry)}", err=True)
+    for warning in warnings:  # they may quote a file name or a group key: shown like every message
+        click.echo(visible(f"specaccept: warning: {warning_text(warning)}"), err=True)
+    for entry in findings.verdict:
+        if entry.status == "warn" and entry.issue is not None and entry.issue.kind in SAID_ON_STDERR:
+            click.echo(visible(f"specaccept: warning: {hinted(entry)}"), err=True)
     failed = [entry for entry in findings.verdict if entry.status == "fail"]
     lines = [failure_line(findings, entry) for entry in failed]
     if github_markdown is not None:
@@ -236,27 +280,54 @@ def conclude_findings(
             for entry in findings.verdict
             if entry.status == "warn"
         ]
-        report_to_github(github_markdown, annotations)
+        unwritten = report_to_github(github_markdown, annotations)
+        if unwritten is not None:  # the gates' lines and exit 1 come first: a failed gate is what the job must see
+            if not lines:
+                raise unwritten
+            lines.append(str(unwritten))
     if lines:
         raise ChecksFailed(lines)
 
 
-def report_to_github(markdown: str, annotations: list[tuple[str, str, str]]) -> None:
+def report_to_github(markdown: str, annotations: list[tuple[str, str, str]]) -> SpecacceptError | None:
     """Append `markdown` to the job's step summary (when the runner set $GITHUB_STEP_SUMMARY) and print
     one `::error::` workflow command per failed check (`::warning::` per warning), on stderr so stdout
     stays the command's output.
+
+    The report is appended whole or not at all (`append_whole`): a step summary that cannot take it (a
+    full disk) is left as it was, and the error is returned, for the caller to report after the gates;
+    the annotations are printed either way.
     """
     from specaccept_cli.text import workflow_command
 
+    unwritten = None
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         try:
-            with open(step_summary, "a", encoding="utf-8") as handle:
-                handle.write(markdown + "\n")
+            append_whole(step_summary, (markdown + "\n").encode())
         except OSError as exc:
-            raise _cannot_append(step_summary, exc) from None
+            unwritten = _cannot_append(step_summary, exc)
     for command, title, message in annotations:
         click.echo(workflow_command(command, message, title=title), err=True)
+    return unwritten
+
+
+def append_whole(path: str, data: bytes) -> None:
+    """Append `data` to the file at `path`, all of it or none: after a failed write (ENOSPC, EDQUOT, EIO)
+    the file is cut back to its length before, so a reader never sees half of `data`."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        before = os.fstat(descriptor).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(descriptor, before)
+            raise
+    finally:
+        os.close(descriptor)
 
 
 class StderrConsole:

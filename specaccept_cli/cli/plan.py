@@ -78,7 +78,7 @@ def plan(baseline_path: str, drop: float, max_drop: float, significance: float, 
             "metrics": [item.to_dict() for item in plans],
             **{item.metric: item.to_dict() for item in plans},
         }
-        write_stdout(json_bytes(data))
+        write_stdout(json_bytes(data), "json")
         return
     lines = []
     for item in plans:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from specaccept_cli.cli.audit import audit, run_audit, write_report
-from specaccept_cli.cli.audit_options import AuditOptions
+from specaccept_cli.cli.audit_options import AUDIT_OPTION_GROUPS, AuditOptions
+from specaccept_cli.cli.options import FIRST_OPTIONS, GroupedCommand
 from specaccept_cli.cli.output import check_writable, refuse_outputs_that_are_inputs
 
 if TYPE_CHECKING:
@@ -16,6 +17,17 @@ if TYPE_CHECKING:
 
 # audit's options that mean nothing for a report: its own output, the table's rows, the per-run columns.
 NOT_FOR_REPORTS = {"output", "html_path", "max_rows", "show_conventions", "id_fields", "full"}
+# The eight a first report needs (audit's, less what a report has no use for).
+REPORT_FIRST_OPTIONS = (
+    "html_path",
+    "on_error",
+    "group_by",
+    "cost_ratio",
+    "min_alpha",
+    "baseline",
+    "summary_out",
+    "summaries",
+)
 
 
 def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
@@ -52,9 +64,11 @@ def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[s
     baseline = options["baseline"]
     refuse_outputs_that_are_inputs([("-o", html_path)], [*paths, *([baseline] if baseline else [])], stdout=False)
     check_writable(html_path, "HTML report")
-    merged = merge_summaries([(path, read_summary_file(path)) for path in paths])
-    summary = summary_of(merged, " + ".join(paths))
-    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), baseline)
+    from specaccept_cli.text import shown_name
+
+    merged = merge_summaries([(shown_name(path), read_summary_file(path)) for path in paths])
+    summary = summary_of(merged, shown_name(" + ".join(paths)))
+    baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), shown_name(baseline))
     spec = GateSpec(max_drop=options["max_drop"], significance=options["significance"])
     findings = conclude(summary, baseline_summary, spec, max_groups=options["max_groups"])
     _say_written(html_path, write_report(html_path, findings, options["cost_ratio"], list(paths)))
@@ -67,8 +81,9 @@ def _say_written(path: str, size: int) -> None:
     click.echo(f"wrote the HTML report to {visible(path)} ({size:,} bytes)", err=True)
 
 
-report = click.Command(
+report = GroupedCommand(
     "report",
+    option_groups=((FIRST_OPTIONS, REPORT_FIRST_OPTIONS), *AUDIT_OPTION_GROUPS[1:]),
     callback=_report,
     params=[
         click.Option(

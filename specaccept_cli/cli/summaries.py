@@ -23,6 +23,7 @@ from specaccept_cli.cli.output import (
     write_file,
     write_stdout,
 )
+from specaccept_cli.text import shown_name
 
 if TYPE_CHECKING:
     from specaccept_cli.verdict import GateSpec
@@ -49,8 +50,8 @@ def diff(
     from specaccept_cli.verdict import GateSpec, conclude
 
     refuse_outputs_that_are_inputs([], [baseline_path, current_path])
-    baseline = summary_of(read_summary_file(baseline_path), baseline_path)
-    current = summary_of(read_summary_file(current_path), current_path)
+    baseline = summary_of(read_summary_file(baseline_path), shown_name(baseline_path))
+    current = summary_of(read_summary_file(current_path), shown_name(current_path))
     findings = conclude(current, baseline, GateSpec(max_drop=max_drop, significance=significance))
     comparison = findings.comparison
     assert comparison is not None, "a baseline was given"
@@ -62,11 +63,11 @@ def diff(
     if output == "json":
         data = {
             "schema": "specaccept.comparison/1",
-            "baseline_file": baseline_path,
-            "current_file": current_path,
+            "baseline_file": shown_name(baseline_path),
+            "current_file": shown_name(current_path),
             **comparison.to_dict(warning_text),
         }
-        write_stdout(json_bytes(data))
+        write_stdout(json_bytes(data), "json")
     elif output == "markdown":
         write_stdout(markdown_report(None, comparison, notes=notes).encode())
     else:
@@ -119,10 +120,10 @@ def merge(
 
     _refuse_the_same_file_twice(summaries)
     refuse_outputs_that_are_inputs([("-o", output_path)], list(summaries), stdout=output_path == "-")
-    merged = merge_summaries([(path, read_summary_file(path)) for path in summaries])
+    merged = merge_summaries([(shown_name(path), read_summary_file(path)) for path in summaries])
     data = json_bytes(merged)
     if output_path == "-":
-        write_stdout(data)
+        write_stdout(data, "json")
     else:
         write_file(output_path, data)
     from specaccept_cli.verdict import GateSpec

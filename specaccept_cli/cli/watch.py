@@ -7,7 +7,14 @@ from typing import Any
 import click
 
 from specaccept_cli.cli.live import alert_option, every_option
-from specaccept_cli.cli.options import FiniteFloat, gate_options, github_option, output_option
+from specaccept_cli.cli.options import (
+    FIRST_OPTIONS,
+    FiniteFloat,
+    GroupedCommand,
+    gate_options,
+    github_option,
+    output_option,
+)
 
 WATCH_OUTPUTS = ("table", "json", "markdown", "jsonl")
 
@@ -34,7 +41,17 @@ def check_urls(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-@click.command(short_help="Scrape Prometheus endpoints and audit acceptance live.")
+@click.command(
+    cls=GroupedCommand,
+    option_groups=(
+        (FIRST_OPTIONS, ("every", "output", "min_alpha", "summary_out", "html_path", "alert", "headers", "quiet")),
+        ("Scraping", ("timeout", "retries")),
+        ("What to compute", ("group_by",)),
+        ("Gates (exit 1 when one fails)", ("min_tokens_per_pass", "min_acceptance_rate", "significance")),
+        ("Output", ("github",)),
+    ),
+    short_help="Scrape Prometheus endpoints and audit acceptance live.",
+)
 @click.argument("urls", nargs=-1, required=True, metavar="URL...", callback=check_urls)
 @every_option("15s")
 @click.option(

@@ -387,7 +387,7 @@ def _summarise(
     # No task sees the input's first row: the request field that clusters the runs is found here, once.
     from specaccept_cli.pipeline.clusters import detected_field
 
-    reading, plan = detected_field(sources, request.reading, plan)
+    reading, plan, detection = detected_field(sources, request.reading, plan)
     request = replace(request, fields=reading.fields, plan=plan)
     # Windows of runs are placed by each run's position in the whole input, which no task knows:
     # their runs come back in order too, and are placed here (as `add_up` places them).
@@ -402,7 +402,7 @@ def _summarise(
             )
         )
         if keep_runs or run_windows:
-            return _in_order(cluster, plans, job, sink, quarantine)
+            return detection.with_ids(_in_order(cluster, plans, job, sink, quarantine), detection.run_id)
         per_source = []
         for shares in plans:
             tasks = cluster.map(summarise_share, shares, job=job, pure=False)
@@ -410,7 +410,7 @@ def _summarise(
         part: Part = _tree(cluster, per_source, fan_in, within_source=False).result()
     if part.error is not None:
         raise part.error
-    return part.summary
+    return detection.with_ids(part.summary, detection.run_id)  # the first runs' ids, read ahead here
 
 
 def _in_order(

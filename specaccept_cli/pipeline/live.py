@@ -325,6 +325,7 @@ def follow_producer(
     plan: Plan,
     policy: ErrorPolicy,
     draft_length: int | None = None,
+    keep_duplicates: bool = False,
 ) -> Callable[[Callable[[object], None], threading.Event], None]:
     """What the reading thread does for `audit --follow`: the stream through the ordinary per-batch stage."""
     from specaccept_cli.pipeline.servers import EngineReading, server_output
@@ -338,7 +339,7 @@ def follow_producer(
             put(OPENED)
             if stop.is_set():
                 return
-            engine = EngineReading(draft_length)
+            engine = EngineReading(draft_length, keep_duplicates)
             served = server_output(opened, plan, policy, engine)
             if served is not None:  # server output: intervals or requests, as they arrive
                 for result in policy.guard(served):

@@ -36,7 +36,7 @@ def summarise_here(
     plan = request.plan
     if request.jobs is None:
         request = replace(request, jobs=default_jobs())
-    engine = EngineReading(request.draft_length)
+    engine = EngineReading(request.draft_length, request.keep_duplicate_lines)
     clusters = ClusterDetection()  # with no plan.cluster_field: the first row's request field, if any
     absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
 
@@ -54,7 +54,7 @@ def summarise_here(
             yield from tracked(policy.guard(results))
         yield from tracked(policy.guard(engine.finish(plan, policy)))
 
-    summary = add_up(evaluated(), sink, plan.group_by, plan.windows)
+    summary = clusters.with_ids(add_up(evaluated(), sink, plan.group_by, plan.windows), clusters.run_id)
     if request.require_fields and summary.runs and absent:
         raise UsageError(field_not_found(*next(iter(absent.items()))))
     return summary + skipped_input(policy)

@@ -320,7 +320,9 @@ def evaluate_source(
     if progress is not None:
         progress.start_source(source)
     with open_source(source, request.input_format) as opened:
-        served = server_output(opened, plan, on_error, engine or EngineReading(request.draft_length))
+        served = server_output(
+            opened, plan, on_error, engine or EngineReading(request.draft_length, request.keep_duplicate_lines)
+        )
         if served is not None:  # server output: intervals or requests
             yield from served
             return

@@ -35,9 +35,11 @@ class ReadRequest(Struct, frozen=True):
     copies their raw lines to `quarantine`; "fail" raises the first as an `InputError`.
     `input_format` names the format instead of sniffing it; `max_line_bytes` is the longest
     JSONL line read (a longer one is a bad row); `draft_length` is a server's draft length k
-    when its metrics lines do not carry it (it tightens their bounds); `storage` holds the
-    options for object storage. An extra field that no row has is a `UsageError` (a typo),
-    unless `require_fields` is false: a share of a larger input may lack what others have.
+    when its metrics lines do not carry it (it tightens their bounds); `keep_duplicate_lines` counts
+    a vLLM metrics line that repeats a recent one exactly (by default a log shipper's duplicate:
+    dropped, and counted apart); `storage` holds the options for object storage. An extra field that
+    no row has is a `UsageError` (a typo), unless `require_fields` is false: a share of a larger input
+    may lack what others have.
 
     Picklable except for `quarantine`, which stays in the process that writes it
     (`for_workers` is the request a task is sent).
@@ -55,6 +57,7 @@ class ReadRequest(Struct, frozen=True):
     draft_length: int | None = None
     storage: Storage | None = None
     require_fields: bool = True
+    keep_duplicate_lines: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.inputs, str | Source):  # one path is a request for that path, not for its letters
@@ -91,6 +94,7 @@ class ReadOptions(TypedDict, total=False):
     draft_length: int | None
     storage: Storage | None
     require_fields: bool
+    keep_duplicate_lines: bool
 
 
 def as_request(

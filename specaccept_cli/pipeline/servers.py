@@ -35,6 +35,7 @@ def evaluate_engine_source(
     labels: set[str],
     *,
     draft_length: int | None = None,
+    keep_duplicates: bool = False,
 ) -> Iterator[Evaluated]:
     """Every interval of one source of engine output, evaluated, in input order.
 
@@ -51,12 +52,19 @@ def evaluate_engine_source(
     if scrape:
         items: Iterable[EngineInterval | InputError] = series.add(lines, name, tally)
     else:
-        parse = parse_engine_log(lines, name, opened.format, k=draft_length)
+        parse = parse_engine_log(lines, name, opened.format, k=draft_length, keep_duplicates=keep_duplicates)
         items, tally = parse, parse.tally
     yield from interval_parts(items, plan, on_error, labels)
-    if not (tally.metrics or tally.bad) and not scrape:
-        raise InputError(name, None, f"no {opened.format} metrics lines among its {tally.lines} lines")
+    if not (tally.metrics or tally.bad):  # as every engine format: an input with nothing to count says so
+        why = f"no {opened.format} metrics lines among its {tally.lines} lines"
+        if scrape:
+            why += f" (no sample of a speculative-decoding series: {', '.join(SCRAPE_SERIES)})"
+        raise InputError(name, None, why)
     yield lines_part(tally)
+
+
+# What a scrape is read for (`read.engines.exposition`), named when a scrape holds none of it.
+SCRAPE_SERIES = ("vllm:spec_decode_*", "sglang:spec_*", "llamacpp:spec_decode_*", "lmdeploy:spec_decode_*")
 
 
 def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
@@ -70,8 +78,9 @@ def _lines(opened: OpenSource, name: str) -> Iterator[bytes]:
 class EngineReading:
     """Engine output across the sources of one audit: the Prometheus series continues from file to file."""
 
-    def __init__(self, draft_length: int | None = None) -> None:
+    def __init__(self, draft_length: int | None = None, keep_duplicates: bool = False) -> None:
         self.draft_length = draft_length
+        self.keep_duplicates = keep_duplicates  # vLLM metrics lines repeated exactly are counted (not dropped)
         self.series: ScrapeSeries | None = None  # made when the first engine source is met
         self.labels: set[str] = set()
         self.last_source: str | None = None
@@ -89,7 +98,15 @@ class EngineReading:
 
             self.series = ScrapeSeries()
         self.last_source = opened.source.name
-        return evaluate_engine_source(opened, plan, on_error, self.series, self.labels, draft_length=self.draft_length)
+        return evaluate_engine_source(
+            opened,
+            plan,
+            on_error,
+            self.series,
+            self.labels,
+            draft_length=self.draft_length,
+            keep_duplicates=self.keep_duplicates,
+        )
 
     def finish(self, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
         """The interval a lone vLLM scrape gives (counts since the server started), once every source is read;

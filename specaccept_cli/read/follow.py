@@ -9,7 +9,11 @@ At a real end of file the last line is handed out as it is, ended or not, as a p
 
 A followed file survives rotation (the path now names another file: the old one is read to its end
 first, then the new one from its start) and truncation (the file shrank below what was read: it is
-read again from its start), as `tail -F` does; each is counted in `events`.
+read again from its start), as `tail -F` does; each is counted in `events`. Unlike `tail -F`, it also
+sees a file truncated and written again past the read position between two looks (`copytruncate` on a
+busy log: same file, and no smaller than what was read): the last bytes read before the read position
+are kept (`FINGERPRINT_BYTES`) and compared with what the file holds there after every read and at
+every quiet look; when they differ, the file was rewritten, and it is read again from its start.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from specaccept_cli.errors import InputError
 POLL_SECONDS = 0.1  # how often a quiet stream or file is looked at again (and `stop` checked)
 READ_BYTES = 1 << 16
 HOLD_BYTES = (64 << 20) + 1  # a line is held until it ends, up to this (the readers' longest line, and one)
+# The bytes just before the read position, kept to tell a file rewritten in place from one that grew: a few
+# lines of a log, whose time stamps and counts make a rewritten file differ from the old one there.
+FINGERPRINT_BYTES = 4096
 
 
 class FollowEvents(Struct):
@@ -73,6 +80,7 @@ class FollowedStream:
         self.fd = fd
         self.owned = False  # a descriptor this stream opened (a followed path), closed with it
         self.position = 0  # bytes read from the file open now (for truncation)
+        self.fingerprint = b""  # the last bytes read before `position` (up to FINGERPRINT_BYTES)
         self.inode: tuple[int, int] | None = None
         self.buffer = bytearray()
         self.eof = False
@@ -168,7 +176,10 @@ class FollowedStream:
             return
         data = self._os_read()
         if data:
-            self.buffer += data
+            if not self._rewritten(data):
+                self.buffer += data
+                kept = data if len(data) >= FINGERPRINT_BYTES else self.fingerprint + data
+                self.fingerprint = kept[-FINGERPRINT_BYTES:]
             return
         if data is None:
             self._sleep()
@@ -183,13 +194,49 @@ class FollowedStream:
             self._rotated(now is None)
             return
         if now.st_size < self.position:
-            assert self.fd is not None
-            os.lseek(self.fd, 0, os.SEEK_SET)
-            self.position = 0
-            self.events.truncations += 1
-            self.events.notes.append(f"{self.name}: truncated; read again from its start")
+            self._read_again("truncated")
+            return
+        if self._rewritten(b""):
             return
         self._sleep()
+
+    def _rewritten(self, data: bytes) -> bool:
+        """Whether the file was truncated and written again past the read position (`copytruncate` on a busy
+        log); if so, it is read again from its start, and True means `data` (just read) came from the new
+        file and is dropped (read again from the start with the rest); False keeps it (the old file's)."""
+        assert self.fd is not None
+        kept = self.fingerprint
+        start = self.position - len(data)  # where `data` was read from
+        if not kept or start < len(kept):
+            return False
+        try:
+            there = os.pread(self.fd, len(kept), start - len(kept))
+        except OSError:
+            return False
+        if there == kept:
+            return False
+        # Rewritten. `data` is the new file's if the file holds it now where it was read, else the old one's
+        # (the rewrite came between the read and this look): then it is kept, as the old file's last bytes.
+        try:
+            new = bool(data) and os.pread(self.fd, len(data), start) == data
+        except OSError:
+            new = False
+        if new:
+            self.bytes_read -= len(data)
+        else:
+            self.buffer += data
+        self._read_again("truncated and written again past the read position")
+        return True
+
+    def _read_again(self, what: str) -> None:
+        """The file open now is read again from its start; a line it left unfinished ends with it."""
+        assert self.fd is not None
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        self.position, self.fingerprint = 0, b""
+        if self.buffer and not self.buffer.endswith(b"\n"):
+            self.buffer += b"\n"  # the old content's last line ended with it, never joined to the new first line
+        self.events.truncations += 1
+        self.events.notes.append(f"{self.name}: {what}; read again from its start")
 
     def _rotated(self, gone: bool) -> None:
         """The path names another file now (or none): the old one was read to its end; move to the new one."""
@@ -218,7 +265,7 @@ class FollowedStream:
         if stat_mode.S_ISDIR(stat.st_mode):
             os.close(fd)
             raise InputError(self.name, None, f"is a directory now (after {self.bytes_read} bytes read)")
-        self.fd, self.owned, self.position = fd, True, 0
+        self.fd, self.owned, self.position, self.fingerprint = fd, True, 0, b""
         self.inode = (stat.st_dev, stat.st_ino)
         self.pipe = not stat_mode.S_ISREG(stat.st_mode)
         return True

@@ -41,6 +41,7 @@ from specaccept_cli.read.jsonl import ChunkReader, read_jsonl
 from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
+from specaccept_cli.text import shown_name
 
 # A format's name, as the table of formats (`read.formats`) spells it; "auto": by extension, then by content.
 SourceFormat = str
@@ -245,7 +246,15 @@ def _is_shard(path: Path, directory: Path) -> bool:
         return False
     if any(part.startswith(".") for part in path.relative_to(directory).parts):
         return False
-    return path.is_file()
+    # A link to nothing is a shard that cannot be read: listed, so that opening it says so (never skipped unsaid).
+    return path.is_file() or (path.is_symlink() and not path.exists())
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:  # a dangling link: opening it reports it
+        return None
 
 
 def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Source]:
@@ -265,9 +274,9 @@ def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Sou
             shards = sorted(shard for shard in path.rglob("*") if _is_shard(shard, path))
             if not shards:
                 raise InputError(item, None, "directory holds no .parquet or .jsonl files")
-            sources += [Source(str(shard), shard, shard.stat().st_size) for shard in shards]
+            sources += [Source(shown_name(str(shard)), shard, _size(shard)) for shard in shards]
         elif path.exists():
-            sources.append(Source(item, path, path.stat().st_size))
+            sources.append(Source(shown_name(item), path, path.stat().st_size))
         else:
             raise InputError(item, None, "no such file or directory")
     return sources
@@ -564,7 +573,11 @@ def _open_binary(source: Source) -> BinaryIO:
     try:
         return open(source.path, "rb", buffering=1 << 20)
     except OSError as exc:
-        raise InputError(source.name, None, f"cannot open: {exc.strerror or exc}") from None
+        why = f"cannot open: {exc.strerror or exc}"
+        with contextlib.suppress(OSError):
+            if not source.path.exists():  # a dangling link names what it points to
+                why += f" (a symlink to {str(source.path.readlink())!r}, which is not there)"
+        raise InputError(source.name, None, why) from None
 
 
 class OpenSource(Struct, frozen=True):

@@ -90,19 +90,67 @@ _GCS_OPTIONS: dict[str, tuple[str, Any]] = {
 STORAGE_OPTIONS = sorted({*_S3_OPTIONS, *_GCS_OPTIONS})
 
 
-# Query parameters that carry credentials in pyarrow's and the clouds' URI forms.
-_SECRET_PARAMETERS = ("access_key", "secret_key", "session_token", "access_token", "token", "password")
+# Query parameters that carry credentials in pyarrow's and the clouds' URI forms, and in presigned
+# URLs (AWS's and Google's signature parameters).
+_SECRET_PARAMETERS = (
+    "access_key",
+    "secret_key",
+    "session_token",
+    "access_token",
+    "token",
+    "password",
+    "x-amz-security-token",
+    "x-amz-credential",
+    "x-amz-signature",
+    "x-goog-credential",
+    "x-goog-signature",
+    "signature",
+    "sig",
+    "api_key",
+    "key",
+)
+# Storage options whose values are never shown (see `redacted`).
+_SECRET_OPTIONS = {"access_key", "secret_key", "session_token", "access_token"}
+_ENDPOINT_OPTIONS = {"endpoint", "endpoint_url", "endpoint_override"}
 # A bucket's name (S3 and GCS): what may stand between `scheme://` and the first `/`.
 _BUCKET = re.compile(r"[a-z0-9._-]+")
 # `scheme://`, then an authority that is no bucket name (`KEY:SECRET`, a token, a secret holding a `/`),
 # up to the first `@` before a blank: the part of a URL that may be a secret.
 _USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)(?=[^/\s]*[^a-z0-9._\-/\s])[^\s@]*@")
-_SECRET_QUERY = re.compile(r"(?i)([?&](?:" + "|".join(_SECRET_PARAMETERS) + r")=)[^&#\s]*")
+# A secret query value ends at the next parameter, a blank, a quote or a `: ` that separates a message.
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&](?:"
+    + "|".join(re.escape(name) for name in _SECRET_PARAMETERS)
+    + r")=)(?:[^&#\s`'\"]*?)(?=[&#\s`'\"]|:(?:\s|$)|$)"
+)
+
+# Values given as secrets (`--storage-option secret_key=...`, the user and query of an endpoint) in this
+# process: a client library may quote them in an error, and no line specaccept prints may show them.
+_NEVER_SHOWN: set[str] = set()
+
+
+def _never_show(key: str, value: str) -> None:
+    """Remember the secret parts of a storage option's value (see `_NEVER_SHOWN`)."""
+    if key in _SECRET_OPTIONS:
+        parts = [value]
+    elif key in _ENDPOINT_OPTIONS:
+        rest = value.partition("://")[2] or value
+        authority, _, after = rest.partition("/")
+        userinfo = authority.rpartition("@")[0]
+        query = (after if "?" in after else authority).partition("?")[2]
+        parts = [userinfo, *userinfo.split(":"), query, *(item.partition("=")[2] for item in query.split("&"))]
+    else:
+        return
+    _NEVER_SHOWN.update(part for part in parts if len(part) >= 4)
 
 
 def redacted(text: str) -> str:
     """`text` with whatever looks like credentials in a URL (`s3://KEY:SECRET@bucket`, `?secret_key=`)
-    replaced by `***`: every line specaccept prints goes through here."""
+    and every secret given as a storage option replaced by `***`: every line specaccept prints goes
+    through here."""
+    for secret in sorted(_NEVER_SHOWN, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
     if "://" not in text:
         return text
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
@@ -150,6 +198,7 @@ def parse_storage_options(pairs: tuple[str, ...] | list[str]) -> tuple[tuple[str
             raise UsageError(f"a storage option takes KEY=VALUE, not {pair.partition('=')[0]!r}")
         if key not in STORAGE_OPTIONS:
             raise UsageError(f"unknown storage option {key!r} (known: {', '.join(STORAGE_OPTIONS)})")
+        _never_show(key, value)
         options[key] = value
     return tuple(options.items())
 
@@ -419,6 +468,7 @@ def _filesystem(scheme: str, options: tuple[tuple[str, str], ...]) -> Any:
         if key not in table:
             raise UsageError(f"storage option {key!r} does not apply to {scheme}://")
         name, convert = table[key]
+        _never_show(key, value)
         if name == "timeout":
             timeout = convert(value)
             continue
@@ -442,8 +492,26 @@ def _filesystem(scheme: str, options: tuple[tuple[str, str], ...]) -> Any:
         raise UsageError(f"cannot set up {scheme}:// storage: {_first_line(exc)}") from None
 
 
+# What an endpoint may be: [scheme://]host[:port][/]; a host is a name, an IPv4 or a bracketed IPv6 address.
+_ENDPOINT = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?/?")
+
+
 def _split_endpoint(endpoint: str, scheme: str | None) -> Mapping[str, str]:
-    """`http://host:port` -> endpoint_override "host:port" and scheme "http" (pyarrow wants them apart)."""
+    """`http://host:port` -> endpoint_override "host:port" and scheme "http" (pyarrow wants them apart).
+
+    Anything more (a user and password, a path, a query such as a presigned token) is refused: the S3
+    client would quote it in its errors, or resolve the user as a host name.
+    """
+    if not _ENDPOINT.fullmatch(endpoint):
+        _never_show("endpoint", endpoint)
+        given, separator, rest = endpoint.partition("://")
+        host = rest.rpartition("@")[2] if separator else endpoint.rpartition("@")[2]
+        host = re.split(r"[/?#]", host, maxsplit=1)[0]
+        shown = f"{given}://{host}" if separator else host
+        raise UsageError(
+            f"storage option endpoint takes [http[s]://]HOST[:PORT] and nothing more (no user, password, path or "
+            f"query): {redacted(shown)}... is refused; credentials go in the environment or in --storage-option"
+        )
     given, separator, rest = endpoint.partition("://")
     if separator:
         return {"endpoint_override": rest.rstrip("/"), "scheme": scheme or given.lower()}

@@ -142,6 +142,7 @@ class LineTally(Struct):
     ignored: int = 0
     bad: int = 0
     resets: int = 0  # Prometheus counter resets between scrapes
+    duplicates: int = 0  # metrics lines that repeat an earlier one exactly (a log shipper's duplicate): not counted
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ and its expected-tokens model. Adding a rule is its module (`chains`, `block`, `
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+from msgspec import Struct
 
 from specaccept_cli.rule import block, chains, trees
 from specaccept_cli.rule.batch import IntArray
@@ -25,8 +26,7 @@ ChainScalar = Callable[[StepFields, StepParams], int]
 TreeScalar = Callable[[Sequence[int], StepFields, StepParams], int]
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(Struct, frozen=True):
     """A per-step parameter of a rule (a row field, or the rule's default)."""
 
     name: str
@@ -34,16 +34,14 @@ class Param:
     meaning: str
 
 
-@dataclass(frozen=True)
-class Engine:
+class Engine(Struct, frozen=True):
     """Who runs a rule, and the source file that shows it."""
 
     name: str
     source: str
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Struct, frozen=True):
     name: str
     kind: Kind
     fields: tuple[str, ...]  # per position (chains) or per node (trees, beside `parent`), all required

@@ -62,19 +62,19 @@ def field_value(row: object, path: str) -> object:
     return value
 
 
-def request_field(row: object) -> str | None:
-    """The first of REQUEST_FIELDS that the row holds with a value (not null, not an empty string)."""
-    for name in REQUEST_FIELDS:
+def request_field(row: object, names: Sequence[str] = REQUEST_FIELDS) -> str | None:
+    """The first of `names` that the row holds with a value (not null, not an empty string)."""
+    for name in names:
         value = field_value(row, name)
         if value is not None and value != "":
             return name
     return None
 
 
-def request_field_of_columns(names: Sequence[str]) -> str | None:
-    """The first of REQUEST_FIELDS among a table's (dotted) column paths, as a Parquet schema gives them."""
+def request_field_of_columns(names: Sequence[str], wanted: Sequence[str] = REQUEST_FIELDS) -> str | None:
+    """The first of `wanted` among a table's (dotted) column paths, as a Parquet schema gives them."""
     present = set(names)
-    return next((name for name in REQUEST_FIELDS if name in present), None)
+    return next((name for name in wanted if name in present), None)
 
 
 def _narrow(counts: npt.NDArray[np.signedinteger[Any]]) -> CountArray:

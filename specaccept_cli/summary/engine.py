@@ -28,6 +28,7 @@ class EngineTally(Struct, frozen=True):
     ignored_lines: int = 0  # ordinary server output
     bad_lines: int = 0  # looked like metrics but did not parse or add up (reported under the error policy)
     resets: int = 0  # Prometheus counter resets (a restart between scrapes)
+    duplicate_lines: int = 0  # metrics lines repeating an earlier one exactly (a log shipper's duplicate): dropped
     intervals: int = 0
     recovered: int = 0  # intervals whose (k, a) histogram is exact: they are in the summary's counts
     # Intervals that could not be recovered exactly: their token totals and the bounds they allow.
@@ -61,6 +62,7 @@ class EngineTally(Struct, frozen=True):
             ignored_lines=self.ignored_lines + other.ignored_lines,
             bad_lines=self.bad_lines + other.bad_lines,
             resets=self.resets + other.resets,
+            duplicate_lines=self.duplicate_lines + other.duplicate_lines,
             intervals=self.intervals + other.intervals,
             recovered=self.recovered + other.recovered,
             bounded=self.bounded + other.bounded,
@@ -105,6 +107,7 @@ class EngineTally(Struct, frozen=True):
             "ignored_lines": self.ignored_lines,
             "bad_lines": self.bad_lines,
             "counter_resets": self.resets,
+            "duplicate_lines": self.duplicate_lines,
             "intervals": self.intervals,
             "recovered_intervals": self.recovered,
             "bounded_intervals": self.bounded,
@@ -146,6 +149,7 @@ class EngineTally(Struct, frozen=True):
             ignored_lines=data["ignored_lines"],
             bad_lines=data["bad_lines"],
             resets=data["counter_resets"],
+            duplicate_lines=data.get("duplicate_lines", 0),  # absent from files written before it
             intervals=data["intervals"],
             recovered=data["recovered_intervals"],
             bounded=data["bounded_intervals"],

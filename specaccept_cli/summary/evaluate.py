@@ -19,6 +19,7 @@ from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import RunBatch, absent_from_both
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
+from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.groups import ColumnsBuilder, GroupColumns
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Groups, Summary, add_groups, group_key
@@ -43,6 +44,9 @@ class Plan(Struct, frozen=True):
     # With no cluster_field: cluster by the first row's request-like field, when it has one (`pipeline.clusters`).
     detect_clusters: bool = True
     windows: WindowSpec | None = None  # acceptance over the log, by a time field or in input order
+    first_runs: int = 0  # keep this many of the first runs in `Summary.first_runs` (the table view's preview)
+    # The fields shown beside each kept run; None: the first row's request id or id (`pipeline.clusters`).
+    run_ids: tuple[str, ...] | None = None
 
 
 class Evaluated(Struct, frozen=True):
@@ -122,6 +126,7 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
         one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(batch.q == 1.0)),
         tokens=None if batch.greedy else TokenTally.of_batch(batch),
+        first_runs=None if not plan.first_runs else _first_runs(batch, outcome, plan),
     )
     groups = (
         None
@@ -146,6 +151,14 @@ def evaluate_batches(
         for error in errors:
             on_error(error)
         yield result
+
+
+def _first_runs(batch: RunBatch, outcome: BatchOutcome, plan: Plan) -> FirstRuns:
+    """The block's first runs for the preview (a block's worth at most: `FirstRuns.__add__` keeps the input's first)."""
+    kept = plan.first_runs
+    ids = [(name, batch.extras[name][:kept]) for name in plan.run_ids or () if name in batch.extras]
+    lines, ks, accepted = (array[:kept].tolist() for array in (batch.lines, outcome.k, outcome.accepted))
+    return FirstRuns.of_runs(kept, batch.source, lines, ks, accepted, ids, total=len(batch))
 
 
 def parse_times(batch: RunBatch, name: str) -> tuple[npt.NDArray[np.float64], BoolArray, list[InputError]]:

@@ -118,6 +118,7 @@ def lines_part(tally: LineTally) -> Evaluated:
         ignored_lines=tally.ignored,
         bad_lines=tally.bad,
         resets=tally.resets,
+        duplicate_lines=tally.duplicates,
     )
     return Evaluated(Summary(engine=engine), 0)
 

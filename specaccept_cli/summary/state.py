@@ -29,10 +29,11 @@ from specaccept_cli.summary.windows import WindowTally
 
 if TYPE_CHECKING:  # clusters.py imports group_key from here
     from specaccept_cli.summary.clusters import ClusterTally
+    from specaccept_cli.summary.first_runs import FirstRuns
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally", TokenTally)
+Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, "ClusterTally", TokenTally, "FirstRuns")
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -109,6 +110,9 @@ class Summary(Struct, frozen=True):
     one_hot_draft_tokens: int | None = 0
     # What the logged (p, q, r) values look like (summary.tokens): evidence for the impossible-log checks.
     tokens: TokenTally | None = None
+    # The first runs with their accepted lengths (summary.first_runs), when a view asked for them: a bounded
+    # preview of the input, not state (never saved, not compared).
+    first_runs: FirstRuns | None = None
 
     def __post_init__(self) -> None:
         if self.groups is not None and not isinstance(self.groups, Groups):
@@ -149,6 +153,7 @@ class Summary(Struct, frozen=True):
             engine=_add_optional(self.engine, other.engine),
             one_hot_draft_tokens=_add_unknown(self.one_hot_draft_tokens, other.one_hot_draft_tokens),
             tokens=_add_optional(self.tokens, other.tokens),
+            first_runs=_add_optional(self.first_runs, other.first_runs),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -172,8 +177,9 @@ class Summary(Struct, frozen=True):
             and self.windows == other.windows
             and self.engine == other.engine
             and self.one_hot_draft_tokens == other.one_hot_draft_tokens
-        )  # `tokens` is not compared: evidence about the whole input's values, which groups do not split
-        # (a whole equals the sum of its groups); TokenTally's own == is exact and tested on merges and files
+        )  # `first_runs` is a preview, not state. `tokens` is not compared: evidence about the whole input's
+        # values, which groups do not split (a whole equals the sum of its groups); TokenTally's own == is exact
+        # and tested on merges and files
 
     # --- counters -------------------------------------------------------------------
 

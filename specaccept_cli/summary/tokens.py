@@ -68,6 +68,8 @@ class TokenTally(Struct, frozen=True):
             low.append(float(values.min()))
             high.append(float(values.max()))
             runs.append(int(at.shape[0]))
+        with np.errstate(over="ignore"):  # a subnormal q makes p/q overflow to inf, which the cap makes 2
+            ratios = np.minimum(p / q, RATIO_CAP)
         return cls(
             tokens=int(p.shape[0]),
             p_at_most_q=int(np.count_nonzero(p <= q)),
@@ -76,7 +78,7 @@ class TokenTally(Struct, frozen=True):
             r_low=tuple(low),
             r_high=tuple(high),
             r_runs=tuple(runs),
-            ratio_fixed=int(np.floor(np.minimum(p / q, RATIO_CAP) * RATIO_SCALE).sum(dtype=np.int64)),
+            ratio_fixed=int(np.floor(ratios * RATIO_SCALE).sum(dtype=np.int64)),
         )
 
     def __add__(self, other: TokenTally) -> TokenTally:

@@ -389,6 +389,14 @@ def interval_entries(findings: Findings) -> list[VerdictEntry]:
             "in no figure" + ("" if identified.exact_units + identified.bounded_units else ", so nothing is measured")
         )
         entries.append(_entry("intervals", "warn", text, Issue("intervals", "rates_only")))
+    engine = findings.summary.engine
+    if engine is not None and engine.duplicate_lines:
+        repeated = engine.duplicate_lines
+        text = (
+            f"{repeated:,} metrics line{'s' if repeated != 1 else ''} repeated an earlier one exactly (time stamp "
+            "and process included): taken for a log shipper's duplicate, dropped, not counted twice"
+        )
+        entries.append(_entry("intervals", "warn", text, Issue("intervals", "duplicate_lines", value=repeated)))
     return entries + _clustering_entries(findings)
 
 

@@ -14,6 +14,7 @@ from specaccept_cli.verdict.checks import DEFAULT_MAX_DROP, DEFAULT_SIGNIFICANCE
 
 if TYPE_CHECKING:
     from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.first_runs import FirstRuns
     from specaccept_cli.summary.server import ReportedTally, SamplerTally, TestResult
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.summary.windows import Drift, WindowEstimate, WindowTally
@@ -91,6 +92,12 @@ class Findings(Struct, frozen=True, eq=False):
     @property
     def reported(self) -> ReportedTally | None:
         return self.summary.reported
+
+    @property
+    def first_runs(self) -> FirstRuns | None:
+        """The first runs with their accepted lengths, when the reading kept them (`Plan.first_runs`): a bounded
+        preview that the table view and `-o json` show; engine metrics hold intervals, not runs."""
+        return None if self.summary.engine is not None else self.summary.first_runs
 
     @property
     def sampler(self) -> SamplerTally | None:

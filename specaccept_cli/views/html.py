@@ -45,15 +45,16 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'"
 STYLE = """
 
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;margin:24px auto;max-width:1180px;
-padding:0 16px}
+padding:0 16px;overflow-wrap:anywhere}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}.meta{color:#59636e;margin:0 0 16px}
 .cards{display:flex;flex-wrap:wrap;gap:10px}
 .card{border:1px solid #d1d9e0;border-radius:8px;padding:10px 14px;min-width:150px}
 .card b{display:block;font-size:20px}.card span{color:#59636e;font-size:12px}.good{color:#1a7f37}
 .bad{color:#cf222e}.muted{color:#59636e}.plots{display:flex;flex-wrap:wrap;gap:18px}
-figure{margin:0;border:1px solid #d1d9e0;border-radius:8px;padding:8px}
+figure{margin:0;border:1px solid #d1d9e0;border-radius:8px;padding:8px;max-width:100%;box-sizing:border-box}
+figure svg{max-width:100%;height:auto}
 figcaption{color:#59636e;font-size:12px;max-width:560px;margin-top:4px}
-table{border-collapse:collapse;font-size:13px}
+table{border-collapse:collapse;font-size:13px;display:block;max-width:100%;overflow-x:auto}
 td,th{border-bottom:1px solid #d1d9e0;padding:3px 10px;text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums}svg text{font-family:system-ui,sans-serif}
 .tick{font-size:11px;fill:#59636e}.axis{font-size:12px;fill:#1f2328}

@@ -1,25 +1,23 @@
 """Per-run records as JSONL or CSV, streamed batch by batch as bytes (no Rich, no per-run dicts for JSONL),
-and the first runs kept for the table view."""
+and the first runs (`Summary.first_runs`) as `-o json` shows them."""
 
 from __future__ import annotations
 
 import csv
 import io
 import re
-from collections.abc import Sequence
 from itertools import repeat
 from typing import Protocol
 
 import numpy as np
 import orjson
-from msgspec import Struct, field
 
 from specaccept_cli.native import extension
 from specaccept_cli.rule.batch import IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import RunColumns
-from specaccept_cli.summary.state import group_key
-from specaccept_cli.text import json_controls_escaped, safe_text
+from specaccept_cli.summary.first_runs import FirstRuns
+from specaccept_cli.text import csv_text, json_controls_escaped
 
 
 class ByteOutput(Protocol):
@@ -118,12 +116,12 @@ def spreadsheet_safe(text: str) -> str:
 
 
 def _csv_text(value: str) -> str:
-    """A string from the data as a cell: controls made visible, no workflow command, no formula.
+    """A string from the data as a cell: controls made visible, no leading `::`, no formula.
 
     The formula test looks at the string as the data has it: a leading tab or CR is both made
     visible (`\\x09`) and quoted off (`'`), so neither the terminal nor the spreadsheet acts on it.
     """
-    shown = safe_text(value)
+    shown = csv_text(value)
     return "'" + shown if value.startswith(("\t", "\r")) else spreadsheet_safe(shown)
 
 
@@ -136,7 +134,7 @@ def _csv_cell(value: object) -> object:
         return _csv_text(value)
     if value is None or isinstance(value, (int, float)):
         return value
-    return spreadsheet_safe(safe_text(_json_value(value).decode()))
+    return spreadsheet_safe(csv_text(_json_value(value).decode()))
 
 
 class CsvWriter:
@@ -152,7 +150,7 @@ class CsvWriter:
         self.column_names = column_names
         self.buffer = io.StringIO()
         self.writer = csv.writer(self.buffer, lineterminator="\n")
-        self.writer.writerow([*BASE_COLUMNS, *column_names, *(safe_text(name) for name in id_fields)])
+        self.writer.writerow([*BASE_COLUMNS, *column_names, *(csv_text(name) for name in id_fields)])
         self._flush_buffer()
 
     def _flush_buffer(self) -> None:
@@ -186,30 +184,10 @@ class CsvWriter:
         self.out.flush()
 
 
-class RunPreview(Struct):
-    """The first `limit` runs, kept for the table view; everything after is only counted.
-
-    `id_fields` are shown beside each run, as the per-run records carry them (--id-field).
-    """
-
-    limit: int
-    id_fields: tuple[str, ...] = ()
-    rows: list[tuple[str, int, int, int, tuple[str, ...]]] = field(default_factory=list)
-    total: int = 0
-
-    def add(
-        self,
-        source: str,
-        lines: Sequence[int],
-        ks: Sequence[int],
-        accepted: Sequence[int],
-        extras: dict[str, list[object]] | None = None,
-    ) -> None:
-        room = self.limit - len(self.rows)
-        if room > 0:
-            ids = [[group_key(value) for value in (extras or {}).get(name, [])[:room]] for name in self.id_fields]
-            self.rows += [
-                (source, line, k, a, tuple(column[index] for column in ids))
-                for index, (line, k, a) in enumerate(zip(lines[:room], ks[:room], accepted[:room]))
-            ]
-        self.total += len(lines)
+def first_runs_object(runs: FirstRuns) -> dict[str, object]:
+    """`-o json`'s `first_runs`: how many runs there were, and the first ones as the per-run records write them."""
+    records = [
+        {"source": source, "line": line, "k": k, "accepted": a, "emitted": a + 1, **dict(zip(runs.id_fields, ids))}
+        for source, line, k, a, ids in runs.rows
+    ]
+    return {"count": runs.total, "shown": len(records), "runs": records}

@@ -396,7 +396,8 @@ def engine_table(numbers: Estimates, engine: EngineTally) -> AuditTable:
                 "lines read",
                 f"{engine.lines:,}",
                 f"{engine.metrics_lines:,} metrics lines, {engine.ignored_lines:,} other server output, "
-                f"{engine.bad_lines:,} bad (see skipped input)",
+                f"{engine.bad_lines:,} bad (see skipped input)"
+                + (f", {engine.duplicate_lines:,} repeated" if engine.duplicate_lines else ""),
             )
         ),
         AuditRow(
@@ -431,6 +432,17 @@ def engine_table(numbers: Estimates, engine: EngineTally) -> AuditTable:
         )
     if engine.resets:
         rows.append(AuditRow(("counter resets", Marked(f"{engine.resets:,}", "bad"), "the server restarted")))
+    if engine.duplicate_lines:
+        rows.append(
+            AuditRow(
+                (
+                    "repeated lines",
+                    Marked(f"{engine.duplicate_lines:,}", "bad"),
+                    "metrics lines repeating an earlier one exactly, time stamp and process included (a log "
+                    "shipper's duplicate): dropped, not counted twice",
+                )
+            )
+        )
     for name in engine.engines:
         rows += _printed_rows(name, rate, per_pass, alpha)
     if bounds is not None:

@@ -21,13 +21,14 @@ from specaccept_cli.rule.scalar import kept_flags, threshold
 from specaccept_cli.summary import formulas
 from specaccept_cli.summary.conventions import DEFINITIONS, WHY_THEY_DIFFER
 from specaccept_cli.summary.estimates import Estimates
+from specaccept_cli.summary.state import group_key
 from specaccept_cli.text import safe_text
 from specaccept_cli.verdict import skipped_phrase
 from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
-from specaccept_cli.views.records import RunPreview
 
 if TYPE_CHECKING:
+    from specaccept_cli.summary.first_runs import FirstRuns
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings
     from specaccept_cli.verdict.checks import Comparison, GateResult
@@ -117,21 +118,34 @@ def data_text(value: object) -> str:
     return escape(safe_text(value))
 
 
-def runs_table(preview: RunPreview) -> RenderableType:
-    table = FitTable(title="Runs", title_justify="left", drop=("emitted",))
-    # The line has its own column: a folded "source:line" cell could read as another line number.
-    table.add_column("source", overflow="fold")
+def runs_table(runs: FirstRuns) -> RenderableType:
+    """Each run's accepted length: every run of a small input, the first ones of a large one and how to get all.
+
+    Runs of one source name it in the title (a long path in a column would fold every row in two); runs of
+    several have a source column.
+    """
+    sources = list(dict.fromkeys(source for source, *_ in runs.rows))
+    one = len(sources) == 1
+    table = FitTable(title=None if one else "Runs", title_justify="left", drop=("emitted",))
+    if not one:  # the line has its own column: a folded "source:line" cell could read as another line number
+        table.add_column("source", overflow="fold")
     for name in ("line", "k", "accepted", "emitted"):
         table.add_column(name, justify="right")
-    for name in preview.id_fields:
+    for name in runs.id_fields:  # last, as in the per-run records
         table.add_column(data_text(name), overflow="fold")
-    for source, line, k, a, ids in preview.rows:
-        table.add_row(data_text(source), str(line), str(k), str(a), str(a + 1), *(data_text(value) for value in ids))
-    more = preview.total - len(preview.rows)
+    for source, line, k, a, ids in runs.rows:
+        shown = [data_text(group_key(value)) for value in ids] + [""] * (len(runs.id_fields) - len(ids))
+        table.add_row(*(() if one else (data_text(source),)), str(line), str(k), str(a), str(a + 1), *shown)
+    parts: list[RenderableType] = (
+        [Text(f"Runs of {safe_text(sources[0])}", style="table.title"), table] if one else [table]
+    )
+    more = runs.more
     if more > 0:
-        note = Text(f"… and {more:,} more run{'s' if more != 1 else ''} (--max-rows to show more)", style="dim")
-        return Group(table, note)
-    return table
+        note = (
+            f"… and {more:,} more run{'s' if more != 1 else ''}: -o jsonl or -o csv writes all (--max-rows N shows N)"
+        )
+        parts.append(Text(note, style="dim"))
+    return Group(*parts)
 
 
 def headline(rows: Sequence[shared.HeadlineRow]) -> RenderableType:
@@ -217,13 +231,82 @@ def skipped_table(summary: Summary) -> RenderableType:
 
 
 def comparison_view(comparison: Comparison) -> RenderableType:
-    table = FitTable(title="Baseline comparison", title_justify="left", drop=("z", "change"))
-    for name in shared.COMPARISON_COLUMNS:
-        table.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
+    """The comparison, every column kept at any width: a row per metric where its words fit, else a column per
+    metric (rows instead of columns), else a small table per metric."""
+    rows = shared.comparison_rows(comparison)
     styles = {"ok": "green", "regressed": "bold red", "untestable": "yellow", "inconclusive": "yellow"}
-    for row, cells in zip(comparison.metrics, shared.comparison_rows(comparison)):
-        table.add_row(*cells[:-1], Text(cells[-1], style=styles[row.verdict]))
-    return Group(table, Text(shared.comparison_rule(comparison), style="dim"))  # warnings: stderr, once
+    verdicts = [Text(cells[-1], style=styles[row.verdict]) for row, cells in zip(comparison.metrics, rows)]
+    wide = Table(title="Baseline comparison", title_justify="left")
+    for name in shared.COMPARISON_COLUMNS:
+        wide.add_column(name, justify="left" if name in ("metric", "verdict") else "right")
+    for cells, verdict in zip(rows, verdicts):
+        wide.add_row(*cells[:-1], verdict)
+    by_metric = Table(title="Baseline comparison", title_justify="left")
+    by_metric.add_column("")
+    for cells in rows:
+        by_metric.add_column(cells[0], justify="right")
+    for index, name in enumerate(shared.COMPARISON_COLUMNS[1:], start=1):
+        by_metric.add_row(
+            name, *(verdicts[row] if name == "verdict" else cells[index] for row, cells in enumerate(rows))
+        )
+    stacked = []
+    for row, cells in enumerate(rows):
+        one = Table(title="Baseline comparison" if row == 0 else None, title_justify="left")
+        one.add_column("")
+        one.add_column(cells[0], justify="right")
+        for index, name in enumerate(shared.COMPARISON_COLUMNS[1:], start=1):
+            one.add_row(name, verdicts[row] if name == "verdict" else cells[index])
+        stacked.append(one)
+    layouts = WordsFit(wide, by_metric, Group(*stacked))
+    return Group(layouts, Text(shared.comparison_rule(comparison), style="dim"))  # warnings: stderr, once
+
+
+class WordsFit:
+    """The first of several layouts of the same table whose every word and number fits the width, whole.
+
+    Rich narrows a table that is too wide by shrinking its widest columns, below their longest word if need
+    be (`regres`/`sed`), and then every column (`0.78…`). Here a table is drawn only when each column can
+    have at least its longest word (`_word_widths`); the last layout is drawn in any case.
+    """
+
+    def __init__(self, *layouts: RenderableType) -> None:
+        self.layouts = layouts
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for layout in self.layouts[:-1]:
+            fitted = _word_widths(layout, console, options) if isinstance(layout, Table) else None
+            if fitted is not None:
+                yield fitted
+                return
+        last = self.layouts[-1]
+        yield _word_widths(last, console, options) or last if isinstance(last, Table) else last
+
+
+def _word_widths(table: Table, console: Console, options: ConsoleOptions) -> Table | None:
+    """A copy of `table` with column widths that give each column at least its longest word (header included),
+    the room left shared out up to each one's natural width; None when the longest words alone do not fit."""
+    unlimited = options.update_width(1 << 16)
+    least: list[int] = []
+    most: list[int] = []
+    for column in table.columns:
+        cells = [Measurement.get(console, unlimited, cell) for cell in (column.header, *column.cells)]
+        least.append(max(cell.minimum for cell in cells))
+        most.append(max(cell.maximum for cell in cells))
+    padding = sum(table._get_padding_width(index) for index in range(len(table.columns)))
+    room = options.max_width - table._extra_width - padding
+    if sum(least) > room:
+        return None
+    widths = list(least)
+    spare = room - sum(widths)
+    for index in sorted(range(len(widths)), key=lambda index: most[index] - least[index]):  # the smallest needs first
+        give = min(spare, most[index] - widths[index])
+        widths[index] += give
+        spare -= give
+    fitted = copy.copy(table)
+    fitted.columns = [copy.copy(column) for column in table.columns]
+    for column, width in zip(fitted.columns, widths):
+        column.width = width
+    return fitted
 
 
 def gates_view(results: Sequence[GateResult], names: Mapping[str, str] | None = None) -> RenderableType:
@@ -422,17 +505,28 @@ def groups_table(findings: Findings, cost_ratio: float | None = None) -> Rendera
 
 
 def expect_table(rows: Sequence[dict[str, float]], best_k: int | None, optimal_k: int | None) -> RenderableType:
-    """The calculator's rows; the best listed k (by speedup) is marked."""
+    """The calculator's rows, the best k among those listed (by speedup) marked, and the best k of all below.
+
+    A row is `best` only when it is the best of every k; the best of several listed that is not is `best listed`,
+    and one k alone is marked nothing: it is the best of one, which the line below would contradict.
+    """
     with_speedup = any("speedup" in row for row in rows)
+
+    def mark(k: float) -> str:
+        if k != best_k or (k != optimal_k and len(rows) == 1):
+            return ""
+        return "best" if k == optimal_k else "best listed"
+
+    marks = [mark(row["k"]) for row in rows] if with_speedup else []
     table = FitTable(title="Expected (i.i.d. model)", title_justify="left")
-    for name in ("alpha", "k", "tokens per pass", *(("speedup", "") if with_speedup else ())):
+    columns = ("alpha", "k", "tokens per pass", *(("speedup",) if with_speedup else ()), *(("",) if any(marks) else ()))
+    for name in columns:
         table.add_column(name, justify="right")
-    for row in rows:
+    for index, row in enumerate(rows):
         cells = [f"{row['alpha']:g}", str(row["k"]), f"{row['tokens_per_pass']:.4f}"]
-        best = row["k"] == best_k
         if with_speedup:
-            cells += [f"{row['speedup']:.4f}", "best" if best else ""]
-        table.add_row(*cells, style="bold" if best else None)
+            cells += [f"{row['speedup']:.4f}", *((marks[index],) if any(marks) else ())]
+        table.add_row(*cells, style="bold" if marks and marks[index] else None)
     if optimal_k is None:
         note = "Without --cost-ratio a longer draft always yields more tokens per pass; give it to find the best k."
     else:

@@ -79,8 +79,9 @@ def test_audit_table_view(id_log: Path) -> None:
     result = invoke("audit", str(id_log), "--max-rows", "2", "--full")
     assert result.exit_code == 0
     out = result.stdout
-    rows = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│") and str(id_log)[:8] in line]
-    assert [[cell.strip() for cell in row[1:]] for row in rows] == [["1", "3", "1", "2"], ["2", "2", "2", "3"]]
+    runs = out.split(f"Runs of {id_log}")[1].split("more run")[0]  # one source: named once, above its runs
+    rows = [line.split("│")[1:-1] for line in runs.splitlines() if line.startswith("│")]
+    assert [[cell.strip() for cell in row[:4]] for row in rows] == [["1", "3", "1", "2"], ["2", "2", "2", "3"]]
     assert "1 more run" in out
     assert "alpha" in out and "0.7500" in out
     assert "tokens per pass" in out and "2.0000" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -75,3 +76,24 @@ def test_check_imports_neither_numpy_nor_pyarrow_nor_rich() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
     assert result.stdout == b"1\n"
     assert result.stderr.strip().splitlines()[-1] == b"[]"
+
+
+@pytest.mark.parametrize(
+    "item",
+    ["\u0661", "\u0660.\u0665", "\uff11", "\u0967", ".5", "5.", "+0.5", "00.5", "0x1", "1_0", "0.5\u3000"],
+)
+def test_check_reads_numbers_as_json_does(item: str) -> None:
+    """What a JSON log could not hold as a number is no number here either (float() alone takes
+    Arabic-Indic and fullwidth digits, a leading + or a bare decimal point)."""
+    with pytest.raises(ValueError):
+        json.loads(f"[{item}]")
+    result = invoke("check", "--p", f"0.5,{item}", "--q", "1,1", "--r", "0.1,0.1")
+    assert result.exit_code == 2
+    assert "item 1 (" in result.stderr and "is not a number" in result.stderr
+
+
+@pytest.mark.parametrize("items", ["0.5, 1", " 0.5,1e0 ", "0.5,1E-0", "[0.5, 1]", "5e-1,1.0"])
+def test_check_takes_every_json_number_and_blanks_around_it(items: str) -> None:
+    result = invoke("check", "--p", items, "--q", "1,1", "--r", "0.5,1")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "2\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 
@@ -115,3 +117,18 @@ def test_an_unknown_rule_is_a_usage_error_naming_the_known_ones() -> None:
     result = invoke("expect", "--rule", "strict", "--alpha", "0.8", "--k", "4")
     assert result.exit_code == 2
     assert "unknown rule 'strict'" in result.stderr and "tree-target-cdf" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("k", "mark"), [("4", None), ("8", "best"), ("2,4", "best listed"), ("1-10", "best")], ids=["4", "8", "2,4", "1-10"]
+)
+def test_the_table_and_its_last_line_agree_on_the_best_k(k: str, mark: str | None) -> None:
+    # alpha 0.8, c 0.05: speedup peaks at k = 8 (3.0921); k = 4 gives 2.8013. One k is the best of one only.
+    out = invoke("expect", "--alpha", "0.8", "--cost-ratio", "0.05", "--k", k).stdout
+    assert "Best k in 1..32 at this alpha and cost ratio: 8." in out
+    marked = [line for line in out.splitlines() if line.rstrip(" │").endswith("best") or "best listed" in line]
+    if mark is None:
+        assert marked == [] and "best" not in out.split("Best k")[0]
+    else:
+        assert len(marked) == 1 and f"│ {mark} │" in marked[0]
+        assert (re.search(r"│ +8 │", marked[0]) is not None) == (mark == "best")

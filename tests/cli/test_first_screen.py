@@ -92,7 +92,7 @@ def varied_k(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_jsonl(directory / "varied.jsonl", rows)
 
 
-def test_the_headline_comes_first_and_the_runs_table_only_when_asked(varied_k: Path) -> None:
+def test_the_headline_comes_first_then_the_first_runs(varied_k: Path) -> None:
     result = invoke("audit", str(varied_k), "--min-alpha", "0.9")
     summary = orjson.loads(invoke("audit", str(varied_k), "-o", "json").stdout)
     lines = result.stdout.splitlines()
@@ -105,11 +105,13 @@ def test_the_headline_comes_first_and_the_runs_table_only_when_asked(varied_k: P
     assert f'{summary["acceptance_rate"]:.4f} accepted / drafted ("Avg Draft acceptance rate")' in panel
     assert re.search(r"│ fail +alpha = [0-9.]+ is below 0\.9 \(--min-alpha\)", panel)
     assert re.search(r"│ ok +sampler ok · .*no evidence against the i\.i\.d\. model", panel)
-    assert "Runs" not in result.stdout  # no table of runs by default
+    assert f"Runs of {varied_k}" in result.stdout  # the first runs by default, with the rows' request id
+    assert "… and 2,990 more runs: -o jsonl or -o csv writes all" in result.stdout
     shown = invoke("audit", str(varied_k), "--max-rows", "2", "--id-field", "request_id").stdout
-    runs = [line for line in shown.splitlines() if "varied.jsonl" in line]
+    runs = [line for line in shown.split(f"Runs of {varied_k}")[1].splitlines() if line.startswith("│")]
     assert [line.split("│")[-2].strip() for line in runs] == ["req-0", "req-1"]  # the id column, per run
     assert "… and 2,998 more runs" in shown
+    assert "Runs" not in invoke("audit", str(varied_k), "--max-rows", "0").stdout
 
 
 def test_per_position_names_say_which_rate_is_vllm_s(varied_k: Path) -> None:

@@ -74,3 +74,18 @@ def test_markdown_report_lists_skipped_input() -> None:
     assert (
         f"| {corpus / 'q_zero.jsonl'}:3 | q\\[1\\] = 0.0 is zero: a drafted token always has q > 0 |" in result.stdout
     )
+
+
+INVISIBLE = "a\u061cb\u2060c\u2061d\u2064e\U000e0001\U000e0041\U000e007ff\u00adg"
+
+
+@pytest.mark.parametrize("output", ["table", "csv"])
+def test_invisible_format_characters_are_shown_in_tables_and_csv(tmp_path: Path, output: str) -> None:
+    """Unicode's format characters (the Arabic letter mark, word joiners, invisible operators, tag
+    characters, the soft hyphen) can hide text in a cell: every one is shown as an escape."""
+    path = write_jsonl(tmp_path / "log.jsonl", [{**FIRST_EXAMPLE, "id": INVISIBLE}, {**FIRST_EXAMPLE, "id": "plain"}])
+    options = ("--id-field", "id") if output == "csv" else ("--group-by", "id")
+    result = invoke("audit", str(path), "-o", output, *options)
+    assert result.exit_code == 0, result.stderr
+    assert not any(char in result.stdout for char in INVISIBLE if not char.isascii())
+    assert "\\u061c" in result.stdout and "\\U000e0041" in result.stdout and "\\xad" in result.stdout

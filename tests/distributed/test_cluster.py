@@ -52,6 +52,19 @@ def test_the_cluster_prints_the_bytes_of_one_process(cluster: str, shards: Shard
     assert spread.stderr == alone.stderr
 
 
+def test_the_first_runs_from_a_cluster_are_those_of_one_process(cluster: str, shards: Shards) -> None:
+    """The table's preview is part of each share's summary (bounded, added in input order): no run comes back."""
+    paths = [str(path) for path in shards.files]
+    alone = invoke("audit", *paths, "-o", "json", "--max-rows", "25")
+    spread = invoke("audit", *paths, "-o", "json", "--max-rows", "25", "--scheduler", cluster)
+    assert alone.exit_code == spread.exit_code == 0, alone.stderr + spread.stderr
+    first = orjson.loads(alone.stdout)["first_runs"]
+    assert first["count"] == shards.runs and first["shown"] == 25
+    assert orjson.loads(spread.stdout)["first_runs"] == first
+    table = invoke("audit", *paths, "--scheduler", cluster).stdout
+    assert "Runs" in table and f"… and {shards.runs - 10:,} more runs" in table
+
+
 def test_from_s3_on_a_local_cluster_the_same_bytes(shards: Shards) -> None:
     """The issue's acceptance test: `--scheduler local:2 s3://...` == one process on the same objects."""
     alone = invoke("audit", shards.url, "-o", "json", "--group-by", "host")

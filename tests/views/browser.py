@@ -134,6 +134,60 @@ def inspect_page(path: Path, executable: str, screenshots: Path | None = None) -
     return findings
 
 
+PHONE = {"width": 390, "height": 844}  # a phone held upright (CSS pixels)
+
+# Every element whose box reaches past the viewport's right edge, and how wide the page scrolls.
+_OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth;
+  const past = [];
+  for (const element of document.querySelectorAll("body *")) {
+    const box = element.getBoundingClientRect();
+    if (box.width > 0 && box.right > width + 0.5) {
+      const name = element.tagName.toLowerCase();
+      const plot = element.closest("figure[data-plot]");
+      past.push(`${name}${plot ? " in " + plot.dataset.plot : ""} reaches ${Math.round(box.right)} px`);
+    }
+  }
+  const plots = [...document.querySelectorAll("figure[data-plot] svg")].map((svg) => {
+    const box = svg.getBoundingClientRect();
+    return [svg.closest("figure").dataset.plot, box.left, box.right];
+  });
+  return {width, scroll: document.documentElement.scrollWidth, past, plots};
+}"""
+
+
+@dataclass
+class Layout:
+    width: int  # the viewport's
+    scroll_width: int  # the page's: wider than the viewport when it scrolls sideways
+    past_the_edge: list[str]  # elements reaching past the right edge
+    plots: list[tuple[str, float, float]]  # each chart's plot and its left and right edges
+
+    def problems(self) -> list[str]:
+        found = [f"the page is {self.scroll_width} px wide in a {self.width} px viewport"]
+        found = found if self.scroll_width > self.width else []
+        return found + self.past_the_edge[:10]
+
+
+def layout_at(path: Path, executable: str, viewport: dict[str, int] = PHONE) -> Layout:
+    """How the page lays out in a viewport of that size (a phone's by default)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=viewport)  # type: ignore[arg-type]
+            page.route(
+                "**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort()
+            )
+            page.goto(path.resolve().as_uri(), wait_until="load")
+            found = page.evaluate(_OVERFLOW)
+        finally:
+            browser.close()
+    plots = [(str(name), float(left), float(right)) for name, left, right in found["plots"]]
+    return Layout(int(found["width"]), int(found["scroll"]), list(found["past"]), plots)
+
+
 def _console(findings: Findings, kind: str, text: str) -> None:
     if kind == "error":
         findings.console_errors.append(text)

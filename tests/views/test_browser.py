@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from tests.helpers import TESTS, invoke, jsonl_bytes
-from tests.views.browser import Findings, inspect_page, require_browser
+from tests.views.browser import PHONE, Findings, inspect_page, layout_at, require_browser
 
 EXAMPLES = TESTS.parent / "examples"
 ALL_PLOTS = {"histogram", "positions", "timeline", "groups", "baseline", "server", "sampler"}
@@ -93,6 +93,16 @@ def test_hostile_group_names_stay_text(findings: Findings) -> None:
     assert findings.page_errors == [] and findings.console_errors == []  # no <script> ran, none was refused
 
 
+def test_on_a_phone_the_page_never_scrolls_sideways_and_every_plot_fits(report: Path, chromium: str) -> None:
+    layout = layout_at(report, chromium)
+    assert layout.width == PHONE["width"]
+    assert layout.problems() == []
+    assert {name for name, _, _ in layout.plots} == ALL_PLOTS
+    assert all(0 <= left < right <= layout.width for _, left, right in layout.plots)  # every chart whole
+    wide = layout_at(report, chromium, {"width": 1280, "height": 900})
+    assert wide.problems() == [] and max(right - left for _, left, right in wide.plots) >= 400  # not shrunk there
+
+
 # --- the test tested: each of these breakages must be caught -------------------------------------
 
 
@@ -149,3 +159,10 @@ def test_without_chromium_the_test_fails_in_ci_and_skips_elsewhere(monkeypatch: 
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="no chromium"):
         require_browser()
+
+
+def test_a_plot_wider_than_a_phone_is_caught(report: Path, chromium: str, tmp_path: Path) -> None:
+    page = broken(report, tmp_path, "fixed", ("figure svg{max-width:100%;height:auto}", ""))
+    problems = layout_at(page, chromium).problems()
+    assert problems and "px wide in a 390 px viewport" in problems[0]
+    assert any(" in histogram reaches " in problem for problem in problems)

@@ -12,6 +12,7 @@ One module per engine and per concern:
 - `vllm`, `sglang`, `llamacpp`: each engine's layouts (log lines, responses, counters or gauges).
 - `exposition`: the Prometheus text format -> scrapes; `prometheus`: scrapes -> intervals.
 - `logs`: which engine wrote a file (sniffing) and the line loop over server output.
+- `repeats`: vLLM metrics lines delivered twice (a log shipper's duplicates), told and dropped.
 """
 
 from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes

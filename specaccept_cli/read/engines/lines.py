@@ -34,10 +34,19 @@ def make_interval(
 
 
 class LineReader:
-    """One engine's metrics lines in a log, one at a time (`line`); a stateless reader is its line function."""
+    """One engine's metrics lines in a log, one at a time (`line`); a stateless reader is its line function.
 
-    def __init__(self, line: Callable[[int, str], Iterable[EngineInterval | InputError]]) -> None:
+    `context`, when given, is told the ordinary lines of a log that may be its engine's (what a line means
+    may hang on the lines before it).
+    """
+
+    def __init__(
+        self,
+        line: Callable[[int, str], Iterable[EngineInterval | InputError]],
+        context: Callable[[str], None] | None = None,
+    ) -> None:
         self.line = line
+        self.context = context
 
     def flush(self) -> Iterable[EngineInterval | InputError]:
         """What waits on the next metrics line of this engine, when an ordinary line comes first."""

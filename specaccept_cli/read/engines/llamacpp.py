@@ -537,8 +537,10 @@ def rounded_scrape_interval(
     )
 
 
-def _llama_lines(source: str, k: int | None, assume_full_drafts: bool, tally: LineTally) -> LlamaLines:
-    del assume_full_drafts
+def _llama_lines(
+    source: str, k: int | None, assume_full_drafts: bool, tally: LineTally, keep_duplicates: bool = False
+) -> LlamaLines:
+    del assume_full_drafts, keep_duplicates
     return LlamaLines(source, k, tally)
 
 

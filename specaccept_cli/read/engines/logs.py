@@ -44,6 +44,7 @@ class EngineLogParse:
         *,
         k: int | None = None,
         assume_full_drafts: bool = True,
+        keep_duplicates: bool = False,
     ) -> None:
         if fmt != "auto" and fmt not in _interval_formats():
             known = ", ".join(_interval_formats())
@@ -53,6 +54,7 @@ class EngineLogParse:
         self.fmt = fmt
         self.k = k
         self.assume_full_drafts = assume_full_drafts
+        self.keep_duplicates = keep_duplicates
         self.tally = LineTally()
         self.detected: str | None = None if fmt == "auto" else fmt
 
@@ -77,9 +79,19 @@ class EngineLogParse:
             yield from self._log_lines()
 
     def _log_lines(self) -> Iterator[EngineInterval | InputError]:
-        """Metrics lines among ordinary ones: the first decides the engine (auto); another engine's is a bad line."""
-        entries = tuple(entry for entry in sniff_order(("log-lines",)))
+        """Metrics lines among ordinary ones: the first decides the engine (auto); another engine's is a bad line.
+
+        Each engine's reader sees its own metrics lines and, while its engine may be the file's, the ordinary
+        lines it asks for (`context`: vLLM's "Engine NNN:" lines, which say whose metrics line comes next).
+        """
+        entries = sniff_order(("log-lines",))  # every engine's: another engine's line is a bad line, never ignored
         readers: dict[str, Any] = {}
+        for entry in entries:
+            assert entry.reader is not None
+            readers[entry.name] = entry.reader(
+                self.source, self.k, self.assume_full_drafts, self.tally, keep_duplicates=self.keep_duplicates
+            )
+        context = {name: reader.context for name, reader in readers.items() if getattr(reader, "context", None)}
         for number, raw in enumerate(self.lines, start=1):
             self.tally.lines += 1
             data = raw if isinstance(raw, bytes) else raw.encode("utf-8", errors="replace")
@@ -89,6 +101,9 @@ class EngineLogParse:
                     yield from map(self._count, reader.flush())
             if found is None:
                 self.tally.ignored += 1
+                for name, told in context.items():
+                    if self.detected in (None, name):
+                        told(decode_line(raw))
                 continue
             text = decode_line(raw)
             if self.detected is None:
@@ -104,11 +119,7 @@ class EngineLogParse:
                     )
                 )
                 continue
-            reader = readers.get(found.name)
-            if reader is None:
-                assert found.reader is not None
-                reader = readers[found.name] = found.reader(self.source, self.k, self.assume_full_drafts, self.tally)
-            yield from map(self._count, reader.line(number, text))
+            yield from map(self._count, readers[found.name].line(number, text))
         for reader in readers.values():
             yield from map(self._count, reader.finish())
 
@@ -127,6 +138,7 @@ def parse_engine_log(
     *,
     k: int | None = None,
     assume_full_drafts: bool = True,
+    keep_duplicates: bool = False,
 ) -> EngineLogParse:
     """Intervals (and bad metrics lines as `InputError`) from server output, in input order.
 
@@ -134,6 +146,10 @@ def parse_engine_log(
     With fmt="auto" the first metrics line decides the engine; a metrics line of another engine
     is then a bad line (one file holds one engine's output), never dropped silently. `k` is the draft
     length from the server's configuration when the lines do not carry it (SGLang, old vLLM, llama.cpp,
-    TensorRT-LLM, AIPerf's aggregate); it tightens the bounds.
+    TensorRT-LLM, AIPerf's aggregate); it tightens the bounds. A vLLM v1 metrics line that repeats a recent one
+    exactly is a log shipper's duplicate (`repeats.VllmRepeats`): counted in `tally.duplicates`, not read, unless
+    `keep_duplicates`.
     """
-    return EngineLogParse(lines, source, fmt, k=k, assume_full_drafts=assume_full_drafts)
+    return EngineLogParse(
+        lines, source, fmt, k=k, assume_full_drafts=assume_full_drafts, keep_duplicates=keep_duplicates
+    )

@@ -324,7 +324,9 @@ def sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval 
     return out
 
 
-def _log_lines(source: str, k: int | None, assume_full_drafts: bool, tally: object) -> LineReader:
+def _log_lines(
+    source: str, k: int | None, assume_full_drafts: bool, tally: object, keep_duplicates: bool = False
+) -> LineReader:
     return LineReader(lambda number, text: [sglang_line(source, number, text, k=k)])
 
 

@@ -24,9 +24,10 @@ from specaccept_cli.read.engines.recovery import (
     from_exact_positions,
     recover_counts,
 )
+from specaccept_cli.read.engines.repeats import VllmRepeats
 from specaccept_cli.read.engines.vllm_lines import VLLM_V0_MARKER, VllmV0Lines, vllm_prefix
 from specaccept_cli.read.formats import InputFormat, Kind
-from specaccept_cli.rule.intervals import EngineInterval, count_too_large
+from specaccept_cli.rule.intervals import EngineInterval, LineTally, count_too_large
 
 # ---------------------------------------------------------------------------------------------
 # Log lines
@@ -429,15 +430,21 @@ def _increase(now_text: str, then_text: str, name: str, resets: list[str]) -> in
     return now - then
 
 
-def _log_lines(source: str, k: int | None, assume_full_drafts: bool, tally: object) -> LineReader:
+def _log_lines(
+    source: str, k: int | None, assume_full_drafts: bool, tally: LineTally, keep_duplicates: bool = False
+) -> LineReader:
     v0 = VllmV0Lines(source)  # v0's running totals; v1's lines each hold their interval
+    repeats = None if keep_duplicates else VllmRepeats()  # a log shipper's duplicates, dropped and counted
 
     def line(number: int, text: str) -> list[EngineInterval | InputError]:
         if VLLM_V0_MARKER in text and VLLM_MARKER not in text:
             return [v0.line(number, text)]
+        if repeats is not None and repeats.repeated(text):
+            tally.duplicates += 1
+            return []
         return [vllm_line(source, number, text, k=k, assume_full_drafts=assume_full_drafts)]
 
-    return LineReader(line)
+    return LineReader(line, None if repeats is None else repeats.context)
 
 
 FORMATS = (
