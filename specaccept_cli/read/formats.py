@@ -58,10 +58,11 @@ class InputFormat(Struct, frozen=True):
     markers: tuple[bytes, ...] = ()
     suffixes: tuple[str, ...] = ()  # file name suffixes (lower case, before any compression suffix)
     file_names: tuple[str, ...] = ()  # whole file names that name it (AIPerf's export)
-    # The reader, by driver: "log-lines": (source, k, assume_full_drafts, tally) -> a line reader with
-    # line(number, text), flush() and finish(); "json-lines": (raw, source, number, k, assume_full_drafts) ->
-    # items; "document": (lines, source, k) -> items; "scrape": (lines, source, tally) -> items;
-    # "payloads": (parsed JSON value, drift) -> records. The project's own formats are read by `read.sources`.
+    # The reader, by driver: "log-lines": (source, k, assume_full_drafts, tally, keep_duplicates=) -> a
+    # `read.engines.lines.LineReader` (line(number, text), flush(), finish(), and `context` for the ordinary
+    # lines it asks for); "json-lines": (raw, source, number, k, assume_full_drafts) -> items; "document":
+    # (lines, source, k, tally) -> items; "scrape": (lines, source, tally) -> items; "payloads": (parsed JSON
+    # value, drift) -> records. The project's own formats are read by `read.sources`.
     reader: Callable[..., Any] | None = None
     splittable: bool = False  # whether one input can be cut into byte ranges or row groups for workers
     refines: str | None = None  # the format whose markers this one's lines also hold: tried before it
@@ -269,13 +270,3 @@ def markdown_table() -> str:
             f"| `{entry.name}` | {entry.kind.value} | {entry.engine} | {suffixes} | {how} | {split} | {entry.follows} |"
         )
     return "\n".join(rows) + "\n"
-
-
-def load(module: str, name: str) -> Callable[..., Any]:
-    """A reader looked up when first called, so that declaring an entry imports nothing heavy."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        function: Callable[..., Any] = getattr(importlib.import_module(module), name)
-        return function(*args, **kwargs)
-
-    return call
