@@ -27,6 +27,7 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench_known_line.py
 	$(BIN)/python benchmarks/bench_capture.py
 	$(BIN)/python benchmarks/bench_live.py --seconds $(LIVE_SECONDS)
 
@@ -75,6 +76,7 @@ test: $(VENV)/.hf-installed
 # write the real output of every checked console example into README.md and docs/*.md (review the diff).
 docs: $(STAMP)
 	$(BIN)/python scripts/cli_reference.py
+	$(BIN)/python scripts/format_table.py
 	UPDATE_EXAMPLES=1 $(BIN)/python -m tests.test_readme_examples
 
 lint: $(STAMP)

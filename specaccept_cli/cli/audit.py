@@ -527,13 +527,14 @@ def _refuse_engine_output(sources: list[Source], options: AuditOptions) -> None:
     A pipe given as a path (`<(zcat server.log.gz)`) cannot be looked at without consuming it: it is
     left to `_refuse_engine_output_read` once it has been read.
     """
-    from specaccept_cli.read.sources import ENGINE_FORMATS, open_source
+    from specaccept_cli.read.formats import Kind
+    from specaccept_cli.read.sources import open_source
 
     for source in sources:
         if not (source.is_stdin or source.can_reopen):  # peeking at stdin consumes nothing; at a pipe, it would
             continue
         with open_source(source, options.input_format) as opened:
-            if opened.format in ENGINE_FORMATS:
+            if opened.kind is not Kind.RUNS:
                 raise UsageError(_no_records(f"{source.name} is {opened.format} output", str(options.output)))
 
 

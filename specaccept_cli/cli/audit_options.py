@@ -89,6 +89,23 @@ AUDIT_OPTION_GROUPS: OptionGroups = (
 )
 
 
+class FormatChoice(click.Choice[str]):
+    """`--format`'s choices, from the table of formats (`read.formats`), looked up when first needed."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from specaccept_cli.read.formats import choices
+
+        return choices()
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        del value  # the table is the one list
+
+
 def audit_options(command: Command) -> Command:
     """`command` with every option of `audit`, in the order `--help` lists them."""
     for option in reversed(_OPTIONS):
@@ -105,30 +122,13 @@ _OPTIONS: list[Callable[[Command], Command]] = [
     click.option(
         "--format",
         "input_format",
-        type=click.Choice(
-            [
-                "auto",
-                "jsonl",
-                "parquet",
-                "vllm-log",
-                "sglang-log",
-                "sglang-requests",
-                "llamacpp-log",
-                "prometheus",
-                "trtllm-iteration-stats",
-                "aiperf-aggregate",
-                "vllm-payload",
-                "trtllm-payload",
-                "sglang-payload",
-                "llamacpp-payload",
-                "aiperf-records",
-            ]
-        ),
+        type=FormatChoice(),
         default="auto",
         show_default=True,
-        help="Input format; auto goes by extension, then by content (PAR1 magic means Parquet; server output "
-        "holding vLLM, SGLang or llama.cpp metrics lines, or a Prometheus scrape (.prom), is read as engine metrics; "
-        "JSON or SSE lines holding per-request payloads are read one request per cluster).",
+        help="Input format (the table in docs/input.md); auto goes by extension, then by content (PAR1 magic means "
+        "Parquet; server output holding vLLM, SGLang or llama.cpp metrics lines anywhere, or a Prometheus scrape "
+        "(.prom), is read as engine metrics; JSON or SSE lines holding per-request payloads are read one request "
+        "per cluster).",
     ),
     click.option(
         "--draft-length",

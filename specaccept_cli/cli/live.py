@@ -229,6 +229,13 @@ def follow_stream(path: str, stop: threading.Event, max_line_bytes: int | None =
     return stream, Source(shown_name(path), target, None)
 
 
+def waiting_note(message: str, stderr: StderrConsole) -> None:
+    from specaccept_cli.text import visible
+
+    stderr.console.file.write(f"specaccept: {visible(message)}\n")
+    stderr.console.file.flush()
+
+
 def unfinished_note(stream: Any, stderr: StderrConsole) -> None:
     """Say what a stop left unread: a line still being written is not a bad line, and not silently dropped."""
     from specaccept_cli.text import visible
@@ -278,6 +285,8 @@ def follow_read(
     check_follow_inputs(paths, options.output)
     check_follow_plan(plan)
     stream, source = follow_stream(paths[0], stop, options.max_line_bytes)
+    if stderr.is_terminal:  # what a stream of start-up lines is waited on for; into a pipe, nothing is said
+        stream.announce = lambda message: waiting_note(message, stderr)
     policy = ErrorPolicy(options.on_error, quarantine)
     reading = Reading(fields, options.input_format, options.max_line_bytes)
     producer = follow_producer(

@@ -112,12 +112,13 @@ def watch(**options: Any) -> None:
     """
     from specaccept_cli.cli.audit import run_audit
     from specaccept_cli.cli.audit_options import AuditOptions
+    from specaccept_cli.read.formats import of_driver
 
     run_audit(
         AuditOptions(
             inputs=(),
             output=options["output"],
-            input_format="prometheus",
+            input_format=of_driver("scrape").name,
             draft_length=None,
             p_field="p",
             q_field="q",

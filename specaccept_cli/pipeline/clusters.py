@@ -17,6 +17,7 @@ from msgspec import Struct
 from msgspec import field as struct_field
 from msgspec.structs import replace
 
+from specaccept_cli.read.formats import Kind
 from specaccept_cli.read.sources import (
     FIRST_ROW_BYTES,
     OpenSource,
@@ -55,7 +56,7 @@ class ClusterDetection(Struct):
         run_id = plan.first_runs > 0 and plan.run_ids is None
         if not (clusters or run_id):
             return opened, reading, plan
-        if not self.decided and opened.format in ("jsonl", "parquet"):
+        if not self.decided and opened.kind is Kind.RUNS:
             opened, found, seen = _first_row_field(opened)
             if seen:
                 self.decided, (self.field, self.run_id) = True, found
@@ -64,7 +65,7 @@ class ClusterDetection(Struct):
         if run_id:
             name = self.run_id
             plan = replace(plan, run_ids=() if name is None else (name,))
-            if name is not None and name not in reading.fields.extras and opened.format in ("jsonl", "parquet"):
+            if name is not None and name not in reading.fields.extras and opened.kind is Kind.RUNS:
                 opened = self._read_ids_ahead(opened, name, plan.first_runs)
         return opened, reading, plan
 

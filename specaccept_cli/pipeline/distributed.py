@@ -49,8 +49,9 @@ from specaccept_cli.pipeline.parallel import (
     restored_error,
 )
 from specaccept_cli.pipeline.request import ReadOptions, ReadRequest, as_request
+from specaccept_cli.read.formats import Kind, by_name
 from specaccept_cli.read.policy import ErrorPolicy
-from specaccept_cli.read.sources import ENGINE_FORMATS, PAYLOAD_FORMATS, Source, open_source
+from specaccept_cli.read.sources import Source, open_source
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunColumns, RunSink, add_up
@@ -134,10 +135,11 @@ def plan_shares(source: Source, request: ReadRequest, range_bytes: int, share_ro
     """
     try:
         with open_source(source, request.input_format) as opened:
-            if opened.format in PAYLOAD_FORMATS:  # one request per line, read whole by one task
-                return [Share(source, payloads=True)]
-            if opened.format in ENGINE_FORMATS:
+            entry = by_name(opened.format)
+            if entry.kind is Kind.INTERVALS:  # a series across files: one process reads them in order
                 raise OneProcessOnly(source.name, opened.format)
+            if not entry.splittable:  # payloads: one request per line, read whole by one task
+                return [Share(source, payloads=entry.kind is Kind.REQUESTS)]
             if opened.format == "parquet":
                 return _row_group_shares(source, share_rows)
             location = source.remote or source.path

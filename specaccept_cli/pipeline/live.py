@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
 
 import numpy as np
 from msgspec import Struct
@@ -31,13 +32,13 @@ from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.read.follow import FollowedStream
 from specaccept_cli.read.policy import ErrorPolicy
 from specaccept_cli.read.sources import (
-    ENGINE_FORMATS,
-    PAYLOAD_FORMATS,
+    SCAN,
     Format,
     OpenSource,
     Reading,
     Source,
     detect_format,
+    find_known_line,
     read_opened,
     sniff_compression,
 )
@@ -317,7 +318,10 @@ def open_followed(stream: FollowedStream, source: Source, requested: Format) -> 
     found = detect_format(source, head, requested, stream.peek)
     if found == "parquet":
         raise InputError(source.name, None, "is Parquet: only text (JSONL or server output) can be followed")
-    return OpenSource(source, stream, head, found, None, stream)  # type: ignore[arg-type]
+    text: BinaryIO = stream  # type: ignore[assignment]
+    if found == SCAN:  # start-up lines, no known line yet: wait for one (on a terminal, saying so)
+        found, text = find_known_line(source.name, text, stream.announce)
+    return OpenSource(source, stream, head, found, None, text)  # type: ignore[arg-type]
 
 
 def follow_producer(
@@ -330,7 +334,7 @@ def follow_producer(
     keep_duplicates: bool = False,
 ) -> Callable[[Callable[[object], None], threading.Event], None]:
     """What the reading thread does for `audit --follow`: the stream through the ordinary per-batch stage."""
-    from specaccept_cli.pipeline.servers import EngineReading
+    from specaccept_cli.pipeline.servers import EngineReading, server_output
 
     # Blocks are evaluated in input order as windows "of runs"; the ticker places them by arrival.
     plan = replace(plan, windows=WindowSpec())
@@ -341,16 +345,10 @@ def follow_producer(
             put(OPENED)
             if stop.is_set():
                 return
-            if opened.format in PAYLOAD_FORMATS:  # per-request payloads: each request a cluster, as it arrives
-                from specaccept_cli.pipeline.servers import evaluate_payload_source
-
-                for result in policy.guard(evaluate_payload_source(opened, plan, policy)):
-                    put(result)
-                return
-            if opened.format in ENGINE_FORMATS:
-                engine = EngineReading(draft_length, keep_duplicates)
-                results: Iterator[Evaluated] = policy.guard(engine.evaluate(opened, plan, policy))
-                for result in results:
+            engine = EngineReading(draft_length, keep_duplicates)
+            served = server_output(opened, plan, policy, engine)
+            if served is not None:  # server output: intervals or requests, as they arrive
+                for result in policy.guard(served):
                     put(result)
                 for result in policy.guard(engine.finish(plan, policy)):
                     put(result)

@@ -36,12 +36,10 @@ from msgspec.structs import replace
 from specaccept_cli.errors import InputError, OnError, WorkerDied
 from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.request import ReadRequest
-from specaccept_cli.pipeline.servers import EngineReading
+from specaccept_cli.pipeline.servers import EngineReading, server_output
 from specaccept_cli.read.allocator import keep_block_memory
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
 from specaccept_cli.read.sources import (
-    ENGINE_FORMATS,
-    PAYLOAD_FORMATS,
     OpenSource,
     ProgressHook,
     Source,
@@ -322,15 +320,11 @@ def evaluate_source(
     if progress is not None:
         progress.start_source(source)
     with open_source(source, request.input_format) as opened:
-        if opened.format in PAYLOAD_FORMATS:  # per-request payloads: the request is the cluster, always
-            from specaccept_cli.pipeline.servers import evaluate_payload_source
-
-            yield from evaluate_payload_source(opened, plan, on_error)
-            return
-        if opened.format in ENGINE_FORMATS:
-            yield from (engine or EngineReading(request.draft_length, request.keep_duplicate_lines)).evaluate(
-                opened, plan, on_error
-            )
+        served = server_output(
+            opened, plan, on_error, engine or EngineReading(request.draft_length, request.keep_duplicate_lines)
+        )
+        if served is not None:  # server output: intervals or requests
+            yield from served
             return
         if clusters is not None:
             opened, reading, plan = clusters.resolve(opened, request.reading, plan)

@@ -43,11 +43,13 @@ def evaluate_engine_source(
     ends it with `EngineReading.finish` after the last source. `labels` collects every label name met.
     """
     from specaccept_cli.read.engines import LineTally, parse_engine_log
+    from specaccept_cli.read.formats import by_name
 
     name = opened.source.name
     lines = _lines(opened, name)
     tally = LineTally()
-    if opened.format == "prometheus":
+    scrape = by_name(opened.format).driver == "scrape"  # scrapes across files form one series
+    if scrape:
         items: Iterable[EngineInterval | InputError] = series.add(lines, name, tally)
     else:
         parse = parse_engine_log(lines, name, opened.format, k=draft_length, keep_duplicates=keep_duplicates)
@@ -55,7 +57,7 @@ def evaluate_engine_source(
     yield from interval_parts(items, plan, on_error, labels)
     if not (tally.metrics or tally.bad):  # as every engine format: an input with nothing to count says so
         why = f"no {opened.format} metrics lines among its {tally.lines} lines"
-        if opened.format == "prometheus":
+        if scrape:
             why += f" (no sample of a speculative-decoding series: {', '.join(SCRAPE_SERIES)})"
         raise InputError(name, None, why)
     yield lines_part(tally)
@@ -147,3 +149,24 @@ def payload_lines_part(tally: PayloadTally) -> Evaluated:
         drift=tuple(tally.drift.messages()),
     )
     return Evaluated(Summary(engine=engine), 0)
+
+
+def server_output(
+    opened: OpenSource, plan: Plan, on_error: OnError, engine: EngineReading
+) -> Iterator[Evaluated] | None:
+    """The one branch on what a source holds (its format's kind, `read.formats.Kind`).
+
+    Engine intervals and per-request payloads are evaluated here (`engine` carries the Prometheus series
+    across sources; the caller ends it with `engine.finish`); runs are the caller's to read, serially or on
+    workers (None); a saved summary is no log.
+    """
+    from specaccept_cli.read.formats import Kind
+
+    kind = opened.kind
+    if kind is Kind.REQUESTS:  # per-request payloads: the request is the cluster, always
+        return evaluate_payload_source(opened, plan, on_error)
+    if kind is Kind.INTERVALS:
+        return engine.evaluate(opened, plan, on_error)
+    if kind is Kind.SUMMARY:
+        raise InputError(opened.source.name, None, "is a saved summary, not a log: give it to diff, merge or report")
+    return None

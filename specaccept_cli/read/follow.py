@@ -22,6 +22,7 @@ import os
 import select
 import stat as stat_mode
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from msgspec import Struct, field
@@ -86,6 +87,9 @@ class FollowedStream:
         self.unfinished_bytes = 0
         self.bytes_read = 0
         self.events = FollowEvents()
+        # Told once, when the stream has shown no line of a known format yet and is waited on (the CLI sets
+        # it on a terminal only: into a pipe, nothing but records is written).
+        self.announce: Callable[[str], None] | None = None
         if path is not None:
             self._open_path(wait=False)
 

@@ -16,64 +16,41 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Literal, Protocol, cast
+from typing import Any, BinaryIO, Protocol, cast
 
 import orjson
 from msgspec import Struct, field
 from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.read.formats import (
+    OWN,
+    PARQUET_MAGIC,
+    TEXT_DRIVERS,
+    InputFormat,
+    Kind,
+    by_name,
+    kind_of,
+    known_lines,
+    looks_like_json,
+    recognise,
+    sniff_order,
+    table,
+)
 from specaccept_cli.read.jsonl import ChunkReader, read_jsonl
-from specaccept_cli.read.payload_markers import has_marker
 from specaccept_cli.read.storage import RemoteObject, Storage, is_url
 from specaccept_cli.rule.batch import FieldSpec, RunBatch
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 from specaccept_cli.text import shown_name
 
-# The engine formats are server output: metrics log lines and Prometheus scrapes, read by `read.engines`, and
-# per-request payloads (responses, stream captures, AIPerf records), read by `read.payloads`.
-PayloadFormat = Literal["aiperf-records", "vllm-payload", "trtllm-payload", "sglang-payload", "llamacpp-payload"]
-EngineFormat = Literal[
-    "vllm-log",
-    "sglang-log",
-    "sglang-requests",
-    "llamacpp-log",
-    "prometheus",
-    "trtllm-iteration-stats",
-    "aiperf-aggregate",
-    "aiperf-records",
-    "vllm-payload",
-    "trtllm-payload",
-    "sglang-payload",
-    "llamacpp-payload",
-]
-SourceFormat = Literal["jsonl", "parquet"] | EngineFormat
-Format = Literal["auto"] | SourceFormat
-PAYLOAD_FORMATS: tuple[PayloadFormat, ...] = (
-    "aiperf-records",
-    "vllm-payload",
-    "trtllm-payload",
-    "sglang-payload",
-    "llamacpp-payload",
-)
-ENGINE_FORMATS: tuple[EngineFormat, ...] = (
-    "vllm-log",
-    "sglang-log",
-    "sglang-requests",
-    "llamacpp-log",
-    "prometheus",
-    "trtllm-iteration-stats",
-    "aiperf-aggregate",
-    *PAYLOAD_FORMATS,
-)
+# A format's name, as the table of formats (`read.formats`) spells it; "auto": by extension, then by content.
+SourceFormat = str
+Format = str
 
 STDIN = "-"
-PARQUET_MAGIC = b"PAR1"
-PARQUET_SUFFIXES = {".parquet", ".pq", ".parq"}
-JSONL_SUFFIXES = {".jsonl", ".ndjson", ".json"}
+PARQUET_SUFFIXES = {suffix for entry in OWN if entry.driver == "columns" for suffix in entry.suffixes}
 DIRECTORY_JSONL_SUFFIXES = {".jsonl", ".ndjson"}  # not .json: a folder of saved summaries is no log
 COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz", ".zst", ".zstd"}
-PROMETHEUS_SUFFIXES = {".prom"}
 SNIFF_BYTES = 1 << 20  # server output is looked at this far for a metrics line before it is taken for JSONL
 MAGIC = {
     b"\x1f\x8b": "gzip",
@@ -305,16 +282,20 @@ def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Sou
     return sources
 
 
-def detect_format(source: Source, head: bytes, requested: Format, sample: Callable[[int], bytes]) -> SourceFormat:
-    """The format asked for; in auto, by extension, then by content.
+SCAN = "<scan>"  # detect_format's answer for a text with no known line in its first SNIFF_BYTES: look on
 
-    Content: PAR1 magic is Parquet; JSON lines or SSE `data:` lines holding a per-request payload
-    (`read.payloads`: vLLM, TensorRT-LLM, SGLang, llama.cpp responses, AIPerf records) within the first
-    SNIFF_BYTES (a first line of 70 KB of response text included) are that engine's payloads, the request
-    the cluster; text whose first byte is not `{` and which holds an
-    engine's metrics line (or a Prometheus scrape) within its first SNIFF_BYTES is that engine's
-    output; anything else is read as JSONL, whose reader then names what is wrong with it.
-    `sample(n)` gives the first n bytes of the source's text (decompressed), without consuming them.
+
+def detect_format(source: Source, head: bytes, requested: Format, sample: Callable[[int], bytes]) -> SourceFormat:
+    """The format asked for; in auto, by name (suffix, or a whole file name), then by content.
+
+    Content (`read.formats` says what each format's lines look like): PAR1 magic is Parquet; JSON lines or
+    SSE `data:` lines holding a per-request payload within the first SNIFF_BYTES (a first line of 70 KB of
+    response text included) are that engine's payloads; an engine's JSON documents are that engine's; text
+    whose first byte is not `{` and which holds an engine's metrics line (or a Prometheus scrape) within its
+    first SNIFF_BYTES is that engine's output. Text none of whose first lines is JSON and which holds no known
+    line yet is SCAN: the caller looks on through the whole stream (`find_known_line`). Anything else is read
+    as JSONL, whose reader then names what is wrong with it. `sample(n)` gives the first n bytes of the
+    source's text (decompressed), without consuming them.
     """
     if requested != "auto":
         return requested
@@ -323,34 +304,165 @@ def detect_format(source: Source, head: bytes, requested: Format, sample: Callab
     if suffixes[-1:] and suffixes[-1] in COMPRESSED_SUFFIXES:
         suffixes.pop()  # logs.jsonl.gz is JSONL, metrics.prom.gz a scrape
     suffix = suffixes[-1] if suffixes else ""
-    if suffix in PARQUET_SUFFIXES:
+    by_suffix = [entry for entry in table() if suffix and suffix in entry.suffixes]
+    if by_suffix and by_suffix[0].driver != "rows":  # Parquet, a scrape: the name decides
+        return by_suffix[0].name
+    if not by_suffix and head.startswith(PARQUET_MAGIC):
         return "parquet"
-    if suffix in PROMETHEUS_SUFFIXES:
-        return "prometheus"
-    if suffix in JSONL_SUFFIXES:  # JSON lines: logged runs, or per-request payloads (decided by their markers)
-        found: SourceFormat | None = _sniff_payload(sample(SNIFF_BYTES)) or _sniff_json_engine(sample(1 << 16), named)
-    elif head.startswith(PARQUET_MAGIC):
-        return "parquet"
-    else:
-        found = (
-            _sniff_payload(sample(SNIFF_BYTES))
-            or _sniff_json_engine(sample(1 << 16), named)
-            or _sniff_engine(sample(SNIFF_BYTES))
-        )
+    found: SourceFormat | None = _sniff_payload(sample(SNIFF_BYTES)) or _sniff_json_engine(sample(1 << 16), named)
+    if found is None and not by_suffix:
+        found = _sniff_engine(sample(SNIFF_BYTES))
     if found is None:
         _refuse_what_is_no_input(source, sample(1 << 12), suffix)
+        if not by_suffix and _is_text(sample(SNIFF_BYTES)):
+            return SCAN
     return found or "jsonl"
+
+
+def _is_text(sample: bytes) -> bool:
+    """Text that is not JSON lines: its first line is not JSON, nor are most of its first lines.
+
+    A server's start-up output may hold a line that looks like JSON (a configuration printed as a dict);
+    JSON lines with a stray first line (a header) are JSONL, whose reader names that line.
+    """
+    lines = [line for line in sample.removeprefix(b"\xef\xbb\xbf").split(b"\n") if line.strip()]
+    if not lines:
+        return False  # an empty input is read (and told) as one
+    if len(sample) >= SNIFF_BYTES and not sample.endswith(b"\n"):
+        lines.pop()  # may be cut mid-line
+    if not lines or looks_like_json(lines[0]):
+        return False
+    return 2 * sum(1 for line in lines if looks_like_json(line)) < len(lines)
+
+
+SCAN_BLOCK = 1 << 16
+
+
+class Skipped:
+    """A text whose first lines, none of a known format, were read and dropped on the way to its first known one.
+
+    They are served again as empty lines (then the block that holds the known line, whole), so that every
+    reader numbers and counts lines as in the text itself, while memory holds a count, not the lines: what
+    the readers counted as ordinary lines, they count again.
+    """
+
+    def __init__(self, blank_lines: int, head: bytes, stream: BinaryIO) -> None:
+        self.blank_lines, self.head, self.stream = blank_lines, head, stream
+        self.hands_out_lines = bool(getattr(stream, "hands_out_lines", False))
+
+    def _served(self, size: int) -> bytes | None:
+        if self.blank_lines:
+            count = self.blank_lines if size < 0 else max(1, min(size, self.blank_lines, SCAN_BLOCK * 8))
+            self.blank_lines -= count
+            return b"\n" * count
+        if self.head:
+            data = self.head if size < 0 else self.head[: max(size, 1)]
+            self.head = self.head[len(data) :]
+            return data
+        return None
+
+    def read1(self, size: int = -1) -> bytes:
+        served = self._served(size)
+        if served is not None:
+            return served
+        more = getattr(self.stream, "read1", None) or self.stream.read
+        piece: bytes = more(size)
+        return piece
+
+    def read(self, size: int = -1) -> bytes:
+        served = self._served(size)
+        if served is None:
+            return self.stream.read(size)
+        if size < 0:
+            return served + (self.read(-1) if self.blank_lines or self.head else self.stream.read())
+        return served
+
+    def tell(self) -> int:
+        return int(self.stream.tell())
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def _marker_pattern(entries: tuple[InputFormat, ...]) -> re.Pattern[bytes]:
+    markers = sorted({marker for entry in entries for marker in entry.markers}, key=len, reverse=True)
+    return re.compile(b"|".join(re.escape(marker) for marker in markers))
+
+
+def find_known_line(
+    name: str,
+    stream: BinaryIO,
+    announce: Callable[[str], None] | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[SourceFormat, BinaryIO]:
+    """The format of a text's first known line, wherever it stands, and the text to read on (`Skipped`).
+
+    The text is read once, in blocks; only the block that holds the known line is kept (its earlier lines are
+    the context a reader may use: vLLM's "Engine NNN:" line), so memory stays flat however far it stands.
+    Lines are looked at only where one of the formats' markers appears (one regular expression a block).
+    A followed stream is waited on (`announce` is told once what for); a text that ends with no known line
+    is an InputError that says how many lines it held and what was looked for.
+    """
+    entries = sniff_order(TEXT_DRIVERS)
+    pattern = _marker_pattern(entries)
+    more = stream.read if getattr(stream, "hands_out_lines", False) else getattr(stream, "read1", None) or stream.read
+    lines, pending, long_line, announced = 0, b"", False, False
+    while True:
+        try:
+            chunk = more(SCAN_BLOCK)
+        except InputError:
+            raise
+        except Exception as exc:  # the decompressor's own errors: a damaged or cut-off copy
+            raise InputError(name, lines + 1, f"cannot be read on: {exc}") from None
+        if not chunk:
+            break
+        buffer, pending = pending + chunk, b""
+        position = 0
+        while (match := pattern.search(buffer, position)) is not None:
+            start = buffer.rfind(b"\n", 0, match.start()) + 1
+            end = buffer.find(b"\n", match.start())
+            if end < 0:
+                break  # the line goes on in the next block
+            if not (long_line and buffer.find(b"\n") >= end):  # not the tail of an overlong line
+                found = recognise(buffer[start:end].removesuffix(b"\r"), entries)
+                if found is not None:  # the block's lines before it are kept (the context a reader may use)
+                    keep = buffer.find(b"\n") + 1 if long_line else 0  # not an overlong line's tail
+                    lines += buffer.count(b"\n", 0, keep)
+                    return found.name, cast(BinaryIO, Skipped(lines, buffer[keep:], stream))
+            position = end + 1
+        cut = buffer.rfind(b"\n") + 1
+        if cut:
+            lines += buffer.count(b"\n", 0, cut)
+            long_line = False
+        pending = buffer[cut:]
+        if len(pending) > max_line_bytes:  # an overlong line: no reader takes it, and it is not kept
+            pending, long_line = b"", True
+        if announce is not None and not announced:
+            announced = True
+            announce(f"{name}: waiting for a line of {known_lines()} (or name the format with --format)")
+    if pending and not long_line:
+        found = recognise(pending, entries)
+        if found is not None:
+            return found.name, cast(BinaryIO, Skipped(lines, pending, stream))
+    if pending or long_line:
+        lines += 1
+    raise InputError(
+        name,
+        None,
+        f"no line of a known format among its {lines:,} line{'' if lines == 1 else 's'} "
+        f"(looked for {known_lines()}); "
+        "name its format with --format",
+    )
 
 
 INPUT_FORMATS = "JSONL rows of (p, q, r), Parquet, an engine's server log or payloads, or a Prometheus scrape"
 _CSV_HEADER = re.compile(rb"^[\w .\-\"']+(,[\w .\-\"']*)+\r?$")
-_SUMMARY_SCHEMA = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"specaccept\.summary/')
 
 
 def _refuse_what_is_no_input(source: Source, sample: bytes, suffix: str) -> None:
     """The two files most often given by mistake, which the JSONL reader would call invalid JSON at column 1:
     CSV (the tool's own `-o csv` included) and a saved summary."""
-    if _SUMMARY_SCHEMA.match(sample):
+    if by_name("summary").sniffs(sample):
         raise InputError(
             source.name,
             None,
@@ -411,44 +523,44 @@ class _TextSample:
         return None if self.read_ahead is None else cast(BinaryIO, self.read_ahead)
 
 
-def _sniff_payload(sample: bytes) -> PayloadFormat | None:
+def _sniff_payload(sample: bytes) -> SourceFormat | None:
     """A per-request payload among the sample's lines (its markers first: (p, q, r) rows never hold them)."""
-    if not has_marker(sample):
+    entries = [entry for entry in table() if entry.kind is Kind.REQUESTS]
+    if not any(marker in sample for entry in entries for marker in entry.markers):
         return None
     from specaccept_cli.read.payloads import sniff_payload
 
     lines = sample.split(b"\n")
     if len(lines) > 1:
         lines.pop()  # may be cut mid-line
-    return cast(PayloadFormat | None, sniff_payload(lines, limit=len(lines)))
+    return sniff_payload(lines, limit=len(lines))
 
 
-def _sniff_json_engine(sample: bytes, named: PurePosixPath | Path | None = None) -> EngineFormat | None:
-    """Engine output written as JSON documents that are not per-request payloads: TensorRT-LLM's /metrics,
-    AIPerf's aggregate export (one pretty-printed document, known by its keys or its file name)."""
-    if b'"pooled_spec_decode_acceptance_histogram"' in sample or b'"total_spec_decode_steps"' in sample:
-        return "aiperf-aggregate"
-    if named is not None and named.name == "profile_export_aiperf.json":
-        return "aiperf-aggregate"
-    if b"specDecodingStats" not in sample:
+def _sniff_json_engine(sample: bytes, named: PurePosixPath | Path | None = None) -> SourceFormat | None:
+    """Engine output written as JSON documents that are not per-request payloads: an export known by its keys
+    or its file name (AIPerf's), JSON lines of an engine's documents (TensorRT-LLM's /metrics)."""
+    for entry in table():
+        if entry.driver == "document" and (
+            entry.sniffs(sample) or (named is not None and named.name in entry.file_names)
+        ):
+            return entry.name
+    if not any(marker in sample for entry in table() if entry.driver == "json-lines" for marker in entry.markers):
         return None
     return _sniff_engine(sample)
 
 
-def _sniff_engine(sample: bytes) -> EngineFormat | None:
+def _sniff_engine(sample: bytes) -> SourceFormat | None:
     stripped = sample.lstrip()
     first = stripped[: stripped.find(b"\n")]
-    if not stripped or (
-        stripped[:1] == b"{" and b'"spec_verify_ct"' not in first and b"specDecodingStats" not in first
-    ):
-        return None  # JSONL rows, not SGLang responses: the common case decides here, without the engine parsers
+    json_markers = [marker for entry in table() if entry.driver == "json-lines" for marker in entry.markers]
+    if not stripped or (stripped[:1] == b"{" and not any(marker in first for marker in json_markers)):
+        return None  # JSONL rows, not an engine's JSON lines: the common case decides here
     from specaccept_cli.read.engines import sniff_engine_format
 
     lines = sample.split(b"\n")
     if len(lines) > 1:
         lines.pop()  # may be cut mid-line
-    found = sniff_engine_format(lines, limit=len(lines))
-    return cast(EngineFormat | None, found)
+    return sniff_engine_format(lines, limit=len(lines))
 
 
 def _open_binary(source: Source) -> BinaryIO:
@@ -483,6 +595,11 @@ class OpenSource(Struct, frozen=True):
     text: BinaryIO | None = None  # the decompressed stream, when telling the format made it (read once)
 
     @property
+    def kind(self) -> Kind:
+        """What the format's reader hands on: runs, engine intervals, requests (`read.formats.Kind`)."""
+        return kind_of(self.format)
+
+    @property
     def regular_file(self) -> bool:
         path = self.source.path
         return path is not None and path.is_file() and self.compression is None
@@ -509,12 +626,17 @@ def open_source(source: Source, requested: Format = "auto") -> Iterator[OpenSour
         if shared is not None and shared[0] is raw:  # compressed stdin, decompressed by an earlier look
             _, compression, text = shared
             found = detect_format(source, head, requested, text.peek)
-            yield OpenSource(source, raw, head, found, compression, cast(BinaryIO, text))
-            return
-        compression = sniff_compression(head)
-        sample = _TextSample(source, raw, compression)
-        found = detect_format(source, head, requested, sample)
-        yield OpenSource(source, raw, head, found, compression, sample.text_stream())
+            stream: BinaryIO | None = cast(BinaryIO, text)
+        else:
+            compression = sniff_compression(head)
+            sample = _TextSample(source, raw, compression)
+            found = detect_format(source, head, requested, sample)
+            stream = sample.text_stream()
+        if found == SCAN:  # a text with no known line yet: read on to its first (the lines before are counted)
+            if stream is None and compression is not None:
+                stream = decompress(raw, source.name)
+            found, stream = find_known_line(source.name, stream if stream is not None else raw)
+        yield OpenSource(source, raw, head, found, compression, stream)
     finally:
         if not source.is_stdin:
             raw.close()
@@ -553,7 +675,7 @@ def read_opened(
     if opened.format == "parquet":
         yield from _read_parquet(opened.source, opened.raw, reading.fields, on_error, progress)
         return
-    if opened.format in ENGINE_FORMATS:
+    if opened.kind is not Kind.RUNS:
         raise InputError(opened.source.name, None, f"is {opened.format} output: intervals, not runs (use summarise)")
     name, max_line_bytes = opened.source.name, reading.max_line_bytes
     batches = read_jsonl(opened.jsonl_stream(), name, reading.fields, on_error, max_line_bytes)

@@ -191,7 +191,7 @@ def describe_interval(interval: EngineInterval) -> str:
             name = "Avg Draft acceptance rate" if "Avg Draft acceptance rate" in p else "Draft acceptance rate"
             head = f"vLLM '{name}' {p[name]} = accepted/drafted"
         return f"{head}; {alpha}; {tpp}"
-    if interval.fmt == "trtllm-iteration-stats":
+    if interval.engine == "tensorrt-llm":  # its one interval format, the iteration stats
         return (
             f"TensorRT-LLM iteration {p.get('iter', '?')}: specDecodingStats {interval.accepted} accepted of "
             f"{interval.draft_tokens} drafted in {interval.drafts} requests' steps; {alpha}; {tpp}"

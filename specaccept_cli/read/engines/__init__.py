@@ -17,7 +17,6 @@ One module per engine and per concern:
 
 from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes
 from specaccept_cli.read.engines.logs import (
-    FORMATS,
     EngineLogParse,
     looks_like_json,
     parse_engine_log,
@@ -30,7 +29,6 @@ from specaccept_cli.read.engines.vllm import prometheus_intervals
 from specaccept_cli.rule.intervals import EngineInterval, LineTally, describe_interval
 
 __all__ = [
-    "FORMATS",
     "EngineInterval",
     "EngineLogParse",
     "LineTally",

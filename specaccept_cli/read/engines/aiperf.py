@@ -17,6 +17,7 @@ examined tokens are bounded.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -24,7 +25,8 @@ import orjson
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.lines import make_interval
 from specaccept_cli.read.engines.recovery import MAX_DRAFT_LENGTH, Inconsistent, from_exact_positions, recover_counts
-from specaccept_cli.rule.intervals import EngineInterval, count_too_large
+from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.rule.intervals import EngineInterval, LineTally, count_too_large
 
 AIPERF_AGGREGATE_MARKERS = ('"pooled_spec_decode_acceptance_histogram"', '"total_spec_decode_steps"')
 AIPERF_AGGREGATE_NAME = "profile_export_aiperf.json"
@@ -131,3 +133,29 @@ def _interval(doc: dict[str, Any], source: str, k: int | None) -> EngineInterval
         accepted=accepted,
         **rec.fields(),
     )
+
+
+def read_document(
+    lines: Iterable[str | bytes], source: str, k: int | None, tally: LineTally
+) -> list[EngineInterval | InputError]:
+    """The whole export, collected line by line (bounded), read at its end."""
+    document = AiperfAggregate(source, k)
+    for raw in lines:
+        tally.lines += 1
+        document.add(raw)
+    return document.finish()
+
+
+FORMATS = (
+    InputFormat(
+        "aiperf-aggregate",
+        Kind.INTERVALS,
+        "AIPerf",
+        "aiperf/exporters/json_exporter.py, `profile_export_aiperf.json` (read 2026-12)",
+        "document",
+        sniff=lambda head: True,  # the markers are the export's own keys
+        markers=tuple(marker.encode() for marker in AIPERF_AGGREGATE_MARKERS),
+        file_names=(AIPERF_AGGREGATE_NAME,),
+        reader=read_document,
+    ),
+)

@@ -1,8 +1,9 @@
 """What the engine line readers share: a printed number's pattern, a raw line decoded, a bad line as an error,
-and an `EngineInterval` from a line's head."""
+an `EngineInterval` from a line's head, and `LineReader`, the shape of a log-line format's reader."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from specaccept_cli.errors import InputError
@@ -30,3 +31,26 @@ def make_interval(
     return EngineInterval(
         engine=engine, fmt=fmt, source=source, line=line, timestamp=timestamp, labels=labels, printed=printed, **counts
     )
+
+
+class LineReader:
+    """One engine's metrics lines in a log, one at a time (`line`); a stateless reader is its line function.
+
+    `context`, when given, is told the ordinary lines of a log that may be its engine's (what a line means
+    may hang on the lines before it).
+    """
+
+    def __init__(
+        self,
+        line: Callable[[int, str], Iterable[EngineInterval | InputError]],
+        context: Callable[[str], None] | None = None,
+    ) -> None:
+        self.line = line
+        self.context = context
+
+    def flush(self) -> Iterable[EngineInterval | InputError]:
+        """What waits on the next metrics line of this engine, when an ordinary line comes first."""
+        return ()
+
+    def finish(self) -> Iterable[EngineInterval | InputError]:
+        return ()

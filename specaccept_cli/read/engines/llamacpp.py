@@ -22,6 +22,7 @@ from specaccept_cli.read.engines.recovery import (
     fits,
     recover_counts,
 )
+from specaccept_cli.read.formats import InputFormat, Kind
 from specaccept_cli.rule.intervals import ONE_SCRAPE, EngineInterval, LineTally, count_too_large
 
 # llama.cpp server, tools/server/server-context.cpp (earlier examples/server/server.cpp)
@@ -534,3 +535,24 @@ def rounded_scrape_interval(
         accepted=accepted,
         **rec.fields(),
     )
+
+
+def _llama_lines(
+    source: str, k: int | None, assume_full_drafts: bool, tally: LineTally, keep_duplicates: bool = False
+) -> LlamaLines:
+    del assume_full_drafts, keep_duplicates
+    return LlamaLines(source, k, tally)
+
+
+FORMATS = (
+    InputFormat(
+        "llamacpp-log",
+        Kind.INTERVALS,
+        "llama.cpp",
+        "tools/server/server-context.cpp and common/speculative.cpp (commit 0c1e570)",
+        "log-lines",
+        sniff=lambda line: is_llama_line(line.decode("utf-8", errors="replace")),
+        markers=(*(marker.encode() for marker in LLAMA_MARKERS), b"| accepted "),
+        reader=_llama_lines,
+    ),
+)

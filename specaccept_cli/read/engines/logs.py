@@ -1,83 +1,35 @@
 """Server output in, intervals out: which engine wrote a file (sniffing), and the line loop that
-hands each metrics line to its engine's reader (`vllm`, `sglang`, `llamacpp`) or Prometheus
-scrapes to `prometheus`.
+hands each metrics line to its engine's reader. Both go by the table of formats (`read.formats`):
+each engine module's entries say how its lines are recognised and read.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.engines.aiperf import AIPERF_AGGREGATE_MARKERS, AiperfAggregate
 from specaccept_cli.read.engines.lines import decode_line, line_error
-from specaccept_cli.read.engines.llamacpp import LlamaLines, is_llama_line
-from specaccept_cli.read.engines.prometheus import parse_prometheus_scrapes
-from specaccept_cli.read.engines.repeats import VllmRepeats
-from specaccept_cli.read.engines.sglang import (
-    SGLANG_MARKER,
-    SGLANG_REQUEST_MARKER,
-    sglang_line,
-    sglang_request_intervals,
-)
-from specaccept_cli.read.engines.tensorrt_llm import TRTLLM_STATS_MARKER, trtllm_stats_line
-from specaccept_cli.read.engines.vllm import VLLM_MARKER, VLLM_V0_MARKER, VllmV0Lines, vllm_line
+from specaccept_cli.read.formats import Kind, by_name, looks_like_json, names, recognise, sniff_order
 from specaccept_cli.rule.intervals import EngineInterval, LineTally
 
-FORMATS = (
-    "vllm-log",
-    "sglang-log",
-    "sglang-requests",
-    "llamacpp-log",
-    "prometheus",
-    "trtllm-iteration-stats",
-    "aiperf-aggregate",
-)
-
-# The speculative series of each engine's /metrics (vllm, sglang, llamacpp, lmdeploy; TGI's, to refuse it).
-_SCRAPE_SERIES = (
-    "vllm:spec_decode",
-    "sglang:spec_",
-    "llamacpp:spec_decode",
-    "lmdeploy:spec_decode",
-    "tgi_request_skipped_tokens",
-)
-_SCRAPE_TYPES = ("vllm:", "sglang:", "llamacpp:spec_decode", "lmdeploy:spec_decode", "tgi_request_skipped_tokens")
-_ENGINE_OF = {"vllm-log": "vLLM", "sglang-log": "SGLang", "llamacpp-log": "llama.cpp"}
-_JSON_START = re.compile(r"\s*(?:\{|\[\s*[\[\]{\"])")
+__all__ = ["EngineLogParse", "looks_like_json", "parse_engine_log", "sniff_engine_format"]
 
 
-def looks_like_json(text: str | bytes) -> bool:
-    """A JSON object or array, not a log line such as SGLang's `[2025-03-05 10:21:05 TP0] ...`."""
-    head = text[:64].decode("utf-8", errors="replace") if isinstance(text, bytes) else text[:64]
-    return _JSON_START.match(head) is not None
+def _interval_formats() -> tuple[str, ...]:
+    return names(Kind.INTERVALS)
 
 
 def sniff_engine_format(lines: Iterable[str | bytes], limit: int = 10_000) -> str | None:
     """The engine format of the first metrics line among the first `limit` lines, or None."""
+    entries = tuple(entry for entry in sniff_order() if entry.kind is Kind.INTERVALS)
     for n, raw in enumerate(lines):
         if n >= limit:
             break
-        text = decode_line(raw)
-        if any(marker in text for marker in AIPERF_AGGREGATE_MARKERS):  # one pretty-printed JSON document
-            return "aiperf-aggregate"
-        if looks_like_json(text):
-            if SGLANG_REQUEST_MARKER in text and '"p":' not in text:  # responses, not logged (p, q, r) runs
-                return "sglang-requests"
-            if TRTLLM_STATS_MARKER in text and '"p":' not in text:  # trtllm-serve GET /metrics, captured
-                return "trtllm-iteration-stats"
-            continue
-        if VLLM_MARKER in text or VLLM_V0_MARKER in text:
-            return "vllm-log"
-        if SGLANG_MARKER in text and "Decode batch" in text:
-            return "sglang-log"
-        if is_llama_line(text):
-            return "llamacpp-log"
-        stripped = text.lstrip()
-        if stripped.startswith(_SCRAPE_SERIES) or (
-            stripped.startswith("# TYPE ") and any(f" {series}" in stripped for series in _SCRAPE_TYPES)
-        ):
-            return "prometheus"
+        data = raw if isinstance(raw, bytes) else raw.encode("utf-8", errors="replace")
+        found = recognise(data, entries)
+        if found is not None:
+            return found.name
     return None
 
 
@@ -94,8 +46,9 @@ class EngineLogParse:
         assume_full_drafts: bool = True,
         keep_duplicates: bool = False,
     ) -> None:
-        if fmt != "auto" and fmt not in FORMATS:
-            raise ValueError(f"unknown engine format {fmt!r}; expected auto or one of {', '.join(FORMATS)}")
+        if fmt != "auto" and fmt not in _interval_formats():
+            known = ", ".join(_interval_formats())
+            raise ValueError(f"unknown engine format {fmt!r}; expected auto or one of {known}")
         self.lines = lines
         self.source = source
         self.fmt = fmt
@@ -106,79 +59,69 @@ class EngineLogParse:
         self.detected: str | None = None if fmt == "auto" else fmt
 
     def __iter__(self) -> Iterator[EngineInterval | InputError]:
-        if self.fmt == "prometheus":
-            yield from parse_prometheus_scrapes(self.lines, self.source, tally=self.tally)
-            return
-        if self.fmt == "sglang-requests":
-            yield from self._requests()
-            return
-        if self.fmt == "trtllm-iteration-stats":
-            yield from self._trtllm()
-            return
-        if self.fmt == "aiperf-aggregate":
-            document = AiperfAggregate(self.source, self.k)
-            for raw in self.lines:
+        entry = None if self.fmt == "auto" else by_name(self.fmt)
+        if entry is not None and entry.driver == "scrape":
+            assert entry.reader is not None
+            yield from entry.reader(self.lines, self.source, self.tally)
+        elif entry is not None and entry.driver == "json-lines":
+            assert entry.reader is not None
+            for number, raw in enumerate(self.lines, start=1):
                 self.tally.lines += 1
-                document.add(raw)
-            yield from map(self._count, document.finish())
-            return
-        llama = LlamaLines(self.source, self.k, self.tally)
-        vllm_v0 = VllmV0Lines(self.source)
-        repeats = None if self.keep_duplicates else VllmRepeats()
+                found = entry.reader(raw, self.source, number, self.k, self.assume_full_drafts)
+                if not found:
+                    self.tally.ignored += 1
+                for item in found:
+                    yield self._count(item)
+        elif entry is not None and entry.driver == "document":
+            assert entry.reader is not None
+            yield from map(self._count, entry.reader(self.lines, self.source, self.k, self.tally))
+        else:
+            yield from self._log_lines()
+
+    def _log_lines(self) -> Iterator[EngineInterval | InputError]:
+        """Metrics lines among ordinary ones: the first decides the engine (auto); another engine's is a bad line.
+
+        Each engine's reader sees its own metrics lines and, while its engine may be the file's, the ordinary
+        lines it asks for (`context`: vLLM's "Engine NNN:" lines, which say whose metrics line comes next).
+        """
+        entries = sniff_order(("log-lines",))  # every engine's: another engine's line is a bad line, never ignored
+        readers: dict[str, Any] = {}
+        for entry in entries:
+            assert entry.reader is not None
+            readers[entry.name] = entry.reader(
+                self.source, self.k, self.assume_full_drafts, self.tally, keep_duplicates=self.keep_duplicates
+            )
+        context = {name: reader.context for name, reader in readers.items() if getattr(reader, "context", None)}
         for number, raw in enumerate(self.lines, start=1):
             self.tally.lines += 1
-            text = decode_line(raw)
-            kind = self._kind(text)
-            if kind == "llamacpp-log":
-                yield from map(self._count, llama.line(number, text))
-                continue
-            yield from map(self._count, llama.flush())
-            if kind is None:
+            data = raw if isinstance(raw, bytes) else raw.encode("utf-8", errors="replace")
+            found = next((entry for entry in entries if entry.sniffs(data)), None)
+            for name, reader in readers.items():
+                if found is None or name != found.name:
+                    yield from map(self._count, reader.flush())
+            if found is None:
                 self.tally.ignored += 1
-                if repeats is not None and self.detected in (None, "vllm-log"):
-                    repeats.context(text)
-            elif kind.startswith("foreign "):  # a recognised line is never dropped silently
-                other = _ENGINE_OF[kind.removeprefix("foreign ")]
+                for name, told in context.items():
+                    if self.detected in (None, name):
+                        told(decode_line(raw))
+                continue
+            text = decode_line(raw)
+            if self.detected is None:
+                self.detected = found.name
+            if found.name != self.detected:  # a recognised line is never dropped silently
                 yield self._count(
                     line_error(
                         self.source,
                         number,
                         text,
-                        f"a metrics line of {other} in {self.detected} output: one file holds one engine's metrics "
-                        "(split it to read both)",
+                        f"a metrics line of {found.engine} in {self.detected} output: one file holds one engine's "
+                        "metrics (split it to read both)",
                     )
                 )
-            elif kind == "vllm-log" and VLLM_V0_MARKER in text and VLLM_MARKER not in text:
-                yield self._count(vllm_v0.line(number, text))
-            elif kind == "vllm-log" and repeats is not None and repeats.repeated(text):
-                self.tally.duplicates += 1
-            elif kind == "vllm-log":
-                yield self._count(
-                    vllm_line(self.source, number, text, k=self.k, assume_full_drafts=self.assume_full_drafts)
-                )
-            elif kind == "sglang-log":
-                yield self._count(sglang_line(self.source, number, text, k=self.k))
-        yield from map(self._count, llama.finish())
-
-    def _requests(self) -> Iterator[EngineInterval | InputError]:
-        """SGLang responses, one JSON line each: every finished request is an interval."""
-        for number, raw in enumerate(self.lines, start=1):
-            self.tally.lines += 1
-            found = sglang_request_intervals(raw, self.source, number, k=self.k)
-            if not found:
-                self.tally.ignored += 1
-            for item in found:
-                yield self._count(item)
-
-    def _trtllm(self) -> Iterator[EngineInterval | InputError]:
-        """TensorRT-LLM /metrics captures, one JSON document a line: every iteration that drafted is an interval."""
-        for number, raw in enumerate(self.lines, start=1):
-            self.tally.lines += 1
-            found = trtllm_stats_line(raw, self.source, number, k=self.k, assume_full_drafts=self.assume_full_drafts)
-            if not found:
-                self.tally.ignored += 1
-            for item in found:
-                yield self._count(item)
+                continue
+            yield from map(self._count, readers[found.name].line(number, text))
+        for reader in readers.values():
+            yield from map(self._count, reader.finish())
 
     def _count(self, item: EngineInterval | InputError) -> EngineInterval | InputError:
         if isinstance(item, InputError):
@@ -186,19 +129,6 @@ class EngineLogParse:
         else:
             self.tally.metrics += 1
         return item
-
-    def _kind(self, text: str) -> str | None:
-        if VLLM_MARKER in text or VLLM_V0_MARKER in text:
-            kind = "vllm-log"
-        elif SGLANG_MARKER in text and "Decode batch" in text:
-            kind = "sglang-log"
-        elif is_llama_line(text):
-            kind = "llamacpp-log"
-        else:
-            return None
-        if self.detected is None:
-            self.detected = kind
-        return kind if kind == self.detected else f"foreign {kind}"
 
 
 def parse_engine_log(

@@ -10,6 +10,7 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import PrometheusScrape, read_prometheus_scrapes
 from specaccept_cli.read.engines.sglang import sglang_gauges
 from specaccept_cli.read.engines.vllm import COUNTERS, VLLM_V0_REFUSAL, VLLM_V0_SERIES, prometheus_intervals
+from specaccept_cli.read.formats import InputFormat, Kind
 from specaccept_cli.rule.intervals import EngineInterval, LineTally
 
 
@@ -119,3 +120,38 @@ def _tallied(items: Iterable[EngineInterval | InputError], tally: LineTally) -> 
         elif any(note.startswith("counter reset") for note in out.notes):
             tally.resets += 1
         yield out
+
+
+# The speculative series of each engine's /metrics (vllm, sglang, llamacpp, lmdeploy; TGI's, to refuse it).
+_SCRAPE_SERIES = (
+    b"vllm:spec_decode",
+    b"sglang:spec_",
+    b"llamacpp:spec_decode",
+    b"lmdeploy:spec_decode",
+    b"tgi_request_skipped_tokens",
+)
+_SCRAPE_TYPES = (b"vllm:", b"sglang:", b"llamacpp:spec_decode", b"lmdeploy:spec_decode", b"tgi_request_skipped_tokens")
+
+
+def is_scrape_line(line: bytes) -> bool:
+    """A sample or a `# TYPE` line of a speculative series."""
+    stripped = line.lstrip()
+    return stripped.startswith(_SCRAPE_SERIES) or (
+        stripped.startswith(b"# TYPE ") and any(b" " + series in stripped for series in _SCRAPE_TYPES)
+    )
+
+
+FORMATS = (
+    InputFormat(
+        "prometheus",
+        Kind.INTERVALS,
+        "vLLM, SGLang, llama.cpp, LMDeploy",
+        "each engine's /metrics (vllm/v1/spec_decode/metrics.py `SpecDecodingProm`, "
+        "sglang/srt/metrics/collector.py, tools/server/server-context.cpp)",
+        "scrape",
+        sniff=is_scrape_line,
+        markers=(*_SCRAPE_SERIES, b"# TYPE "),
+        suffixes=(".prom",),
+        reader=lambda lines, source, tally: parse_prometheus_scrapes(lines, source, tally=tally),
+    ),
+)

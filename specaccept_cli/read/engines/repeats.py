@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from specaccept_cli.read.engines.vllm import vllm_prefix
+from specaccept_cli.read.engines.vllm_lines import vllm_prefix
 
 # vLLM v1's stats loop (vllm/v1/metrics/loggers.py, LoggingStatLogger.log) prints "Engine %03d: Avg prompt
 # throughput: ..." and then, through the same log function, the engine's "SpecDecoding metrics" line, which

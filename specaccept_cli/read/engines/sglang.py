@@ -13,7 +13,7 @@ import orjson
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.exposition import LabelKey, PrometheusScrape, sample_float, sample_int
-from specaccept_cli.read.engines.lines import NUM, decode_line, line_error, make_interval
+from specaccept_cli.read.engines.lines import NUM, LineReader, decode_line, line_error, make_interval
 from specaccept_cli.read.engines.recovery import (
     MAX_DRAFT_LENGTH,
     Inconsistent,
@@ -23,6 +23,7 @@ from specaccept_cli.read.engines.recovery import (
     half_ulp,
     recover_counts,
 )
+from specaccept_cli.read.formats import InputFormat, Kind, json_line_without_runs
 from specaccept_cli.rule.intervals import EngineInterval, count_too_large
 
 # ---------------------------------------------------------------------------------------------
@@ -321,3 +322,40 @@ def sglang_gauges(scrape: PrometheusScrape, source: str) -> list[EngineInterval 
             )
         )
     return out
+
+
+def _log_lines(
+    source: str, k: int | None, assume_full_drafts: bool, tally: object, keep_duplicates: bool = False
+) -> LineReader:
+    return LineReader(lambda number, text: [sglang_line(source, number, text, k=k)])
+
+
+def _request_line(
+    raw: str | bytes, source: str, number: int, k: int | None, assume_full_drafts: bool
+) -> list[EngineInterval | InputError]:
+    del assume_full_drafts
+    return sglang_request_intervals(raw, source, number, k=k)
+
+
+FORMATS = (
+    InputFormat(
+        "sglang-log",
+        Kind.INTERVALS,
+        "SGLang",
+        "python/sglang/srt/managers/scheduler_metrics_mixin.py, the decode log line",
+        "log-lines",
+        sniff=lambda line: b"Decode batch" in line,
+        markers=(SGLANG_MARKER.encode(),),
+        reader=_log_lines,
+    ),
+    InputFormat(
+        "sglang-requests",
+        Kind.INTERVALS,
+        "SGLang",
+        "python/sglang/srt/managers/tokenizer_manager.py, the response's `meta_info`",
+        "json-lines",
+        sniff=json_line_without_runs,  # responses, not logged (p, q, r) runs
+        markers=(SGLANG_REQUEST_MARKER.encode(),),
+        reader=_request_line,
+    ),
+)

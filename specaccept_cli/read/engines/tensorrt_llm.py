@@ -27,6 +27,7 @@ import orjson
 from specaccept_cli.errors import InputError
 from specaccept_cli.read.engines.lines import decode_line, make_interval
 from specaccept_cli.read.engines.recovery import Inconsistent, recover_counts
+from specaccept_cli.read.formats import InputFormat, Kind, json_line_without_runs
 from specaccept_cli.rule.intervals import EngineInterval, count_too_large
 
 TRTLLM_STATS_MARKER = "specDecodingStats"  # unquoted: older captures hold each iteration as an escaped string
@@ -115,3 +116,19 @@ def _iteration(
 
 def _bad(source: str, number: int, text: str, message: str) -> InputError:
     return InputError(source, number, message, raw=text.encode("utf-8", errors="replace"))
+
+
+FORMATS = (
+    InputFormat(
+        "trtllm-iteration-stats",
+        Kind.INTERVALS,
+        "TensorRT-LLM",
+        "tensorrt_llm/serve/openai_server.py `get_iteration_stats` (GET /metrics, read 2026-12)",
+        "json-lines",
+        sniff=json_line_without_runs,  # trtllm-serve GET /metrics, captured; not logged (p, q, r) runs
+        markers=(TRTLLM_STATS_MARKER.encode(),),
+        reader=lambda raw, source, number, k, assume_full_drafts: trtllm_stats_line(
+            raw, source, number, k=k, assume_full_drafts=assume_full_drafts
+        ),
+    ),
+)

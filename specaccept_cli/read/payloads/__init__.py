@@ -12,31 +12,26 @@ Pure: the standard library, numpy, orjson and `specaccept_cli.errors` only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+import functools
+from collections.abc import Iterable, Iterator
 
 import orjson
 from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.read.payloads import aiperf, llamacpp, sglang, tensorrt_llm, vllm
-from specaccept_cli.read.payloads.fields import Drift
+from specaccept_cli.read.formats import InputFormat, Kind, by_name, sniff_order
+from specaccept_cli.read.payloads.fields import Drift, frame
 from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
-__all__ = ["PAYLOAD_FORMATS", "PayloadParse", "RequestRecord", "looks_like_payload", "parse_payloads", "sniff_payload"]
+__all__ = ["PayloadParse", "RequestRecord", "looks_like_payload", "parse_payloads", "sniff_payload"]
 
-Extractor = Callable[[Any, Drift], list[RequestRecord | BadRecord | None]]
 
-# --format names, each reading one engine's payloads; in auto every reader is tried on each line.
-READERS: dict[str, tuple[Extractor, tuple[bytes, ...]]] = {
-    "aiperf-records": (aiperf.records, aiperf.MARKERS),
-    "vllm-payload": (vllm.records, vllm.MARKERS),
-    "trtllm-payload": (tensorrt_llm.records, tensorrt_llm.MARKERS),
-    "sglang-payload": (sglang.records, sglang.MARKERS),
-    "llamacpp-payload": (llamacpp.records, llamacpp.MARKERS),
-}
-PAYLOAD_FORMATS: tuple[str, ...] = tuple(READERS)
-_DICT_ONLY = {"aiperf-records", "vllm-payload", "trtllm-payload", "llamacpp-payload"}
+@functools.cache
+def _readers(fmt: str) -> tuple[InputFormat, ...]:
+    """The entries a line is read by: the one named, or (auto) every payload format, a refining one first."""
+    if fmt != "auto":
+        return (by_name(fmt),)
+    return tuple(entry for entry in sniff_order(("payloads",)) if entry.kind is Kind.REQUESTS)
 
 
 class PayloadTally(Struct):
@@ -53,22 +48,13 @@ class PayloadTally(Struct):
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark before the first line, as the (p, q, r) reader allows
 
 
-def _frame(raw: bytes) -> bytes | None:
-    """The JSON text of a line: the line itself, or an SSE `data:` field's value; None for anything else."""
-    text = raw.strip()
-    if text.startswith(b"data:"):
-        text = text[5:].strip()
-        return None if text == b"[DONE]" else text
-    return text if text[:1] in (b"{", b"[") else None
-
-
 def _cut_short(raw: bytes) -> str | None:
     """Why a line that holds no payload marker is a damaged payload line, or None (another line, ignored).
 
     A JSON line or SSE `data:` event that does not parse was cut (a capture stopped mid-event, a crashed
     writer): its payload, which comes last in a response, may be what was cut off.
     """
-    text = _frame(raw)
+    text = frame(raw)
     if text is None or text[:1] not in (b"{", b"["):  # an empty or non-JSON SSE event (a keep-alive) is no payload
         return None
     try:
@@ -81,42 +67,36 @@ def _cut_short(raw: bytes) -> str | None:
 
 def looks_like_payload(raw: bytes, fmt: str = "auto") -> bool:
     """A line that holds one of the payloads (by its markers), before parsing it."""
-    text = _frame(raw)
+    text = frame(raw)
     if text is None:
         return False
-    readers = READERS.values() if fmt == "auto" else (READERS[fmt],)
-    return any(marker in text for _, markers in readers for marker in markers)
+    return any(marker in text for entry in _readers(fmt) for marker in entry.markers)
 
 
 def sniff_payload(lines: Iterable[bytes], limit: int = 1000) -> str | None:
     """The payload format of the first payload line among the first `limit`, or None."""
+    entries = _readers("auto")
     for number, raw in enumerate(lines):
         if number >= limit:
             break
-        text = _frame(raw.removeprefix(BOM) if number == 0 else raw)
-        if text is None:
-            continue
-        for name, (_, markers) in READERS.items():
-            if any(marker in text for marker in markers):
-                try:
-                    value = orjson.loads(text)
-                except orjson.JSONDecodeError:
-                    return name  # a payload cut short: its reader says what is wrong
-                if records_of(value, name, Drift()):
-                    return name
+        line = raw.removeprefix(BOM) if number == 0 else raw
+        for entry in entries:
+            if entry.sniffs(line):
+                return entry.name
     return None
 
 
 def records_of(value: object, fmt: str, drift: Drift) -> list[RequestRecord | BadRecord | None]:
     """Every payload of one parsed JSON value, by the named reader or (auto) the first that finds any."""
-    names = PAYLOAD_FORMATS if fmt == "auto" else (fmt,)
-    values = value if isinstance(value, list) and fmt != "sglang-payload" else [value]
+    entries = _readers(fmt)
+    values = value if isinstance(value, list) and not (fmt != "auto" and entries[0].takes_lists) else [value]
     out: list[RequestRecord | BadRecord | None] = []
     for item in values:
-        for name in names:
-            if name in _DICT_ONLY and not isinstance(item, dict):
+        for entry in entries:
+            if not entry.takes_lists and not isinstance(item, dict):
                 continue
-            found = READERS[name][0](item, drift)
+            assert entry.reader is not None
+            found: list[RequestRecord | BadRecord | None] = entry.reader(item, drift)
             if found:
                 out.extend(found)
                 break
@@ -127,7 +107,7 @@ class PayloadParse:
     """Iterate for (line, RequestRecord) and InputError in input order; `tally` fills as it goes."""
 
     def __init__(self, lines: Iterable[bytes], source: str, fmt: str = "auto") -> None:
-        if fmt != "auto" and fmt not in READERS:
+        if fmt != "auto" and fmt not in {entry.name for entry in _readers("auto")}:
             raise ValueError(f"unknown payload format {fmt!r}")
         self.lines, self.source, self.fmt = lines, source, fmt
         self.tally = PayloadTally()
@@ -146,7 +126,7 @@ class PayloadParse:
                     tally.bad += 1
                     yield InputError(self.source, number, cut, raw=raw)
                 continue
-            text = _frame(raw)
+            text = frame(raw)
             assert text is not None
             try:
                 value = orjson.loads(text)

@@ -17,8 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
-from specaccept_cli.read.payloads.fields import VLLM_RATES, Drift, count, counts, histogram, printed_rates
+from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.read.payloads.fields import (
+    VLLM_RATES,
+    Drift,
+    count,
+    counts,
+    histogram,
+    payload_sniff,
+    printed_rates,
+)
 from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 KNOWN = frozenset(
@@ -36,7 +44,7 @@ KNOWN = frozenset(
         "per_step_drafted",
     }
 )
-MARKERS = PAYLOAD_MARKERS["aiperf-records"]
+MARKERS = (b'"spec_decode_acceptance"',)
 
 
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:
@@ -77,3 +85,17 @@ def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord
         return [record.check()]
     except BadRecord as exc:
         return [exc]
+
+
+FORMATS = (
+    InputFormat(
+        "aiperf-records",
+        Kind.REQUESTS,
+        "AIPerf",
+        "ai-dynamo/aiperf src/aiperf/common/models/spec_decode_models.py, the per-request trace (read 2026-12)",
+        "payloads",
+        sniff=payload_sniff(records),
+        markers=MARKERS,
+        reader=records,
+    ),
+)

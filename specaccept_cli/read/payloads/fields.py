@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import orjson
 from msgspec import Struct, field
 
 from specaccept_cli.rule.intervals import count_too_large
@@ -132,3 +133,32 @@ def labels_of(root: dict[str, Any], engine: str) -> dict[str, str]:
     if isinstance(root.get("model"), str):
         labels["model"] = root["model"]
     return labels
+
+
+def frame(raw: bytes) -> bytes | None:
+    """The JSON text of a line: the line itself, or an SSE `data:` field's value; None for anything else."""
+    text = raw.strip()
+    if text.startswith(b"data:"):
+        text = text[5:].strip()
+        return None if text == b"[DONE]" else text
+    return text if text[:1] in (b"{", b"[") else None
+
+
+def payload_sniff(records: Callable[[Any, Drift], list[Any]], takes_lists: bool = False) -> Callable[[bytes], bool]:
+    """A payload format's sniff: a JSON or SSE line (holding its markers) in which its reader finds a payload.
+
+    A line cut short is its own too: its reader then says what is wrong with it.
+    """
+
+    def sniff(line: bytes) -> bool:
+        text = frame(line)
+        if text is None:
+            return False
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return True
+        items = value if isinstance(value, list) and not takes_lists else [value]
+        return any(records(item, Drift()) for item in items if takes_lists or isinstance(item, dict))
+
+    return sniff

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
-from specaccept_cli.read.payloads.fields import Drift, count
+from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.read.payloads.fields import Drift, count, payload_sniff
 from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
-MARKERS = PAYLOAD_MARKERS["llamacpp-payload"]
+MARKERS = (b'"draft_n"',)
 
 
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:
@@ -53,3 +53,17 @@ def _final(obj: dict[str, Any]) -> bool:
     if isinstance(choices, list):
         return any(isinstance(choice, dict) and choice.get("finish_reason") is not None for choice in choices)
     return "stop" not in obj  # a bare object with timings: a response, not a stream chunk
+
+
+FORMATS = (
+    InputFormat(
+        "llamacpp-payload",
+        Kind.REQUESTS,
+        "llama.cpp",
+        "tools/server/server-task.cpp `result_timings::to_json()`",
+        "payloads",
+        sniff=payload_sniff(records),
+        markers=MARKERS,
+        reader=records,
+    ),
+)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
-from specaccept_cli.read.payloads.fields import Drift, count, counts, first_count, histogram, printed
+from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.read.payloads.fields import Drift, count, counts, first_count, histogram, payload_sniff, printed
 from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
@@ -49,7 +49,7 @@ KNOWN_SPEC = frozenset(
     }
 )
 STATS_KNOWN = frozenset({"verify_lengths", "accept_lengths"})
-MARKERS = PAYLOAD_MARKERS["sglang-payload"]
+MARKERS = (b'"spec_verify_ct"', b'"spec_tokens_details"', b'"verify_lengths"')
 
 
 def records(obj: object, drift: Drift) -> list[RequestRecord | BadRecord | None]:
@@ -257,3 +257,18 @@ def _steps(
         drift.unknown.setdefault(unresolved, set()).add("verify_lengths (whether they count the verified root token)")
         return None, None
     return drafts_accepted, drafted
+
+
+FORMATS = (
+    InputFormat(
+        "sglang-payload",
+        Kind.REQUESTS,
+        "SGLang",
+        "python/sglang/srt/managers/tokenizer_manager.py, a response's `meta_info`",
+        "payloads",
+        sniff=payload_sniff(records, takes_lists=True),
+        markers=MARKERS,
+        reader=records,
+        takes_lists=True,
+    ),
+)

@@ -23,8 +23,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
-from specaccept_cli.read.payloads.fields import Drift, count, created, histogram, labels_of, printed_rates, usage_tokens
+from specaccept_cli.read.formats import InputFormat, Kind
+from specaccept_cli.read.payloads.fields import (
+    Drift,
+    count,
+    created,
+    histogram,
+    labels_of,
+    payload_sniff,
+    printed_rates,
+    usage_tokens,
+)
 from specaccept_cli.rule.requests import BadRecord, RequestRecord
 
 KNOWN = frozenset(
@@ -38,7 +47,7 @@ KNOWN = frozenset(
     }
 )
 SIGNATURE = ("total_accepted_draft_tokens", "total_draft_tokens")
-MARKERS = PAYLOAD_MARKERS["trtllm-payload"]
+MARKERS = (b'"total_accepted_draft_tokens"',)
 
 
 PERF_KNOWN = frozenset({"acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens"})
@@ -112,3 +121,17 @@ def _perf_metrics(obj: dict[str, Any], drift: Drift) -> RequestRecord | BadRecor
         ).check()
     except BadRecord as exc:
         return exc
+
+
+FORMATS = (
+    InputFormat(
+        "trtllm-payload",
+        Kind.REQUESTS,
+        "TensorRT-LLM",
+        "tensorrt_llm/serve/openai_server.py `get_perf_metrics`; `speculative_decoding` of the open PR #19311",
+        "payloads",
+        sniff=payload_sniff(records),
+        markers=MARKERS,
+        reader=records,
+    ),
+)

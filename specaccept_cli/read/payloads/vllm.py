@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specaccept_cli.read.payload_markers import MARKERS as PAYLOAD_MARKERS
+from specaccept_cli.read.formats import InputFormat, Kind
 from specaccept_cli.read.payloads.fields import (
     VLLM_RATES,
     Drift,
@@ -32,6 +32,7 @@ from specaccept_cli.read.payloads.fields import (
     created,
     histogram,
     labels_of,
+    payload_sniff,
     printed_rates,
     usage_tokens,
 )
@@ -54,7 +55,7 @@ KNOWN = frozenset(
 # What makes an object vLLM's and not TensorRT-LLM's (which shares acceptance_histogram, num_spec_steps
 # and num_spec_tokens): vLLM's counter names.
 SIGNATURE = ("num_accepted_draft_tokens", "num_draft_tokens", "mean_acceptance_length")
-MARKERS = PAYLOAD_MARKERS["vllm-payload"]
+MARKERS = (b'"speculative_decoding"', b'"speculative_decoding_stats"')
 
 
 def records(obj: dict[str, Any], drift: Drift) -> list[RequestRecord | BadRecord | None]:
@@ -134,3 +135,17 @@ def _record(
         return record.check()
     except BadRecord as exc:
         return exc
+
+
+FORMATS = (
+    InputFormat(
+        "vllm-payload",
+        Kind.REQUESTS,
+        "vLLM",
+        "docs/features/speculative_decoding/acceptance_metrics.md, `metrics.speculative_decoding` (vllm#48915)",
+        "payloads",
+        sniff=payload_sniff(records),
+        markers=MARKERS,
+        reader=records,
+    ),
+)
