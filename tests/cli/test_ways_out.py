@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from specaccept_cli.read.sources import ENGINE_FORMATS
+from specaccept_cli.read.formats import Kind, names
 from tests.helpers import run_process, write_jsonl
 
 ROW = {"p": [0.5, 0.9], "q": [0.6, 0.3], "r": [0.1, 0.2]}
@@ -106,8 +106,9 @@ def test_a_file_name_given_to_o_names_the_form_and_a_redirection() -> None:
 
 def test_a_format_that_finds_nothing_names_format_auto(tmp_path: Path) -> None:
     log = write_jsonl(tmp_path / "rows.jsonl", [ROW])
-    line = error_line("audit", str(log), "--format", ENGINE_FORMATS[0])
-    assert f"no {ENGINE_FORMATS[0]} metrics lines among its 1 lines" in line
+    engine_lines = names(Kind.INTERVALS)[0]
+    line = error_line("audit", str(log), "--format", engine_lines)
+    assert f"no {engine_lines} metrics lines among its 1 lines" in line
     assert line.endswith(
         "; --format auto detects what the file holds; --format names another form (audit --help lists them)"
     )
