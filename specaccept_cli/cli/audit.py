@@ -308,6 +308,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         r=options.r_field,
         extras=tuple(dict.fromkeys(extras)),
         counts=(reported_field,) if reported_field else (),
+        times=(options.time_field,) if options.time_field else (),
         draft_tokens=options.draft_tokens_field,
         target_tokens=options.target_tokens_field,
     )
