@@ -24,7 +24,7 @@ from specaccept_cli.rule.validate import did_you_mean
 from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
-from specaccept_cli.summary.state import CountMatrix, Groups, Summary, group_key
+from specaccept_cli.summary.state import CountMatrix, Groups, Summary, label_key
 from specaccept_cli.summary.windows import WindowTally, epoch_seconds
 
 if TYPE_CHECKING:  # the engine parsers load only when a source is engine output (they cost ~20 ms)
@@ -93,7 +93,7 @@ def _evaluate(
                 part = replace(part, windows=WindowTally.of_times(plan.windows, times, k, accepted))
         groups = None
         if plan.group_by is not None:
-            groups = Groups.of({group_key(item.labels.get(plan.group_by)): replace(part, windows=None)})
+            groups = Groups.of({label_key(item.labels.get(plan.group_by)): replace(part, windows=None)})
         yield Evaluated(part, part.runs, groups, sequence=sequence)
 
 

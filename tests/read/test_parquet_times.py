@@ -99,7 +99,7 @@ def test_times_of_day_durations_and_far_years_are_groups_and_ids(tmp_path: Path,
     assert len(groups) == 4 and first in groups
     records = invoke("audit", path, "--id-field", column, "-o", "jsonl")
     assert records.exit_code == 0, records.stderr
-    assert [row[column] for row in per_run(records.stdout)][0] == first
+    assert per_run(records.stdout)[0][column] == first
     clustered = _json(path, "--cluster-field", column)
     assert clustered["cluster_field"] == column and clustered["clusters"] == 4
 
