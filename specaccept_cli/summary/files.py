@@ -210,7 +210,11 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
         skipped_rows = _whole(state.get("skipped_rows", 0), "skipped_rows")
         skipped_sources = _whole(state.get("skipped_sources", 0), "skipped_sources")
         errors = tuple(
-            SkippedRow(str(item["source"]), None if item["line"] is None else int(item["line"]), str(item["message"]))
+            SkippedRow(
+                str(item["source"]),
+                None if item["line"] is None else _whole(item["line"], "errors.line"),
+                str(item["message"]),
+            )
             for item in data.get("errors", [])[:MAX_KEPT_ERRORS]
         )
         groups = None
@@ -383,27 +387,52 @@ _TEXT_KEYS |= {"schema_drift", "keys", "runs", "drafts", "reached", "kept"}  # c
 _NUMBER_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
 
 
-def _check_state_values(value: object, path: str) -> None:
-    """Every value of a saved state that a count can be: no count written as a string, no number beyond
-    64 bits (JSON readers give 10**30 back as 1e+30, which int() then turns into a 100-bit int)."""
+def _check_state_values(value: object, path: str, text: bool = False) -> None:
+    """Every value of a saved state that a count can be: no count written as a string (`text`: strings
+    are this key's by design), and every integer a count, a size or a time since 1970, from 0 to 2**63-1.
+    A number beyond 64 bits is refused wherever it stands (JSON readers give 10**30 back as 1e+30, which
+    int() then turns into a 100-bit int; 2**64 as an int no JSON writer here can write back)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if not (key in _TEXT_KEYS and isinstance(item, (str, list))):
-                _check_state_values(item, f"{path}.{key}" if path else str(key))
+            is_text = key in _TEXT_KEYS and isinstance(item, (str, list))
+            _check_state_values(item, f"{path}.{key}" if path else str(key), text or is_text)
     elif isinstance(value, list):
-        for item in value:
-            _check_state_values(item, path)
-    elif isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        for index, item in enumerate(value):
+            _check_state_values(item, f"{path}[{index}]" if isinstance(item, dict) else path, text)
+    elif isinstance(value, str) and not text and _NUMBER_TEXT.fullmatch(value):
         shown = value if len(value) <= 40 else value[:40] + "..."
         raise ValueError(f"{path} holds the string {shown!r} where a whole number belongs")
     elif isinstance(value, float) and not abs(value) < 2**63:  # nan and inf too
         raise ValueError(f"counters out of range: {path} holds {value:.6g}, outside 0 to 2**63-1")
+    elif type(value) is int and not 0 <= value <= INT64_MAX:
+        raise ValueError(f"counters out of range: {path} holds {_shown_int(value)}, outside 0 to 2**63-1")
+
+
+def _shown_int(value: int) -> str:
+    """An integer for a message: whole up to 24 digits, else its head and its length (2**4000 has 1,205)."""
+    digits = str(value)  # Python refuses str() beyond 4,300 digits; orjson gives back none that long
+    return digits if len(digits) <= 24 else f"{digits[:8]}... ({len(digits.lstrip('-')):,} digits)"
+
+
+def _check_integers(value: object, path: str) -> None:
+    """Every integer outside the state (kept errors' lines, provenance) within 64 bits, either sign: what
+    the machine format can write back."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_integers(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_integers(item, f"{path}[{index}]")
+    elif type(value) is int and not -(2**63) <= value <= INT64_MAX:
+        raise ValueError(f"out of range: {path} holds {_shown_int(value)}, beyond 64 bits")
 
 
 def _check_states(data: dict[str, Any], path: str) -> None:
     """`_check_state_values` over the state of a summary object and of each of its groups."""
     if isinstance(data.get("state"), dict):
         _check_state_values(data["state"], path.rstrip("."))
+    for key in ("errors", "provenance"):
+        _check_integers(data.get(key), f"{path}{key}")
     for key, group in (data.get("groups") or {}).items() if isinstance(data.get("groups"), dict) else ():
         if isinstance(group, dict):
             _check_states(group, f"{path}groups[{str(key)[:40]!r}].")
@@ -503,6 +532,7 @@ def provenance_of(data: dict[str, Any], source: str) -> Provenance | None:
     if "provenance" not in data:
         return None
     try:
+        _check_integers(data["provenance"], "provenance")
         return Provenance.from_dict(data["provenance"])
     except ValueError as exc:
         raise InputError(source, None, f"not a usable summary: {exc}") from None
