@@ -400,7 +400,14 @@ def _show(
     machine = None
     if options.summary_out is not None or options.output == "json":
         machine = summary_object(
-            saved, options.cost_ratio, findings.numbers, provenance, options.max_groups, drift=findings.drift
+            saved,
+            options.cost_ratio,
+            findings.numbers,
+            provenance,
+            options.max_groups,
+            drift=findings.drift,
+            group_numbers=dict(findings.groups),  # estimated for the view already: not again
+            groups_as_bytes=True,  # only written
         )
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))

@@ -11,7 +11,7 @@ rather than averaged.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -48,15 +48,20 @@ def summary_object(
     provenance: Provenance | None = None,
     max_groups: int = 0,
     drift: Drift | Literal["test"] | None = "test",
+    group_numbers: Mapping[str, Estimates] | None = None,
+    groups_as_bytes: bool = False,
 ) -> dict[str, Any]:
     """The machine format: derived keys, then `groups` when grouped, `provenance` when known, `state` (always last).
 
     `cost_ratio` is a question, not data: it adds `cost_ratio`, `speedup` and `optimal_k`
     (to every group too) and is not part of the state. `numbers` are the summary's estimates
-    when the caller has them already. `max_groups` > 0 writes only that many groups, the
-    largest, and the rest summed as `other_groups` (with `groups_total`): such an object is
-    complete for comparisons but cannot be merged group by group. `drift` is the drift test's result
-    when the caller has it already ("test": run it here).
+    when the caller has them already, and `group_numbers` its groups' (by key; the view estimated
+    them: with many groups, estimating is most of the work). `max_groups` > 0 writes only that many
+    groups, the largest, and the rest summed as `other_groups` (with `groups_total`): such an object
+    is complete for comparisons but cannot be merged group by group. `drift` is the drift test's result
+    when the caller has it already ("test": run it here). `groups_as_bytes` (for an object that is only
+    written) holds each group's object as its compact JSON (`json_bytes` writes it so in any case), made
+    and dropped one group at a time: a million group objects are never held at once.
     """
     numbers = numbers or estimate(summary)
     nonzero = np.argwhere(summary.counts)
@@ -134,7 +139,11 @@ def summary_object(
     if summary.groups is not None:
         shown, other = shown_groups(summary, max_groups)
         data["group_by"] = summary.group_by
-        data["groups"] = {key: summary_object(group, cost_ratio) for key, group in shown}
+        known = group_numbers or {}
+        data["groups"] = {
+            key: _group_object(summary_object(group, cost_ratio, known.get(key)), groups_as_bytes)
+            for key, group in shown
+        }
         if other is not None:
             data["groups_total"] = len(shown) + other[0]
             data["other_groups"] = summary_object(other[1], cost_ratio)
@@ -142,6 +151,10 @@ def summary_object(
         data["provenance"] = provenance.to_dict()
     data["state"] = state
     return data
+
+
+def _group_object(data: dict[str, Any], as_bytes: bool) -> dict[str, Any] | orjson.Fragment:
+    return orjson.Fragment(orjson.dumps(data)) if as_bytes else data
 
 
 def _plain(data: dict[str, Any]) -> dict[str, Any]:
@@ -302,10 +315,17 @@ def _check_clusters(clusters: ClusterTally, counts: np.ndarray[Any, np.dtype[np.
 
 
 def json_bytes(data: object) -> bytes:
-    """The machine format's bytes: indented, keys in the order written, a final newline.
+    """The machine format's bytes: indented, keys in the order written, each group's object on one line of
+    its own, a final newline.
 
-    Group keys and messages come from data: C1 controls and bidi overrides are escaped too (same values).
+    A group's object is written compact (`"key": {"schema": ..., "state": {...}}` on one line): indented,
+    the spaces at its depth were almost half of a file of many groups (3.6 KB a group instead of 2.0 KB),
+    and a reader who wants them indented has `jq`. Group keys and messages come from data: C1 controls and
+    bidi overrides are escaped too (same values).
     """
+    if isinstance(data, dict) and isinstance(data.get(GROUPS_KEY), dict):
+        groups = {key: _group_object(group, isinstance(group, dict)) for key, group in data[GROUPS_KEY].items()}
+        data = {**data, GROUPS_KEY: groups}
     return json_controls_escaped(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
 
@@ -321,8 +341,8 @@ def read_summary_file(path: str) -> dict[str, Any]:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":  # `--summary-out x.json.gz` writes gzip
         raw = _gunzipped(raw, path)
-    if raw.count(b",") + 1 > MAX_SUMMARY_VALUES:  # a comma between every two values
-        raise _too_many_values(path)
+    if raw.count(b",") + 1 > most_values(len(raw)):  # a comma between every two values
+        raise _too_many_values(path, len(raw))
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -340,14 +360,23 @@ MAX_SUMMARY_BYTES = 256 << 20
 MAX_SUMMARY_RATIO = 64
 # What it may parse to: each JSON value becomes a Python object of 30 to 60 bytes, so 256 MiB of `0,0,0,...`
 # parsed to 5.4 GB, and orjson, short of memory under `ulimit -v`, crashed the process without a word. The
-# values are counted by their commas before parsing: a real summary holds some thousands (a million clusters
-# in the lists of files from before their columns were encoded: 5 million), the bound allows 10 million
-# (about 600 MB parsed).
+# values are counted by their commas before parsing. A summary holds some thousands, or a few million (a
+# million clusters in the lists of files from before their columns were encoded: 5 million), and one per
+# 18 to 38 bytes of the file; one group holds about 110 (140,000 groups: 15 million). So the bound scales
+# with what the file holds: 10 million values (about 600 MB parsed), or one per BYTES_PER_VALUE bytes of a
+# larger file, whose parsed form then stays within about 4 times the bytes read (which are in memory too).
 MAX_SUMMARY_VALUES = 10_000_000
+BYTES_PER_VALUE = 12
 
 
-def _too_many_values(path: str) -> InputError:
-    return InputError(path, None, f"holds more than {MAX_SUMMARY_VALUES:,} JSON values: more than a summary holds")
+def most_values(size: int) -> int:
+    """The most JSON values a summary of `size` bytes may hold."""
+    return max(MAX_SUMMARY_VALUES, size // BYTES_PER_VALUE)
+
+
+def _too_many_values(path: str, size: int) -> InputError:
+    limit = most_values(size)
+    return InputError(path, None, f"holds more than {limit:,} JSON values: more than a summary holds")
 
 
 def _gunzipped(raw: bytes, path: str) -> bytes:
@@ -363,8 +392,8 @@ def _gunzipped(raw: bytes, path: str) -> bytes:
             while piece := stream.read(1 << 20):
                 size += len(piece)
                 commas += piece.count(b",")
-                if commas + 1 > MAX_SUMMARY_VALUES:  # counted as it decompresses: never held whole
-                    raise _too_many_values(path)
+                if commas + 1 > most_values(size):  # counted as it decompresses: never held whole
+                    raise _too_many_values(path, size)
                 if size > limit:
                     raise InputError(
                         path,
