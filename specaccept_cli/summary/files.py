@@ -347,6 +347,7 @@ def read_summary_file(path: str) -> dict[str, Any]:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InputError(path, None, f"not a JSON summary ({exc})") from None
+    del raw  # a file of many groups is hundreds of MB: not held while it is checked
     if not isinstance(data, dict):
         raise InputError(path, None, f"not a {SCHEMA} object (a JSON {type(data).__name__})")
     summary_of(data, path)  # validate now, so the error names this file
