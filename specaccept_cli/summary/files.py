@@ -510,14 +510,21 @@ def _check_range(summary: Summary, source: str) -> None:
 
 
 def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The summary of all inputs, from (source name, summary object) pairs.
+    """The summary object of all inputs, from (source name, summary object) pairs (see `merged_summary`)."""
+    total, provenance = merged_summary(objects)
+    return summary_object(total, provenance=provenance)
+
+
+def merged_summary(objects: Sequence[tuple[str, dict[str, Any]]]) -> tuple[Summary, Provenance | None]:
+    """The summary of all inputs, and the provenance of the merged object, from (source name, summary
+    object) pairs.
 
     Counters add; everything else is recomputed from the sum. Summaries with `groups`
     merge value by value (`Summary.__add__`). Either every object has groups or none
     does, and likewise the server audits (reported counts, sampler tally): otherwise a
     merged part would silently cover only some of the runs of the merged total. Objects
     that hold the same input, or were made with different settings, are refused too
-    (`merged_provenance`); the merged object records all their inputs.
+    (`merged_provenance`); the merged object records all their inputs (the provenance returned).
     """
     if not objects:
         raise ValueError("nothing to merge")
@@ -554,7 +561,7 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
         except ValueError as exc:  # grouped by different fields
             raise InputError(source, None, str(exc)) from None
         _check_range(total, f"{source} (merged so far)")
-    return summary_object(total, provenance=provenance)
+    return total, provenance
 
 
 def provenance_of(data: dict[str, Any], source: str) -> Provenance | None:

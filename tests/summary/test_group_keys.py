@@ -70,7 +70,7 @@ def _tricky_rows(repeat: int) -> list[bytes]:
     lines = []
     for index in range(repeat * len(TRICKY)):
         value = TRICKY[index % len(TRICKY)]
-        row = {"p": [0.5, 0.4], "q": [0.6, 0.5], "r": [0.1, 0.9 if index % 3 else 0.2], "m": value}
+        row = {"p": [0.5, 0.4], "q": [0.6, 0.5], "r": [0.1, 0.9 if index % 3 else 0.2], "m": value, "i": index}
         lines.append(orjson.dumps(row))
     return lines
 
