@@ -363,7 +363,7 @@ MAX_SUMMARY_RATIO = 64
 # parsed to 5.4 GB, and orjson, short of memory under `ulimit -v`, crashed the process without a word. The
 # values are counted by their commas before parsing. A summary holds some thousands, or a few million (a
 # million clusters in the lists of files from before their columns were encoded: 5 million), and one per
-# 18 to 38 bytes of the file; one group holds about 110 (140,000 groups: 15 million). So the bound scales
+# 20 to 38 bytes of the file; one group holds about 100 (140,000 groups: 14 million). So the bound scales
 # with what the file holds: 10 million values (about 600 MB parsed), or one per BYTES_PER_VALUE bytes of a
 # larger file, whose parsed form then stays within about 4 times the bytes read (which are in memory too).
 MAX_SUMMARY_VALUES = 10_000_000

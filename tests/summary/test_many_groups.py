@@ -25,7 +25,7 @@ def _log(path: Path, first: int, stride: int) -> Path:
 
 
 def test_a_summary_of_every_group_is_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # 2,000 groups hold about 220,000 JSON values: over a bound of 50,000, as 140,000 groups were over 10 million.
+    # 2,000 groups hold about 200,000 JSON values: over a bound of 50,000, as 140,000 groups were over 10 million.
     monkeypatch.setattr(files, "MAX_SUMMARY_VALUES", 50_000)
     log = _log(tmp_path / "log.jsonl", 0, 1)
     grouped = ("--group-by", "g", "--max-groups", "0")
