@@ -310,6 +310,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         r=options.r_field,
         extras=tuple(dict.fromkeys(extras)),
         counts=(reported_field,) if reported_field else (),
+        times=(options.time_field,) if options.time_field else (),
         draft_tokens=options.draft_tokens_field,
         target_tokens=options.target_tokens_field,
     )
@@ -430,7 +431,14 @@ def _show(
     machine = None
     if options.summary_out is not None or options.output == "json":
         machine = summary_object(
-            saved, options.cost_ratio, findings.numbers, provenance, options.max_groups, drift=findings.drift
+            saved,
+            options.cost_ratio,
+            findings.numbers,
+            provenance,
+            options.max_groups,
+            drift=findings.drift,
+            group_numbers=dict(findings.groups),  # estimated for the view already: not again
+            groups_as_bytes=True,  # only written
         )
     if options.summary_out is not None and machine is not None:
         write_file(options.summary_out, json_bytes(machine))

@@ -26,6 +26,7 @@ from specaccept_cli.cli.output import (
 from specaccept_cli.text import shown_name
 
 if TYPE_CHECKING:
+    from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import GateSpec
 
 
@@ -52,7 +53,8 @@ def diff(
     refuse_outputs_that_are_inputs([], [baseline_path, current_path])
     baseline = summary_of(read_summary_file(baseline_path), shown_name(baseline_path))
     current = summary_of(read_summary_file(current_path), shown_name(current_path))
-    findings = conclude(current, baseline, GateSpec(max_drop=max_drop, significance=significance))
+    # The comparison is over the totals: no group is estimated (1: the largest, and the rest together, cheaply).
+    findings = conclude(current, baseline, GateSpec(max_drop=max_drop, significance=significance), max_groups=1)
     comparison = findings.comparison
     assert comparison is not None, "a baseline was given"
 
@@ -116,12 +118,13 @@ def merge(
     Example:
       specaccept merge shard-*.json -o all.json --min-alpha 0.6 --github
     """
-    from specaccept_cli.summary.files import json_bytes, merge_summaries, read_summary_file
+    from specaccept_cli.summary.files import json_bytes, merged_summary, read_summary_file, summary_object
 
     _refuse_the_same_file_twice(summaries)
     refuse_outputs_that_are_inputs([("-o", output_path)], list(summaries), stdout=output_path == "-")
-    merged = merge_summaries([(shown_name(path), read_summary_file(path)) for path in summaries])
-    data = json_bytes(merged)
+    merged, provenance = merged_summary([(shown_name(path), read_summary_file(path)) for path in summaries])
+    # Only written: each group's object made and turned to bytes one at a time (`summary_object`).
+    data = json_bytes(summary_object(merged, provenance=provenance, groups_as_bytes=True))
     if output_path == "-":
         write_stdout(data, "json")
     else:
@@ -135,13 +138,13 @@ def merge(
         _conclude_merge(merged, spec, github, describe_inputs(list(summaries)))
 
 
-def _conclude_merge(merged: dict[str, object], spec: GateSpec, github: bool, where: str) -> None:
+def _conclude_merge(merged: Summary, spec: GateSpec, github: bool, where: str) -> None:
     """The gates on the merged total, and with --github its report: what `audit` does after its output."""
-    from specaccept_cli.summary.files import summary_of
     from specaccept_cli.verdict import conclude
     from specaccept_cli.views.markdown import markdown_report
 
-    findings = conclude(summary_of(merged, "merged summary"), spec=spec)
+    # Gates and the report are over the total: no group is estimated (1: the largest, the rest together).
+    findings = conclude(merged, spec=spec, max_groups=1)
     markdown = markdown_report(findings, words=hinted, gate_names=GATE_OPTIONS) if github else None
     # The gates alone exit 1: the merged shards' other checks were each audit's to judge.
     conclude_findings(replace(findings, verdict=findings.entries("gate")), markdown, where, where)

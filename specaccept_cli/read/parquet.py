@@ -15,6 +15,7 @@ from typing import BinaryIO
 import numpy as np
 
 from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.read.arrow_values import column_time_problem, python_values
 from specaccept_cli.threads import signals_stay_with_main
 
 with signals_stay_with_main():  # pyarrow starts threads of its own (jemalloc's) as it is imported
@@ -296,8 +297,15 @@ def _list_column(
 def _extras(
     record_batch: pa.RecordBatch, source: str, fields: FieldSpec, bad: dict[int, str]
 ) -> dict[str, list[object]]:
-    """The extra columns as Python values per row; a row whose count column holds no count is recorded in `bad`."""
-    extras = {name: _column(record_batch, name, source).to_pylist() for name in fields.extras}
+    """The extra columns as Python values per row (temporal ones as text at their own precision,
+    `arrow_values`); a row whose count column holds no count is recorded in `bad`. A time field whose
+    column holds no moments (a duration, a time of day) is an error of the whole source."""
+    columns = {name: _column(record_batch, name, source) for name in fields.extras}
+    for name in fields.times:
+        problem = column_time_problem(name, columns[name].type) if name in columns else None
+        if problem is not None:
+            raise InputError(source, None, problem)
+    extras = {name: python_values(column) for name, column in columns.items()}
     for name in fields.counts:
         for row, value in enumerate(extras[name]):
             problem = count_problem(name, value)
@@ -324,7 +332,9 @@ def _rows_json(record_batch: pa.RecordBatch, indices: list[int]) -> list[bytes]:
     """Bad rows as lines of JSON (for quarantine): the columns read, NaN and Infinity as bare words."""
     import json
 
-    rows = record_batch.take(pa.array(indices, pa.int64())).to_pylist()
+    taken = record_batch.take(pa.array(indices, pa.int64()))
+    columns = {name: python_values(column) for name, column in zip(taken.schema.names, taken.columns)}
+    rows = [dict(zip(columns, row)) for row in zip(*columns.values())] if columns else [{} for _ in indices]
     return [json.dumps(row, default=str, ensure_ascii=False).encode() for row in rows]
 
 

@@ -28,6 +28,7 @@ class FieldSpec(Struct, frozen=True):
     r: str = "r"
     extras: tuple[str, ...] = ()  # carried through per run (--id-field, later --group-by ...)
     counts: tuple[str, ...] = ()  # extras that must be non-negative whole counts (--reported-field)
+    times: tuple[str, ...] = ()  # extras that must be moments in time (--time-field)
     # Greedy logs: token-id lists instead of (p, q, r); a token is kept iff it equals the target's.
     draft_tokens: str | None = None
     target_tokens: str | None = None

@@ -228,9 +228,7 @@ def split_by_group(
     kept beside the columns.
     """
     codes_of: dict[str, int] = {}
-    codes = np.fromiter(
-        (codes_of.setdefault(group_key(value), len(codes_of)) for value in values), dtype=np.int64, count=len(values)
-    )
+    codes = np.fromiter(_group_codes(values, codes_of), dtype=np.int64, count=len(values))
     assert outcome.passing_per_run is not None and outcome.threshold_fixed_per_run is not None, "evaluate per run"
     assert outcome.examined_threshold_fixed_per_run is not None, "evaluate per run"
     columns = GroupColumns.of_runs(
@@ -252,6 +250,21 @@ def split_by_group(
             tally = ClusterTally.of_runs(cluster_field, cluster_keys[runs], outcome.k[runs], outcome.accepted[runs])
             extras[key] = Summary(clusters=tally)
     return Groups(columns, extras)
+
+
+def _group_codes(values: Sequence[object], codes_of: dict[str, int]) -> Iterator[int]:
+    """Each value's group code (new keys coded in order of first appearance into `codes_of`); each distinct
+    value is spelled once (by type too: True == 1, but not as keys)."""
+    seen: dict[tuple[type, object], int] = {}
+    for value in values:
+        try:
+            code = seen.get((type(value), value))
+        except TypeError:  # unhashable (a list or an object): spelled each time
+            yield codes_of.setdefault(group_key(value), len(codes_of))
+            continue
+        if code is None:
+            code = seen[type(value), value] = codes_of.setdefault(group_key(value), len(codes_of))
+        yield code
 
 
 def cluster_hash(value: object) -> int:

@@ -11,7 +11,7 @@ rather than averaged.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -48,15 +48,20 @@ def summary_object(
     provenance: Provenance | None = None,
     max_groups: int = 0,
     drift: Drift | Literal["test"] | None = "test",
+    group_numbers: Mapping[str, Estimates] | None = None,
+    groups_as_bytes: bool = False,
 ) -> dict[str, Any]:
     """The machine format: derived keys, then `groups` when grouped, `provenance` when known, `state` (always last).
 
     `cost_ratio` is a question, not data: it adds `cost_ratio`, `speedup` and `optimal_k`
     (to every group too) and is not part of the state. `numbers` are the summary's estimates
-    when the caller has them already. `max_groups` > 0 writes only that many groups, the
-    largest, and the rest summed as `other_groups` (with `groups_total`): such an object is
-    complete for comparisons but cannot be merged group by group. `drift` is the drift test's result
-    when the caller has it already ("test": run it here).
+    when the caller has them already, and `group_numbers` its groups' (by key; the view estimated
+    them: with many groups, estimating is most of the work). `max_groups` > 0 writes only that many
+    groups, the largest, and the rest summed as `other_groups` (with `groups_total`): such an object
+    is complete for comparisons but cannot be merged group by group. `drift` is the drift test's result
+    when the caller has it already ("test": run it here). `groups_as_bytes` (for an object that is only
+    written) holds each group's object as its compact JSON (`json_bytes` writes it so in any case), made
+    and dropped one group at a time: a million group objects are never held at once.
     """
     numbers = numbers or estimate(summary)
     nonzero = np.argwhere(summary.counts)
@@ -134,7 +139,11 @@ def summary_object(
     if summary.groups is not None:
         shown, other = shown_groups(summary, max_groups)
         data["group_by"] = summary.group_by
-        data["groups"] = {key: summary_object(group, cost_ratio) for key, group in shown}
+        known = group_numbers or {}
+        data["groups"] = {
+            key: _group_object(summary_object(group, cost_ratio, known.get(key)), groups_as_bytes)
+            for key, group in shown
+        }
         if other is not None:
             data["groups_total"] = len(shown) + other[0]
             data["other_groups"] = summary_object(other[1], cost_ratio)
@@ -142,6 +151,10 @@ def summary_object(
         data["provenance"] = provenance.to_dict()
     data["state"] = state
     return data
+
+
+def _group_object(data: dict[str, Any], as_bytes: bool) -> dict[str, Any] | orjson.Fragment:
+    return orjson.Fragment(orjson.dumps(data)) if as_bytes else data
 
 
 def _plain(data: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +223,11 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
         skipped_rows = _whole(state.get("skipped_rows", 0), "skipped_rows")
         skipped_sources = _whole(state.get("skipped_sources", 0), "skipped_sources")
         errors = tuple(
-            SkippedRow(str(item["source"]), None if item["line"] is None else int(item["line"]), str(item["message"]))
+            SkippedRow(
+                str(item["source"]),
+                None if item["line"] is None else _whole(item["line"], "errors.line"),
+                str(item["message"]),
+            )
             for item in data.get("errors", [])[:MAX_KEPT_ERRORS]
         )
         groups = None
@@ -298,10 +315,17 @@ def _check_clusters(clusters: ClusterTally, counts: np.ndarray[Any, np.dtype[np.
 
 
 def json_bytes(data: object) -> bytes:
-    """The machine format's bytes: indented, keys in the order written, a final newline.
+    """The machine format's bytes: indented, keys in the order written, each group's object on one line of
+    its own, a final newline.
 
-    Group keys and messages come from data: C1 controls and bidi overrides are escaped too (same values).
+    A group's object is written compact (`"key": {"schema": ..., "state": {...}}` on one line): indented,
+    the spaces at its depth were almost half of a file of many groups (3.6 KB a group instead of 2.0 KB),
+    and a reader who wants them indented has `jq`. Group keys and messages come from data: C1 controls and
+    bidi overrides are escaped too (same values).
     """
+    if isinstance(data, dict) and isinstance(data.get(GROUPS_KEY), dict):
+        groups = {key: _group_object(group, isinstance(group, dict)) for key, group in data[GROUPS_KEY].items()}
+        data = {**data, GROUPS_KEY: groups}
     return json_controls_escaped(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
 
@@ -317,12 +341,13 @@ def read_summary_file(path: str) -> dict[str, Any]:
         raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":  # `--summary-out x.json.gz` writes gzip
         raw = _gunzipped(raw, path)
-    if raw.count(b",") + 1 > MAX_SUMMARY_VALUES:  # a comma between every two values
-        raise _too_many_values(path)
+    if raw.count(b",") + 1 > most_values(len(raw)):  # a comma between every two values
+        raise _too_many_values(path, len(raw))
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InputError(path, None, f"not a JSON summary ({exc})") from None
+    del raw  # a file of many groups is hundreds of MB: not held while it is checked
     if not isinstance(data, dict):
         raise InputError(path, None, f"not a {SCHEMA} object (a JSON {type(data).__name__})")
     summary_of(data, path)  # validate now, so the error names this file
@@ -336,14 +361,23 @@ MAX_SUMMARY_BYTES = 256 << 20
 MAX_SUMMARY_RATIO = 64
 # What it may parse to: each JSON value becomes a Python object of 30 to 60 bytes, so 256 MiB of `0,0,0,...`
 # parsed to 5.4 GB, and orjson, short of memory under `ulimit -v`, crashed the process without a word. The
-# values are counted by their commas before parsing: a real summary holds some thousands (a million clusters
-# in the lists of files from before their columns were encoded: 5 million), the bound allows 10 million
-# (about 600 MB parsed).
+# values are counted by their commas before parsing. A summary holds some thousands, or a few million (a
+# million clusters in the lists of files from before their columns were encoded: 5 million), and one per
+# 20 to 38 bytes of the file; one group holds about 100 (140,000 groups: 14 million). So the bound scales
+# with what the file holds: 10 million values (about 600 MB parsed), or one per BYTES_PER_VALUE bytes of a
+# larger file, whose parsed form then stays within about 4 times the bytes read (which are in memory too).
 MAX_SUMMARY_VALUES = 10_000_000
+BYTES_PER_VALUE = 12
 
 
-def _too_many_values(path: str) -> InputError:
-    return InputError(path, None, f"holds more than {MAX_SUMMARY_VALUES:,} JSON values: more than a summary holds")
+def most_values(size: int) -> int:
+    """The most JSON values a summary of `size` bytes may hold."""
+    return max(MAX_SUMMARY_VALUES, size // BYTES_PER_VALUE)
+
+
+def _too_many_values(path: str, size: int) -> InputError:
+    limit = most_values(size)
+    return InputError(path, None, f"holds more than {limit:,} JSON values: more than a summary holds")
 
 
 def _gunzipped(raw: bytes, path: str) -> bytes:
@@ -359,8 +393,8 @@ def _gunzipped(raw: bytes, path: str) -> bytes:
             while piece := stream.read(1 << 20):
                 size += len(piece)
                 commas += piece.count(b",")
-                if commas + 1 > MAX_SUMMARY_VALUES:  # counted as it decompresses: never held whole
-                    raise _too_many_values(path)
+                if commas + 1 > most_values(size):  # counted as it decompresses: never held whole
+                    raise _too_many_values(path, size)
                 if size > limit:
                     raise InputError(
                         path,
@@ -383,27 +417,52 @@ _TEXT_KEYS |= {"schema_drift", "keys", "runs", "drafts", "reached", "kept"}  # c
 _NUMBER_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
 
 
-def _check_state_values(value: object, path: str) -> None:
-    """Every value of a saved state that a count can be: no count written as a string, no number beyond
-    64 bits (JSON readers give 10**30 back as 1e+30, which int() then turns into a 100-bit int)."""
+def _check_state_values(value: object, path: str, text: bool = False) -> None:
+    """Every value of a saved state that a count can be: no count written as a string (`text`: strings
+    are this key's by design), and every integer a count, a size or a time since 1970, from 0 to 2**63-1.
+    A number beyond 64 bits is refused wherever it stands (JSON readers give 10**30 back as 1e+30, which
+    int() then turns into a 100-bit int; 2**64 as an int no JSON writer here can write back)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if not (key in _TEXT_KEYS and isinstance(item, (str, list))):
-                _check_state_values(item, f"{path}.{key}" if path else str(key))
+            is_text = key in _TEXT_KEYS and isinstance(item, (str, list))
+            _check_state_values(item, f"{path}.{key}" if path else str(key), text or is_text)
     elif isinstance(value, list):
-        for item in value:
-            _check_state_values(item, path)
-    elif isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        for index, item in enumerate(value):
+            _check_state_values(item, f"{path}[{index}]" if isinstance(item, dict) else path, text)
+    elif isinstance(value, str) and not text and _NUMBER_TEXT.fullmatch(value):
         shown = value if len(value) <= 40 else value[:40] + "..."
         raise ValueError(f"{path} holds the string {shown!r} where a whole number belongs")
     elif isinstance(value, float) and not abs(value) < 2**63:  # nan and inf too
         raise ValueError(f"counters out of range: {path} holds {value:.6g}, outside 0 to 2**63-1")
+    elif type(value) is int and not 0 <= value <= INT64_MAX:
+        raise ValueError(f"counters out of range: {path} holds {_shown_int(value)}, outside 0 to 2**63-1")
+
+
+def _shown_int(value: int) -> str:
+    """An integer for a message: whole up to 24 digits, else its head and its length (2**4000 has 1,205)."""
+    digits = str(value)  # Python refuses str() beyond 4,300 digits; orjson gives back none that long
+    return digits if len(digits) <= 24 else f"{digits[:8]}... ({len(digits.lstrip('-')):,} digits)"
+
+
+def _check_integers(value: object, path: str) -> None:
+    """Every integer outside the state (kept errors' lines, provenance) within 64 bits, either sign: what
+    the machine format can write back."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_integers(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_integers(item, f"{path}[{index}]")
+    elif type(value) is int and not -(2**63) <= value <= INT64_MAX:
+        raise ValueError(f"out of range: {path} holds {_shown_int(value)}, beyond 64 bits")
 
 
 def _check_states(data: dict[str, Any], path: str) -> None:
     """`_check_state_values` over the state of a summary object and of each of its groups."""
     if isinstance(data.get("state"), dict):
         _check_state_values(data["state"], path.rstrip("."))
+    for key in ("errors", "provenance"):
+        _check_integers(data.get(key), f"{path}{key}")
     for key, group in (data.get("groups") or {}).items() if isinstance(data.get("groups"), dict) else ():
         if isinstance(group, dict):
             _check_states(group, f"{path}groups[{str(key)[:40]!r}].")
@@ -451,14 +510,21 @@ def _check_range(summary: Summary, source: str) -> None:
 
 
 def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The summary of all inputs, from (source name, summary object) pairs.
+    """The summary object of all inputs, from (source name, summary object) pairs (see `merged_summary`)."""
+    total, provenance = merged_summary(objects)
+    return summary_object(total, provenance=provenance)
+
+
+def merged_summary(objects: Sequence[tuple[str, dict[str, Any]]]) -> tuple[Summary, Provenance | None]:
+    """The summary of all inputs, and the provenance of the merged object, from (source name, summary
+    object) pairs.
 
     Counters add; everything else is recomputed from the sum. Summaries with `groups`
     merge value by value (`Summary.__add__`). Either every object has groups or none
     does, and likewise the server audits (reported counts, sampler tally): otherwise a
     merged part would silently cover only some of the runs of the merged total. Objects
     that hold the same input, or were made with different settings, are refused too
-    (`merged_provenance`); the merged object records all their inputs.
+    (`merged_provenance`); the merged object records all their inputs (the provenance returned).
     """
     if not objects:
         raise ValueError("nothing to merge")
@@ -495,7 +561,7 @@ def merge_summaries(objects: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, 
         except ValueError as exc:  # grouped by different fields
             raise InputError(source, None, str(exc)) from None
         _check_range(total, f"{source} (merged so far)")
-    return summary_object(total, provenance=provenance)
+    return total, provenance
 
 
 def provenance_of(data: dict[str, Any], source: str) -> Provenance | None:
@@ -503,6 +569,7 @@ def provenance_of(data: dict[str, Any], source: str) -> Provenance | None:
     if "provenance" not in data:
         return None
     try:
+        _check_integers(data["provenance"], "provenance")
         return Provenance.from_dict(data["provenance"])
     except ValueError as exc:
         raise InputError(source, None, f"not a usable summary: {exc}") from None

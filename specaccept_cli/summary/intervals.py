@@ -27,7 +27,7 @@ from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
 from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
-from specaccept_cli.summary.state import CountMatrix, Groups, Summary, group_key
+from specaccept_cli.summary.state import CountMatrix, Groups, Summary, label_key
 from specaccept_cli.summary.windows import WindowTally, epoch_seconds
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def interval_parts(
                 part = replace(part, windows=WindowTally.of_times(plan.windows, times, k, accepted))
         groups = None
         if plan.group_by is not None:
-            groups = Groups.of({group_key(item.labels.get(plan.group_by)): replace(part, windows=None)})
+            groups = Groups.of({label_key(item.labels.get(plan.group_by)): replace(part, windows=None)})
         yield Evaluated(part, part.runs, groups, sequence=sequence)
 
 

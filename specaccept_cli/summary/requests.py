@@ -28,7 +28,7 @@ from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.engine import MAX_KEPT_INTERVALS, EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
 from specaccept_cli.summary.intervals import REQUEST_FIELD, interval_runs
-from specaccept_cli.summary.state import Groups, Summary, group_key
+from specaccept_cli.summary.state import Groups, Summary, label_key
 from specaccept_cli.summary.windows import WindowTally
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def _groups(record: RequestRecord, part: Summary, plan: Plan) -> Groups | None:
     value = record.labels.get(plan.group_by)
     if value is None and plan.group_by in ("request_id", "id"):
         value = record.request_id
-    return Groups.of({group_key(value): replace(part, windows=None)})
+    return Groups.of({label_key(value): replace(part, windows=None)})
 
 
 def _describe(record: RequestRecord, exact: bool) -> str:

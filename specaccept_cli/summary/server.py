@@ -23,7 +23,7 @@ from specaccept_cli.errors import InputError
 from specaccept_cli.rule.batch import IntArray, RunBatch
 from specaccept_cli.rule.registry import rule_named
 from specaccept_cli.rule.steps import ChainSteps
-from specaccept_cli.rule.validate import count_problem
+from specaccept_cli.rule.validate import MAX_COUNT, MAX_DRAFT_LENGTH, count_problem
 from specaccept_cli.rule.vectorized import (
     THRESHOLD_SCALE,
     BatchOutcome,
@@ -353,17 +353,7 @@ class ReportedTally(Struct):
             mismatches=int(data["mismatches"]),
             explains={rule: _saved(data["explains"], rule) for rule in RULES},
             unexplained=int(data["unexplained"]),
-            examples=[
-                Mismatch(
-                    source=str(item["source"]),
-                    line=int(item["line"]),
-                    k=int(item["k"]),
-                    reported=int(item["reported"]),
-                    recomputed=int(item["recomputed"]),
-                    rules=tuple(_current_name(str(rule)) for rule in item["rules"]),
-                )
-                for item in data["examples"]
-            ],
+            examples=[_example_from_dict(item) for item in data["examples"]],
             alone={rule: _saved(data["alone"], rule) for rule in RULES} if "alone" in data else None,
             several=int(data["several"]) if "several" in data else None,
             near_ties=int(data["near_ties"]) if "near_ties" in data else None,
@@ -378,6 +368,29 @@ def _saved(counts: dict[str, Any], rule: str) -> int:
 
 def _current_name(rule: str) -> str:
     return next((name for name, former in FORMER_NAMES.items() if former == rule), rule)
+
+
+def _example_from_dict(item: dict[str, Any]) -> Mismatch:
+    """A kept mismatch of a saved summary, each number whole and in its range (a line from 1, k up to the
+    longest draft, counts up to what a row may report, the recomputed count within the draft)."""
+    line, k, reported, recomputed = (item[key] for key in ("line", "k", "reported", "recomputed"))
+    for key, value, low, high in (
+        ("line", line, 1, 2**63 - 1),
+        ("k", k, 0, MAX_DRAFT_LENGTH),
+        ("reported", reported, 0, MAX_COUNT),
+        ("recomputed", recomputed, 0, k),
+    ):
+        if type(value) is not int or not low <= value <= high:
+            shown = repr(value) if len(repr(value)) <= 30 else repr(value)[:27] + "..."
+            raise ValueError(f"a reported example's {key} holds {shown}, not a whole number from {low} to {high}")
+    return Mismatch(
+        source=str(item["source"]),
+        line=line,
+        k=k,
+        reported=reported,
+        recomputed=recomputed,
+        rules=tuple(_current_name(str(rule)) for rule in item["rules"]),
+    )
 
 
 def _near_ties(batch: RunBatch, recomputed: IntArray, reported: IntArray, runs: IntArray) -> int:

@@ -10,6 +10,8 @@ it once, elsewhere (`summary.estimates`); the machine format lives in `summary.f
 from __future__ import annotations
 
 import functools
+import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -397,12 +399,63 @@ def shown_groups(summary: Summary, limit: int) -> tuple[list[tuple[str, Summary]
 
 
 def group_key(value: object) -> str:
-    """How a field's value becomes a group key: strings as they are; anything else as compact JSON.
+    """How a field's value becomes a group key, one spelling per value (different values never share one).
 
-    So 3 -> "3", true -> "true", null or a missing field -> "null", [1, 2] -> "[1,2]",
-    {"b": 1, "a": 2} -> '{"a":2,"b":1}' (keys sorted). The string "3" and the number 3 share
-    the key "3". Values JSON cannot hold (Parquet bytes, dates) use their text form.
+    Anything but a string is written as compact JSON: 3 -> `3`, true -> `true`, null or a missing field ->
+    `null`, [1, 2] -> `[1,2]`, {"b": 1, "a": 2} -> `{"a":2,"b":1}` (keys sorted), and the floats JSON has no
+    word for as JavaScript and Python's json module write them: `NaN`, `Infinity`, `-Infinity`. A string is
+    shown as itself, unless it would read as one of those (`"3"`, `"null"`, `"true"`, `" 3"`, `"NaN"`,
+    `'"quoted"'`): then it is written as a JSON string, in double quotes. So the string "3" is `"3"` and the
+    number 3 is `3`, while every key that was never in doubt (`llama-3`, `3`, `null`) reads as it always did.
+    Values JSON cannot hold (Parquet bytes, decimals) are their text form as a JSON string, in double quotes.
     """
     if type(value) is str:
-        return value
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str).decode()
+        return _quoted(value) if value and value[0] in _JSON_STARTS and _reads_as_json(value) else value
+    if type(value) is float and not math.isfinite(value):
+        return _NON_FINITE[str(value)]
+    if isinstance(value, (list, dict)):
+        value = _non_finite_marked(value)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str).decode()
+    except TypeError:  # an integer beyond 64 bits, which orjson does not write: Python's json writes it whole
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=True)
+
+
+# A string that Python's json module reads as a value starts (after JSON's whitespace) with one of these:
+# only such strings are parsed to find out, so a key like `llama-3` costs one set lookup.
+_JSON_STARTS = frozenset('"-0123456789[{tfnNI \t\n\r')
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+_NON_FINITE_JSON = {key: orjson.Fragment(text) for key, text in _NON_FINITE.items()}
+
+
+def _reads_as_json(text: str) -> bool:
+    """Whether a string, read as JSON (NaN and Infinity included), is a value: then it needs quotes as a key."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    except RecursionError:  # thousands of nested brackets: JSON nonetheless
+        return True
+    return True
+
+
+def _quoted(text: str) -> str:
+    return orjson.dumps(text).decode()
+
+
+def _non_finite_marked(value: object) -> object:
+    """A list or object with its NaN and infinities as bare words (orjson writes them as null)."""
+    if type(value) is float and not math.isfinite(value):
+        return _NON_FINITE_JSON[str(value)]
+    if isinstance(value, list):
+        return [_non_finite_marked(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _non_finite_marked(item) for key, item in value.items()}
+    return value
+
+
+def label_key(value: str | None) -> str:
+    """The group key of an engine's label: its text as it is. Labels are text in every engine format (log
+    lines, Prometheus, payload labels), so there is no number to tell a `"12"` from; a missing label is null.
+    """
+    return value if value is not None else group_key(None)

@@ -133,7 +133,8 @@ def epoch_seconds(value: object) -> float | None:
 
 def time_problem(name: str, value: object) -> str:
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    return f"{name} = {shown} is not a time (epoch seconds or milliseconds, or an ISO-8601 string)"
+    kinds = "epoch seconds or milliseconds, or an ISO-8601 string, from 1970 to the year 5138"
+    return f"{name} = {shown} is not a time ({kinds})"
 
 
 # --- the tally -------------------------------------------------------------------------------
