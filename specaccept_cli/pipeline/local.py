@@ -14,9 +14,8 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import UsageError
 from specaccept_cli.pipeline.clusters import ClusterDetection
-from specaccept_cli.pipeline.parallel import default_jobs, evaluate_source
+from specaccept_cli.pipeline.parallel import default_jobs, evaluate_sources
 from specaccept_cli.pipeline.request import ReadRequest
-from specaccept_cli.pipeline.servers import EngineReading
 from specaccept_cli.read.policy import ErrorPolicy
 from specaccept_cli.read.sources import ProgressHook
 from specaccept_cli.rule.batch import absent_from_both
@@ -31,12 +30,9 @@ def summarise_here(
     request: ReadRequest, *, sink: RunSink | None = None, progress: ProgressHook | None = None
 ) -> Summary:
     """Every run of the request's inputs, summarised in this process (see `pipeline.summarise`)."""
-    sources = request.sources()
-    policy = ErrorPolicy(request.on_error, request.quarantine)
-    plan = request.plan
     if request.jobs is None:
         request = replace(request, jobs=default_jobs())
-    engine = EngineReading(request.draft_length, request.keep_duplicate_lines)
+    policy = ErrorPolicy(request.on_error, request.quarantine)
     clusters = ClusterDetection()  # with no plan.cluster_field: the first row's request field, if any
     absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
 
@@ -46,15 +42,10 @@ def summarise_here(
             absent = result.absent if absent is None else absent_from_both(absent, result.absent)
             yield result
 
-    def evaluated() -> Iterator[Evaluated]:
-        for source in sources:
-            results = evaluate_source(
-                source, request, policy, progress, keep_runs=sink is not None, engine=engine, clusters=clusters
-            )
-            yield from tracked(policy.guard(results))
-        yield from tracked(policy.guard(engine.finish(plan, policy)))
-
-    summary = clusters.with_ids(add_up(evaluated(), sink, plan.group_by, plan.windows), clusters.run_id)
+    results = evaluate_sources(request, policy, progress, keep_runs=sink is not None, clusters=clusters)
+    summary = clusters.with_ids(
+        add_up(tracked(results), sink, request.plan.group_by, request.plan.windows), clusters.run_id
+    )
     if request.require_fields and summary.runs and absent:
         raise UsageError(field_not_found(*next(iter(absent.items()))))
     return summary + skipped_input(policy)

@@ -39,6 +39,7 @@ from specaccept_cli.pipeline.request import ReadRequest
 from specaccept_cli.pipeline.servers import EngineReading, server_output
 from specaccept_cli.read.allocator import keep_block_memory
 from specaccept_cli.read.jsonl import BLOCK_BYTES, Lines, iter_text_blocks, parse_blocks
+from specaccept_cli.read.policy import ErrorPolicy
 from specaccept_cli.read.sources import (
     OpenSource,
     ProgressHook,
@@ -296,6 +297,26 @@ class _Pool:
             self.executor = None
 
 
+def evaluate_sources(
+    request: ReadRequest,
+    policy: ErrorPolicy,
+    progress: ProgressHook | None = None,
+    *,
+    keep_runs: bool = True,
+    clusters: ClusterDetection | None = None,
+) -> Iterator[Evaluated]:
+    """Every source of the request, evaluated in input order, each under the error policy's guard (a source
+    that fails ends itself, not the audit). Engine output is read as one series across the sources
+    (`EngineReading`): the interval it ends with comes after the last source."""
+    engine = EngineReading(request.draft_length, request.keep_duplicate_lines)
+    for source in request.sources():
+        results = evaluate_source(
+            source, request, policy, progress, keep_runs=keep_runs, engine=engine, clusters=clusters
+        )
+        yield from policy.guard(results)
+    yield from policy.guard(engine.finish(request.plan, policy))
+
+
 def evaluate_source(
     source: Source,
     request: ReadRequest,
@@ -331,25 +352,28 @@ def evaluate_source(
             request = replace(request, fields=reading.fields, plan=plan)
         if jobs > 1 and opened.format == "parquet":
             yield from _threaded(opened, request, jobs, keep_runs, on_error, progress)
-            return
-        if jobs <= 1 or opened.format != "jsonl":
+        elif jobs > 1 and opened.format == "jsonl":
+            work = Work(source.name, request.for_workers(), keep_runs, block_bytes)
+            yield from _on_processes(opened, work, _Feed(on_error, progress, blocks_per_task), jobs)
+        else:  # one process, one thread
             batches = read_opened(opened, request.reading, on_error, progress)
             yield from evaluate_batches(batches, plan, keep_runs, on_error)
-            return
-        pool = _Pool(jobs)
-        work = Work(source.name, request.for_workers(), keep_runs, block_bytes)
-        feed = _Feed(on_error, progress, blocks_per_task)
-        try:
-            if opened.regular_file:
-                yield from _from_ranges(opened, work, feed, pool)
-            else:
-                yield from _from_stream(opened, work, feed, pool)
-        except _WorkerError as exc:
-            raise restored_error(exc.args[0]) from None
-        except BrokenExecutor:  # the pool's workers died
-            raise WorkerDied(source.name) from None
-        finally:
-            pool.close()
+
+
+def _on_processes(opened: OpenSource, work: Work, feed: _Feed, jobs: int) -> Iterator[Evaluated]:
+    """JSONL on a pool of `jobs` processes: byte ranges of a regular file, blocks of any other stream."""
+    pool = _Pool(jobs)
+    try:
+        if opened.regular_file:
+            yield from _from_ranges(opened, work, feed, pool)
+        else:
+            yield from _from_stream(opened, work, feed, pool)
+    except _WorkerError as exc:
+        raise restored_error(exc.args[0]) from None
+    except BrokenExecutor:  # the pool's workers died
+        raise WorkerDied(work.source) from None
+    finally:
+        pool.close()
 
 
 def _threaded(
