@@ -68,7 +68,8 @@ def test_an_error_line_names_the_file(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert (
         result.stderr.decode()
-        == f"specaccept: {tmp_path}/e\\xfd.jsonl:1: 'p' is the string 'x', not a list of numbers\n"
+        == f"specaccept: {tmp_path}/e\\xfd.jsonl:1: 'p' is the string 'x', not a list of numbers; "
+        "name the field that holds p with --p-field NAME (a dotted path reaches inside objects)\n"
     )
 
 
