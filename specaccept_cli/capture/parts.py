@@ -13,7 +13,7 @@ import logging
 import os
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,17 @@ class Block:
         # a row holds no values in the flat p, q, r above (its offsets do not move).
         self.steps: dict[int, dict[str, Any]] = {}
         self.rows = 0
+
+    def add_labels(self, labels: Mapping[str, Any]) -> None:
+        """Row `self.rows`'s labels, each in its column; a column first met here is padded with nulls before it."""
+        n = self.rows
+        for name, value in labels.items():
+            column = self.labels.get(name)
+            if column is None:
+                column = self.labels[name] = []
+            if len(column) < n:
+                column.extend([None] * (n - len(column)))
+            column.append(value)
 
     def trimmed(self) -> Block:
         n = self.rows

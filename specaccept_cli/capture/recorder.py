@@ -357,13 +357,7 @@ class Recorder:
                 block.time.append(at)
                 block.rule.append(rule_name)
                 if row_labels:
-                    for name, value in row_labels.items():
-                        column = block.labels.get(name)
-                        if column is None:
-                            column = block.labels[name] = []
-                        if len(column) < n:
-                            column.extend([None] * (n - len(column)))
-                        column.append(value)
+                    block.add_labels(row_labels)
                 block.rows = n + 1
                 self._recorded += 1
                 if self._thread is None:
@@ -437,13 +431,7 @@ class Recorder:
                 block.time.append(at)
                 block.rule.append(verifier.name)
                 block.steps[n] = stored
-                for name, value in row_labels.items():
-                    column = block.labels.get(name)
-                    if column is None:
-                        column = block.labels[name] = []
-                    if len(column) < n:
-                        column.extend([None] * (n - len(column)))
-                    column.append(value)
+                block.add_labels(row_labels)
                 block.rows = n + 1
                 self._recorded += 1
                 if self._thread is None:
