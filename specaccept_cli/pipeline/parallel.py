@@ -49,6 +49,7 @@ from specaccept_cli.read.sources import (
 )
 from specaccept_cli.read.storage import RemoteObject, open_seekable
 from specaccept_cli.summary.evaluate import Evaluated, evaluate_batch, evaluate_batches
+from specaccept_cli.summary.intervals import closing_parts
 from specaccept_cli.threads import signals_stay_with_main
 
 if TYPE_CHECKING:
@@ -314,7 +315,8 @@ def evaluate_sources(
             source, request, policy, progress, keep_runs=keep_runs, engine=engine, clusters=clusters
         )
         yield from policy.guard(results)
-    yield from policy.guard(engine.finish(request.plan, policy))
+    end = closing_parts(engine.finish(), request.plan, policy, engine.labels, engine.last_source)
+    yield from policy.guard(end)
 
 
 def evaluate_source(
