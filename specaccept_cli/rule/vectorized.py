@@ -108,12 +108,16 @@ def accept_prefix_batch(
     then for each run the first one at or after its start (searchsorted). With `tallies`,
     the outcome carries the sampler's tallies whichever path decided (the kernel makes them anyway).
     """
-    if not per_run:
-        compiled = _compiled_outcome(offsets, p, q, r)
-        if compiled is not None:
-            if tallies and compiled.tallies is None:
-                return replace(compiled, tallies=sampler_tallies(offsets, p, q, r, compiled.k, compiled.accepted))
-            return compiled
+    outcome = None if per_run else _compiled_outcome(offsets, p, q, r)
+    if outcome is None:
+        outcome = _numpy_outcome(offsets, p, q, r, per_run)
+    if tallies and outcome.tallies is None:  # after the rule's own temporaries are gone
+        outcome = replace(outcome, tallies=sampler_tallies(offsets, p, q, r, outcome.k, outcome.accepted))
+    return outcome
+
+
+def _numpy_outcome(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, per_run: bool) -> BatchOutcome:
+    """The outcome by numpy (the path without the kernel, and the one with per-run sums)."""
     thresholds = accept_thresholds(p, q)
     passed = r <= thresholds
     # In place: one token-sized temporary fewer (each a fresh allocation and its page faults).
@@ -140,8 +144,6 @@ def accept_prefix_batch(
             threshold_fixed_per_run=run_sums(offsets, fixed, prefix=running),
             examined_threshold_fixed_per_run=examined_fixed,
         )
-    if tallies:
-        outcome = replace(outcome, tallies=sampler_tallies(offsets, p, q, r, k, accepted))
     return outcome
 
 
