@@ -12,7 +12,7 @@
  * r_bins: a bytearray of int64[R_BINS], tokens by min(floor(r R_BINS), R_BINS - 1), every token;
  * t_bins: a bytearray of int64[2 T_BINS], examined tokens by min(floor(t T_BINS), T_BINS - 1), then
  * those of them kept (r <= t).
- * Every figure is what the numpy path computes (`accept_prefix_batch`, `SamplerTally.of_batch`), bit for
+ * Every figure is what the numpy path computes (`accept_prefix_batch`, `sampler_tallies`), bit for
  * bit: the same IEEE operations in the same order (one division, the clamp, `<=`, products by powers
  * of two, rint with ties to even, truncation to int64), summed exactly in int64 (property-tested).
  * It returns None ("decline") when a threshold or an r is not in [0, 1] (the numpy path then decides,

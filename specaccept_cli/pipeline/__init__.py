@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Unpack
 
-from specaccept_cli.pipeline.local import skipped_input, summarise_here
-from specaccept_cli.pipeline.parallel import default_jobs
+from specaccept_cli.pipeline.local import summarise_here
+from specaccept_cli.pipeline.parallel import default_jobs, skipped_input
 from specaccept_cli.pipeline.request import ReadOptions, ReadRequest, as_request
 from specaccept_cli.read.sources import ProgressHook, Source
 from specaccept_cli.rule.batch import FieldSpec

@@ -38,7 +38,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from specaccept_cli.errors import ExtraMissing, InputError, OneProcessOnly, SpecacceptError, UsageError
-from specaccept_cli.pipeline.local import skipped_input, summarise_here
+from specaccept_cli.pipeline.local import summarise_here
 from specaccept_cli.pipeline.parallel import (
     TASKS_PER_WORKER,
     Work,
@@ -47,11 +47,12 @@ from specaccept_cli.pipeline.parallel import (
     newline_aligned_ranges,
     parse_range,
     restored_error,
+    skipped_input,
 )
 from specaccept_cli.pipeline.request import ReadOptions, ReadRequest, as_request
 from specaccept_cli.read.formats import Kind, by_name
 from specaccept_cli.read.policy import ErrorPolicy
-from specaccept_cli.read.sources import Source, open_source
+from specaccept_cli.read.sources import Source, expand_inputs, open_source
 from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import Evaluated, Plan, RunColumns, RunSink, add_up
@@ -376,7 +377,7 @@ def _summarise(
     share_rows: int,
     sink: RunSink | None,
 ) -> Summary:
-    sources = request.sources()
+    sources = expand_inputs(request.inputs, request.storage)
     if any(source.is_stdin for source in sources):
         raise UsageError("a cluster cannot read this process's stdin: give files or URLs")
     plan = request.plan

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from specaccept_cli.errors import InputError
-from specaccept_cli.pipeline.local import skipped_input
+from specaccept_cli.pipeline.parallel import skipped_input
 from specaccept_cli.read.parquet import columns_to_read, runs_of_record_batch
 from specaccept_cli.read.policy import ErrorPolicy, Mode
 from specaccept_cli.rule.batch import FieldSpec

@@ -335,6 +335,7 @@ def follow_producer(
 ) -> Callable[[Callable[[object], None], threading.Event], None]:
     """What the reading thread does for `audit --follow`: the stream through the ordinary per-batch stage."""
     from specaccept_cli.pipeline.servers import EngineReading, server_output
+    from specaccept_cli.summary.intervals import closing_parts
 
     # Blocks are evaluated in input order as windows "of runs"; the ticker places them by arrival.
     plan = replace(plan, windows=WindowSpec())
@@ -350,7 +351,8 @@ def follow_producer(
             if served is not None:  # server output: intervals or requests, as they arrive
                 for result in policy.guard(served):
                     put(result)
-                for result in policy.guard(engine.finish(plan, policy)):
+                end = closing_parts(engine.finish(), plan, policy, engine.labels, engine.last_source)
+                for result in policy.guard(end):
                     put(result)
                 return
             # With no cluster field named, the first row's request field clusters the runs: it is read ahead

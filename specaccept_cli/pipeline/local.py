@@ -16,7 +16,6 @@ from specaccept_cli.errors import UsageError
 from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_sources
 from specaccept_cli.pipeline.request import ReadRequest
-from specaccept_cli.read.policy import ErrorPolicy
 from specaccept_cli.read.sources import ProgressHook
 from specaccept_cli.rule.batch import absent_from_both
 from specaccept_cli.rule.validate import did_you_mean
@@ -32,7 +31,6 @@ def summarise_here(
     """Every run of the request's inputs, summarised in this process (see `pipeline.summarise`)."""
     if request.jobs is None:
         request = replace(request, jobs=default_jobs())
-    policy = ErrorPolicy(request.on_error, request.quarantine)
     clusters = ClusterDetection()  # with no plan.cluster_field: the first row's request field, if any
     absent: dict[str, tuple[str, ...]] | None = None  # extra fields no row read so far has
 
@@ -42,20 +40,13 @@ def summarise_here(
             absent = result.absent if absent is None else absent_from_both(absent, result.absent)
             yield result
 
-    results = evaluate_sources(request, policy, progress, keep_runs=sink is not None, clusters=clusters)
+    results = evaluate_sources(request, progress, keep_runs=sink is not None, clusters=clusters)
     summary = clusters.with_ids(
         add_up(tracked(results), sink, request.plan.group_by, request.plan.windows), clusters.run_id
     )
     if request.require_fields and summary.runs and absent:
         raise UsageError(field_not_found(*next(iter(absent.items()))))
-    return summary + skipped_input(policy)
-
-
-def skipped_input(policy: ErrorPolicy) -> Summary:
-    """What an error policy left out, as a summary to add to what was read."""
-    return Summary(
-        skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
-    )
+    return summary
 
 
 def field_not_found(name: str, keys: Sequence[str]) -> str:

@@ -44,11 +44,14 @@ from specaccept_cli.read.sources import (
     OpenSource,
     ProgressHook,
     Source,
+    expand_inputs,
     open_source,
     read_opened,
 )
 from specaccept_cli.read.storage import RemoteObject, open_seekable
 from specaccept_cli.summary.evaluate import Evaluated, evaluate_batch, evaluate_batches
+from specaccept_cli.summary.intervals import closing_parts
+from specaccept_cli.summary.state import Summary
 from specaccept_cli.threads import signals_stay_with_main
 
 if TYPE_CHECKING:
@@ -299,22 +302,32 @@ class _Pool:
 
 def evaluate_sources(
     request: ReadRequest,
-    policy: ErrorPolicy,
     progress: ProgressHook | None = None,
     *,
     keep_runs: bool = True,
     clusters: ClusterDetection | None = None,
 ) -> Iterator[Evaluated]:
-    """Every source of the request, evaluated in input order, each under the error policy's guard (a source
-    that fails ends itself, not the audit). Engine output is read as one series across the sources
-    (`EngineReading`): the interval it ends with comes after the last source."""
+    """Every source of the request, evaluated in input order, each under the request's error policy (a source
+    that fails ends itself, not the audit); last, what the policy skipped, as a part of its own. Engine output
+    is read as one series across the sources (`EngineReading`): the interval it ends with comes after the last
+    source."""
     engine = EngineReading(request.draft_length, request.keep_duplicate_lines)
-    for source in request.sources():
+    policy = ErrorPolicy(request.on_error, request.quarantine)
+    for source in expand_inputs(request.inputs, request.storage):
         results = evaluate_source(
             source, request, policy, progress, keep_runs=keep_runs, engine=engine, clusters=clusters
         )
         yield from policy.guard(results)
-    yield from policy.guard(engine.finish(request.plan, policy))
+    end = closing_parts(engine.finish(), request.plan, policy, engine.labels, engine.last_source)
+    yield from policy.guard(end)
+    yield Evaluated(skipped_input(policy), 0)
+
+
+def skipped_input(policy: ErrorPolicy) -> Summary:
+    """What an error policy left out, as a summary to add to what was read."""
+    return Summary(
+        skipped_rows=policy.skipped_rows, skipped_sources=policy.skipped_sources, errors=tuple(policy.errors)
+    )
 
 
 def evaluate_source(

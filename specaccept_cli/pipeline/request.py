@@ -14,7 +14,7 @@ from msgspec import Struct, field
 from msgspec.structs import force_setattr, replace
 
 from specaccept_cli.read.policy import Mode
-from specaccept_cli.read.sources import Format, Reading, Source, expand_inputs
+from specaccept_cli.read.sources import Format, Reading, Source
 from specaccept_cli.read.storage import Storage
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
@@ -69,13 +69,6 @@ class ReadRequest(Struct, frozen=True):
     def reading(self) -> Reading:
         """How the rows of any source are read (the part of the request the readers need)."""
         return Reading(self.fields, self.input_format, self.max_line_bytes)
-
-    def sources(self) -> list[Source]:
-        """The inputs resolved to sources: paths as given are resolved here (a missing one is an `InputError`)."""
-        sources = [item for item in self.inputs if isinstance(item, Source)]
-        if len(sources) < len(self.inputs):
-            sources = expand_inputs([str(item) for item in self.inputs], self.storage)
-        return sources
 
     def for_workers(self) -> ReadRequest:
         """The request a task is sent: without the inputs (each task names its own share) and the quarantine."""

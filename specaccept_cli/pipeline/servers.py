@@ -39,8 +39,9 @@ def evaluate_engine_source(
 ) -> Iterator[Evaluated]:
     """Every interval of one source of engine output, evaluated, in input order.
 
-    Prometheus sources continue `series` (scrapes across files form one series); the caller
-    ends it with `EngineReading.finish` after the last source. `labels` collects every label name met.
+    Prometheus sources continue `series` (scrapes across files form one series); the caller ends it after
+    the last source (`EngineReading.finish`, `summary.intervals.closing_parts`). `labels` collects every label
+    name met.
     """
     from specaccept_cli.read.engines import LineTally, parse_engine_log
     from specaccept_cli.read.formats import by_name
@@ -108,17 +109,10 @@ class EngineReading:
             keep_duplicates=self.keep_duplicates,
         )
 
-    def finish(self, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
-        """The interval a lone vLLM scrape gives (counts since the server started), once every source is read;
-        then a --group-by label that no interval carried is an error (a typo would make one group "null")."""
-        if self.series is None:
-            return
-        yield from interval_parts(self.series.finish(), plan, on_error, self.labels)
-        if plan.group_by is not None and plan.group_by not in self.labels and self.last_source is not None:
-            labels = sorted(self.labels)
-            hint, known = did_you_mean(plan.group_by, labels), ", ".join(labels) or "none"
-            why = f"no interval carries the label {plan.group_by!r} to group by{hint} (labels: {known})"
-            raise InputError(self.last_source, None, why)
+    def finish(self) -> Iterable[EngineInterval | InputError]:
+        """What the series ends with once every source is read: the interval a lone vLLM scrape gives (counts
+        since the server started). The caller evaluates it with `summary.intervals.closing_parts`."""
+        return () if self.series is None else self.series.finish()
 
 
 def evaluate_payload_source(opened: OpenSource, plan: Plan, on_error: OnError) -> Iterator[Evaluated]:
@@ -157,8 +151,8 @@ def server_output(
     """The one branch on what a source holds (its format's kind, `read.formats.Kind`).
 
     Engine intervals and per-request payloads are evaluated here (`engine` carries the Prometheus series
-    across sources; the caller ends it with `engine.finish`); runs are the caller's to read, serially or on
-    workers (None); a saved summary is no log.
+    across sources; the caller ends it: `closing_parts(engine.finish(), ...)`); runs are the caller's to read,
+    serially or on workers (None); a saved summary is no log.
     """
     from specaccept_cli.read.formats import Kind
 

@@ -14,7 +14,7 @@ import lzma
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol, cast
 
@@ -257,11 +257,14 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def expand_inputs(inputs: list[str], storage: Storage | None = None) -> list[Source]:
+def expand_inputs(inputs: Sequence[str | Source], storage: Storage | None = None) -> list[Source]:
     """Resolve the command line's inputs; a directory stands for its Parquet and JSONL shards (sorted, recursive),
-    a storage prefix for its Parquet and JSONL objects (`read.storage`)."""
+    a storage prefix for its Parquet and JSONL objects (`read.storage`); a `Source` stands for itself."""
     sources: list[Source] = []
     for item in inputs:
+        if isinstance(item, Source):
+            sources.append(item)
+            continue
         if item == STDIN:
             sources.append(Source("<stdin>", None, None))
             continue

@@ -24,15 +24,21 @@ from specaccept_cli.rule.batch import FloatArray, IntArray
 # Thresholds are summed in fixed point so that summaries of shards add up to exactly
 # the summary of the whole, whatever the order (float addition is not associative).
 THRESHOLD_SCALE = 2**32
+R_HISTOGRAM_BINS = 4096  # bins of r for the sampler's uniformity test
+THRESHOLD_BINS = 20  # bins of min(1, p/q) for the reliability plot: [0, 0.05), ..., [0.95, 1]
 
 
 class Tallies(Struct, frozen=True):
-    """The sampler's token tallies, made by the compiled kernel in the rule's own pass (`SamplerTally.of_batch`)."""
+    """The sampler's token tallies (`summary.server.SamplerTally`): made by the compiled kernel in the rule's own
+    pass, or by numpy when asked for (`accept_prefix_batch(..., tallies=True)`)."""
 
     examined_tokens: int
     variance_fixed: int  # sum of rint(t (1 - t) 2^32) over examined tokens
     r_histogram: IntArray  # every token by its bin of r
     threshold_bins: IntArray  # [examined, kept] examined tokens per bin of t
+    # sum of rint(t 2^32) over examined tokens: the outcome's examined_threshold_sum_fixed, kept here as well
+    # because the outcome of greedy runs drops its threshold sums (`BatchOutcome.without_thresholds`).
+    expected_fixed: int = 0
 
 
 class BatchOutcome(Struct, frozen=True):
@@ -93,18 +99,25 @@ def examined_lengths(k: IntArray, accepted: IntArray) -> IntArray:
 
 
 def accept_prefix_batch(
-    offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, per_run: bool = False
+    offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, per_run: bool = False, *, tallies: bool = False
 ) -> BatchOutcome:
     """Accepted-prefix length of every run, in one pass over the flat token arrays.
 
     A run's accepted length is the distance from its start to its first failing
     token, or its length when none fails: find all failing token positions once,
-    then for each run the first one at or after its start (searchsorted).
+    then for each run the first one at or after its start (searchsorted). With `tallies`,
+    the outcome carries the sampler's tallies whichever path decided (the kernel makes them anyway).
     """
-    if not per_run:
-        compiled = _compiled_outcome(offsets, p, q, r)
-        if compiled is not None:
-            return compiled
+    outcome = None if per_run else _compiled_outcome(offsets, p, q, r)
+    if outcome is None:
+        outcome = _numpy_outcome(offsets, p, q, r, per_run)
+    if tallies and outcome.tallies is None:  # after the rule's own temporaries are gone
+        outcome = replace(outcome, tallies=sampler_tallies(offsets, p, q, r, outcome.k, outcome.accepted))
+    return outcome
+
+
+def _numpy_outcome(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, per_run: bool) -> BatchOutcome:
+    """The outcome by numpy (the path without the kernel, and the one with per-run sums)."""
     thresholds = accept_thresholds(p, q)
     passed = r <= thresholds
     # In place: one token-sized temporary fewer (each a fresh allocation and its page faults).
@@ -134,6 +147,42 @@ def accept_prefix_batch(
     return outcome
 
 
+def sampler_tallies(
+    offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatArray, k: IntArray, accepted: IntArray
+) -> Tallies:
+    """The sampler's tallies by numpy, as the kernel makes them. Only the tokens each run examined are looked at
+    for the calibration and the reliability bins (one mask built from the runs' starts and ends: a running sum
+    of +1 at each start and -1 after each examined prefix); every r is binned for the uniformity test."""
+    starts = offsets[:-1]
+    drafted = k > 0  # runs with tokens: their starts are distinct, and so are the ends of their prefixes
+    marks = np.zeros(p.shape[0] + 1, dtype=np.int8)
+    marks[starts[drafted]] += 1
+    marks[(starts + examined_lengths(k, accepted))[drafted]] -= 1
+    examined = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
+    t = accept_thresholds(p[examined], q[examined])
+    kept = r[examined] <= t
+    bins = np.minimum((r * R_HISTOGRAM_BINS).astype(np.int64), R_HISTOGRAM_BINS - 1)
+    return Tallies(
+        examined_tokens=int(t.shape[0]),
+        variance_fixed=int(np.rint(t * (1.0 - t) * THRESHOLD_SCALE).astype(np.int64).sum()),
+        r_histogram=np.bincount(bins, minlength=R_HISTOGRAM_BINS).astype(np.int64),
+        threshold_bins=threshold_bin_counts(t, kept),
+        expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum()),
+    )
+
+
+def threshold_bin_counts(t: FloatArray, kept: npt.NDArray[np.bool_]) -> IntArray:
+    """[examined, accepted] tokens per bin of t = min(1, p/q): what a reliability plot needs."""
+    # One count over 2 x THRESHOLD_BINS cells: a kept token's bin is shifted up by THRESHOLD_BINS.
+    bins = (t * THRESHOLD_BINS).astype(np.intp)
+    np.minimum(bins, THRESHOLD_BINS - 1, out=bins)
+    bins += kept * THRESHOLD_BINS
+    cells = np.bincount(bins, minlength=2 * THRESHOLD_BINS).astype(np.int64)
+    rejected, accepted = cells[:THRESHOLD_BINS], cells[THRESHOLD_BINS:]
+    stacked: IntArray = np.stack([rejected + accepted, accepted])
+    return stacked
+
+
 def rule_kernel() -> Any:
     """The compiled rule kernel, or False when it is not built or SPECACCEPT_NO_EXTENSIONS is set."""
     return extension("_rule_c")  # looked for once per process (`native.extension`)
@@ -156,6 +205,11 @@ def _compiled_outcome(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatA
     if found is None:  # a threshold or an r outside [0, 1]: numpy's path decides as it always has
         return None
     accepted, passing, total, examined_tokens, examined_sum, variance, r_bins, t_bins = found
+    r_histogram = np.frombuffer(r_bins, dtype=np.int64)
+    threshold_bins = np.frombuffer(t_bins, dtype=np.int64).reshape(2, -1)
+    tallies = None  # from a kernel built with other bins: none (numpy makes them when they are asked for)
+    if threshold_bins.shape == (2, THRESHOLD_BINS) and r_histogram.shape == (R_HISTOGRAM_BINS,):
+        tallies = Tallies(examined_tokens, variance, r_histogram, threshold_bins, examined_sum)
     return BatchOutcome(
         k=np.diff(offsets),
         accepted=np.frombuffer(accepted, dtype=np.int64),
@@ -163,12 +217,7 @@ def _compiled_outcome(offsets: IntArray, p: FloatArray, q: FloatArray, r: FloatA
         threshold_sum_fixed=total,
         sampled_tokens=int(p.shape[0]),
         examined_threshold_sum_fixed=examined_sum,
-        tallies=Tallies(
-            examined_tokens,
-            variance,
-            np.frombuffer(r_bins, dtype=np.int64),
-            np.frombuffer(t_bins, dtype=np.int64).reshape(2, -1),
-        ),
+        tallies=tallies,
     )
 
 

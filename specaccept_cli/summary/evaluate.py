@@ -17,6 +17,7 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import RunBatch, absent_from_both
+from specaccept_cli.rule.faulty import faulty_counts
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.first_runs import FirstRuns
@@ -85,8 +86,9 @@ class Evaluated(Struct, frozen=True):
         return Evaluated(self.summary + other.summary, self.runs + other.runs, groups, sequence=sequence, absent=absent)
 
 
-def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
-    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, per_run)
+def evaluate(batch: RunBatch, per_run: bool = False, tallies: bool = False) -> BatchOutcome:
+    """The rule's outcome; `tallies`: with the sampler's tallies (kept for greedy runs: they bin the stand-ins)."""
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, per_run, tallies=tallies)
     if batch.greedy:  # p and q are 0/1 stand-ins, r is not logged: no threshold statistics
         return outcome.without_thresholds()
     return outcome
@@ -107,17 +109,20 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
             batch, seconds = batch.select(valid), seconds[valid]
             reported = None if reported is None else reported[valid]
             errors = sorted(errors + time_errors, key=lambda error: error.line or 0)
-    # Per-run token sums only where they are used: splitting by group, diagnosing reported counts.
-    outcome = evaluate(batch, per_run=plan.group_by is not None or reported is not None)
+    # The rule, asked once for all that the tallies below need. Per-run token sums only where they are used:
+    # splitting by group, diagnosing reported counts; the faulty rules' counts only where a count differs.
+    outcome = evaluate(batch, per_run=plan.group_by is not None or reported is not None, tallies=plan.check_sampler)
+    mismatching = reported is not None and bool(np.any(reported != outcome.accepted))
+    faulty = faulty_counts(batch, outcome) if mismatching else None
     reported_tally, columns = None, {}
     if reported is not None:
-        reported_tally, check = ReportedTally.of_batch(batch, outcome, reported)
+        reported_tally, check = ReportedTally.of_batch(batch, outcome, reported, faulty)
         columns = {"reported": check.reported, "mismatch": check.mismatch}
     cluster_keys = None if plan.cluster_field is None else cluster_hashes(batch.extras[plan.cluster_field])
     part = replace(
         Summary.of_outcome(outcome),
         reported=reported_tally,
-        sampler=SamplerTally.of_batch(batch, outcome, plan.sampler_significance) if plan.check_sampler else None,
+        sampler=SamplerTally.of_batch(outcome, plan.sampler_significance) if plan.check_sampler else None,
         clusters=None
         if plan.cluster_field is None or cluster_keys is None
         else ClusterTally.of_runs(plan.cluster_field, cluster_keys, outcome.k, outcome.accepted),

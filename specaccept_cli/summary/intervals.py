@@ -23,6 +23,7 @@ from msgspec.structs import replace
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.intervals import ONE_SCRAPE
+from specaccept_cli.rule.validate import did_you_mean
 from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
 from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.engine import EngineTally
@@ -59,6 +60,20 @@ def interval_parts(
         if plan.group_by is not None:
             groups = Groups.of({label_key(item.labels.get(plan.group_by)): replace(part, windows=None)})
         yield Evaluated(part, part.runs, groups, sequence=sequence)
+
+
+def closing_parts(
+    items: Iterable[EngineInterval | InputError], plan: Plan, on_error: OnError, labels: set[str], source: str | None
+) -> Iterator[Evaluated]:
+    """The intervals an engine series ends with, once every source is read (`pipeline.servers.EngineReading.finish`);
+    then a --group-by label that no interval carried is an error (a typo would make one group "null"). `labels`:
+    every label the series' intervals carried; `source`: the last source of engine output (None: there was none)."""
+    yield from interval_parts(items, plan, on_error, labels)
+    if plan.group_by is not None and plan.group_by not in labels and source is not None:
+        known = sorted(labels)
+        hint, shown = did_you_mean(plan.group_by, known), ", ".join(known) or "none"
+        why = f"no interval carries the label {plan.group_by!r} to group by{hint} (labels: {shown})"
+        raise InputError(source, None, why)
 
 
 def interval_runs(counts: CountMatrix) -> tuple[IntArray, IntArray]:

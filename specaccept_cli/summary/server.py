@@ -21,17 +21,10 @@ from msgspec import Struct, field
 
 from specaccept_cli.errors import InputError
 from specaccept_cli.rule.batch import IntArray, RunBatch
+from specaccept_cli.rule.faulty import FaultyCounts
 from specaccept_cli.rule.registry import rule_named
-from specaccept_cli.rule.steps import ChainSteps
 from specaccept_cli.rule.validate import MAX_COUNT, MAX_DRAFT_LENGTH, count_problem
-from specaccept_cli.rule.vectorized import (
-    THRESHOLD_SCALE,
-    BatchOutcome,
-    accept_thresholds,
-    examined_lengths,
-    prefix_lengths,
-    run_sums,
-)
+from specaccept_cli.rule.vectorized import R_HISTOGRAM_BINS, THRESHOLD_BINS, THRESHOLD_SCALE, BatchOutcome
 from specaccept_cli.summary.probability import ks_p_value, normal_two_sided
 
 BoolArray = npt.NDArray[np.bool_]
@@ -126,26 +119,12 @@ def rule_verdict(name: str, params: dict[str, float] | None = None) -> Verdict:
 
 MAX_EVIDENCE = 5  # lines of runs only the named rule explains, shown as its evidence
 MAX_EXAMPLES = 20
-R_HISTOGRAM_BINS = 4096
 # A deciding token whose r is within this relative distance of min(1, p/q) is a near tie: p and q
 # logged in bf16 (8 significant bits) move the ratio by up to about 2^-8, enough to flip it.
 NEAR_TIE = 2.0**-7
-THRESHOLD_BINS = 20  # bins of min(1, p/q) for the reliability plot: [0, 0.05), ..., [0.95, 1]
 # Reported counts above this share the last column of the reported x recomputed matrix (a bogus
 # count must not make the tally large).
 MAX_MATRIX_COUNT = 64
-
-
-def faulty_counts(batch: RunBatch, outcome: BatchOutcome) -> dict[str, IntArray]:
-    """What each faulty rule would have reported for every run of the batch."""
-    thresholds = accept_thresholds(batch.p, batch.q)
-    passes = outcome.passing_per_run
-    return {
-        "strict-inequality": prefix_lengths(batch.offsets, batch.r < thresholds),
-        "no-prefix-break": passes if passes is not None else run_sums(batch.offsets, batch.r <= thresholds),
-        "greedy-draft": rule_named("greedy-draft").accepted(ChainSteps(batch.offsets, {"p": batch.p, "r": batch.r})),
-        "bonus-counted": outcome.accepted + 1,
-    }
 
 
 def parse_reported(batch: RunBatch, name: str) -> tuple[IntArray, BoolArray, list[InputError]]:
@@ -211,15 +190,15 @@ class ReportedTally(Struct):
 
     @classmethod
     def of_batch(
-        cls, batch: RunBatch, outcome: BatchOutcome, reported: IntArray
+        cls, batch: RunBatch, outcome: BatchOutcome, reported: IntArray, faulty: FaultyCounts | None
     ) -> tuple[ReportedTally, ReportedCheck]:
+        """The batch's comparison; `faulty` (`rule.faulty.faulty_counts`) explains its mismatches (None: none)."""
         mismatch = reported != outcome.accepted
         tally = cls(runs=len(batch), mismatches=int(mismatch.sum()), pairs=_pair_counts(outcome.accepted, reported))
         if tally.mismatches:
+            assert faulty is not None, "mismatches to explain: the faulty rules' counts were not taken"
             where = np.flatnonzero(mismatch)
-            alternatives = {
-                rule: counts[where] == reported[where] for rule, counts in faulty_counts(batch, outcome).items()
-            }
+            alternatives = {rule: counts[where] == reported[where] for rule, counts in faulty.counts.items()}
             rules_per_run = np.sum(list(alternatives.values()), axis=0)
             for rule, hits in alternatives.items():
                 tally.explains[rule] = int(hits.sum())
@@ -227,7 +206,7 @@ class ReportedTally(Struct):
                 tally.alone[rule] = int((hits & (rules_per_run == 1)).sum())
             tally.unexplained = int((rules_per_run == 0).sum())
             tally.several = int((rules_per_run >= 2).sum())
-            tally.near_ties = _near_ties(batch, outcome.accepted[where], reported[where], where)
+            tally.near_ties = _near_ties(batch, faulty.thresholds, outcome.accepted[where], reported[where], where)
             for position, run in enumerate(where[:MAX_EXAMPLES].tolist()):
                 tally.examples.append(
                     Mismatch(
@@ -393,7 +372,9 @@ def _example_from_dict(item: dict[str, Any]) -> Mismatch:
     )
 
 
-def _near_ties(batch: RunBatch, recomputed: IntArray, reported: IntArray, runs: IntArray) -> int:
+def _near_ties(
+    batch: RunBatch, thresholds: npt.NDArray[np.float64], recomputed: IntArray, reported: IntArray, runs: IntArray
+) -> int:
     """Mismatching runs whose deciding token (the first where the two counts part) had r at a near tie.
 
     That token is the one at index min(reported, recomputed): the rule rejected it and the server
@@ -403,7 +384,7 @@ def _near_ties(batch: RunBatch, recomputed: IntArray, reported: IntArray, runs: 
     k = batch.offsets[runs + 1] - batch.offsets[runs]
     inside = deciding < k
     tokens = batch.offsets[runs[inside]] + deciding[inside]
-    threshold = accept_thresholds(batch.p[tokens], batch.q[tokens])
+    threshold = thresholds[tokens]
     r = batch.r[tokens]
     with np.errstate(invalid="ignore"):
         near = np.abs(r - threshold) <= NEAR_TIE * np.maximum(threshold, r)
@@ -437,17 +418,6 @@ def _empty_threshold_bins() -> IntArray:
     return np.zeros((2, THRESHOLD_BINS), dtype=np.int64)
 
 
-def threshold_bin_counts(t: npt.NDArray[np.float64], kept: BoolArray) -> IntArray:
-    """[examined, accepted] tokens per bin of t = min(1, p/q): what a reliability plot needs."""
-    # One count over 2 x THRESHOLD_BINS cells: a kept token's bin is shifted up by THRESHOLD_BINS.
-    bins = (t * THRESHOLD_BINS).astype(np.intp)
-    np.minimum(bins, THRESHOLD_BINS - 1, out=bins)
-    bins += kept * THRESHOLD_BINS
-    cells = np.bincount(bins, minlength=2 * THRESHOLD_BINS).astype(np.int64)
-    rejected, accepted = cells[:THRESHOLD_BINS], cells[THRESHOLD_BINS:]
-    return np.stack([rejected + accepted, accepted])
-
-
 class SamplerTally(Struct):
     """Additive evidence about the sampler.
 
@@ -469,47 +439,19 @@ class SamplerTally(Struct):
     threshold_bins: IntArray = field(default_factory=_empty_threshold_bins)
 
     @classmethod
-    def of_batch(cls, batch: RunBatch, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
-        """The batch's evidence. Only the tokens each run examined are looked at for the calibration and the
-        reliability bins (one mask built from the runs' starts and ends: a running sum of +1 at each start and
-        -1 after each examined prefix); the sum of their fixed-point thresholds is the rule's own
-        (`outcome.examined_threshold_sum_fixed`: the same rint(t 2^32) over the same tokens)."""
-        tallies = outcome.tallies  # the compiled kernel's, from the rule's own pass over the tokens
-        if (
-            tallies is not None
-            and not batch.greedy
-            and tallies.threshold_bins.shape == (2, THRESHOLD_BINS)
-            and tallies.r_histogram.shape == (R_HISTOGRAM_BINS,)
-        ):
-            return cls(
-                significance=significance,
-                examined_tokens=tallies.examined_tokens,
-                accepted_tokens=int(outcome.accepted.sum()),
-                expected_fixed=outcome.examined_threshold_sum_fixed,
-                variance_fixed=tallies.variance_fixed,
-                r_histogram=tallies.r_histogram,
-                threshold_bins=tallies.threshold_bins,
-            )
-        k = outcome.k
-        starts = batch.offsets[:-1]
-        drafted = k > 0  # runs with tokens: their starts are distinct, and so are the ends of their prefixes
-        marks = np.zeros(batch.p.shape[0] + 1, dtype=np.int8)
-        marks[starts[drafted]] += 1
-        marks[(starts + examined_lengths(k, outcome.accepted))[drafted]] -= 1
-        examined = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
-        t = accept_thresholds(batch.p[examined], batch.q[examined])
-        r = batch.r[examined]
-        bins = np.minimum((batch.r * R_HISTOGRAM_BINS).astype(np.int64), R_HISTOGRAM_BINS - 1)
+    def of_batch(cls, outcome: BatchOutcome, significance: float = 0.001) -> SamplerTally:
+        """The batch's evidence, from the tallies the rule made in its pass over the tokens (it makes them when
+        asked: `accept_prefix_batch(..., tallies=True)`)."""
+        tallies = outcome.tallies
+        assert tallies is not None, "the rule was not asked for the sampler's tallies"
         return cls(
             significance=significance,
-            examined_tokens=int(t.shape[0]),
+            examined_tokens=tallies.examined_tokens,
             accepted_tokens=int(outcome.accepted.sum()),
-            expected_fixed=int(np.rint(t * THRESHOLD_SCALE).astype(np.int64).sum())
-            if batch.greedy  # the outcome of greedy runs keeps no threshold sums
-            else outcome.examined_threshold_sum_fixed,
-            variance_fixed=int(np.rint(t * (1.0 - t) * THRESHOLD_SCALE).astype(np.int64).sum()),
-            r_histogram=np.bincount(bins, minlength=R_HISTOGRAM_BINS).astype(np.int64),
-            threshold_bins=threshold_bin_counts(t, r <= t),
+            expected_fixed=tallies.expected_fixed,
+            variance_fixed=tallies.variance_fixed,
+            r_histogram=tallies.r_histogram,
+            threshold_bins=tallies.threshold_bins,
         )
 
     def __add__(self, other: SamplerTally) -> SamplerTally:

@@ -13,11 +13,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from specaccept_cli.rule.vectorized import THRESHOLD_BINS
 from specaccept_cli.summary.conventions import DEFINITIONS
 from specaccept_cli.summary.estimates import Z_95, Estimates
 from specaccept_cli.summary.identified import BOUNDED
 from specaccept_cli.summary.probability import kolmogorov_sf
-from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, THRESHOLD_BINS, ReportedTally, SamplerTally
+from specaccept_cli.summary.server import MAX_MATRIX_COUNT, RULES, ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import WindowTally, describe_position, excludes
 from specaccept_cli.version import __version__

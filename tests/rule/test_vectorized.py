@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specaccept_cli.rule import vectorized
-from specaccept_cli.rule.batch import RunBatch
 from specaccept_cli.rule.scalar import accept_prefix
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE, accept_prefix_batch
 from specaccept_cli.summary.server import SamplerTally
@@ -121,10 +120,12 @@ KERNEL = vectorized.rule_kernel()
 OUTCOME_FIELDS = ("passing_tokens", "threshold_sum_fixed", "sampled_tokens", "examined_threshold_sum_fixed")
 
 
-def _numpy_outcome(monkeypatch: pytest.MonkeyPatch, *arrays: np.ndarray) -> vectorized.BatchOutcome:
+def _numpy_outcome(
+    monkeypatch: pytest.MonkeyPatch, *arrays: np.ndarray, tallies: bool = False
+) -> vectorized.BatchOutcome:
     with monkeypatch.context() as patch:
         patch.setattr(vectorized, "rule_kernel", lambda: False)
-        return accept_prefix_batch(*arrays)
+        return accept_prefix_batch(*arrays, tallies=tallies)
 
 
 @given(runs_strategy())
@@ -135,13 +136,12 @@ def test_compiled_kernel_equals_the_numpy_path(runs: list[tuple[list[float], lis
     arrays = batch_of(runs)
     with pytest.MonkeyPatch.context() as patch:
         expected = _numpy_outcome(patch, *arrays)
-        batch = RunBatch("log.jsonl", np.arange(1, len(runs) + 1, dtype=np.int64), *arrays)
-        expected_tally = SamplerTally.of_batch(batch, expected)
+        expected_tally = SamplerTally.of_batch(_numpy_outcome(patch, *arrays, tallies=True))
     compiled = accept_prefix_batch(*arrays)
     assert compiled.tallies is not None and expected.tallies is None
     assert compiled.k.tolist() == expected.k.tolist() and compiled.accepted.tolist() == expected.accepted.tolist()
     assert [getattr(compiled, name) for name in OUTCOME_FIELDS] == [getattr(expected, name) for name in OUTCOME_FIELDS]
-    assert SamplerTally.of_batch(batch, compiled) == expected_tally
+    assert SamplerTally.of_batch(compiled) == expected_tally
 
 
 @pytest.mark.parametrize("bad", [math.nan, 1.5, -0.25, math.inf])

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specaccept_cli.rule.batch import RunBatch
+from specaccept_cli.rule.faulty import faulty_counts
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE, accept_prefix_batch
 from specaccept_cli.summary.server import (
     R_HISTOGRAM_BINS,
@@ -17,7 +18,6 @@ from specaccept_cli.summary.server import (
     THRESHOLD_BINS,
     ReportedTally,
     SamplerTally,
-    faulty_counts,
     parse_reported,
 )
 from tests.helpers import (
@@ -44,11 +44,11 @@ def batch_of(rows: list[dict[str, object]]) -> RunBatch:
 
 def tally(rows: list[dict[str, object]]) -> tuple[ReportedTally, SamplerTally]:
     batch = batch_of(rows)
-    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
+    outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, tallies=True)
     reported, valid, errors = parse_reported(batch, "reported")
     assert errors == [] and valid.all()
-    reported_tally, _ = ReportedTally.of_batch(batch, outcome, reported)
-    return reported_tally, SamplerTally.of_batch(batch, outcome)
+    reported_tally, _ = ReportedTally.of_batch(batch, outcome, reported, faulty_counts(batch, outcome))
+    return reported_tally, SamplerTally.of_batch(outcome)
 
 
 def test_faulty_counts_by_hand() -> None:
@@ -57,7 +57,7 @@ def test_faulty_counts_by_hand() -> None:
     batch = batch_of(rows)
     outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
     assert outcome.accepted.tolist() == [3]
-    counts = faulty_counts(batch, outcome)
+    counts = faulty_counts(batch, outcome).counts
     assert counts["strict-inequality"].tolist() == [1]  # 0.25 < 0.25 fails
     assert counts["no-prefix-break"].tolist() == [3]
     assert counts["greedy-draft"].tolist() == [1]  # 0.25 <= 0.2 fails
@@ -283,7 +283,7 @@ def test_greedy_draft_counts_are_the_tables_recompute() -> None:
     ]
     batch = batch_of(rows)
     outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r)
-    counts = faulty_counts(batch, outcome)["greedy-draft"].tolist()
+    counts = faulty_counts(batch, outcome).counts["greedy-draft"].tolist()
     assert counts == [greedy_draft_scalar(step, {}) for step in steps] == [1, 1]
 
 
