@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.dev-installed
 
-.PHONY: demo test lint docs engines fuzz fuzz-c bench bench-dask bench-live bench-capture study examples clean
+.PHONY: demo test lint docs engines fuzz fuzz-c bench bench-dask bench-live bench-capture bench-groups study examples clean
 
 # setup.py and the C sources too: `pip install -e` builds the compiled parts in place, once per change.
 $(RUNTIME): pyproject.toml setup.py specaccept_cli/_jsonl_c.c specaccept_cli/_rule_c.c
@@ -43,6 +43,10 @@ bench-live: $(STAMP)
 # One process vs --jobs 2 vs a Dask cluster of 2 workers (Dask comes with the dev extra).
 bench-dask: $(STAMP)
 	$(BIN)/python benchmarks/bench_dask.py
+
+# A summary of 140,000 groups written, then read back by diff, --baseline and merge: bytes, seconds, peak RSS.
+bench-groups: $(STAMP)
+	$(BIN)/python benchmarks/bench_groups.py
 
 # The runtime dependencies only, no test tooling. The HTML report goes to demo/ (git-ignored).
 demo: $(RUNTIME)
