@@ -89,7 +89,31 @@ def evaluate(batch: RunBatch, per_run: bool = False) -> BatchOutcome:
     outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, per_run)
     if batch.greedy:  # p and q are 0/1 stand-ins, r is not logged: no threshold statistics
         return outcome.without_thresholds()
+    standard = batch.standard_runs
+    if standard is not None:  # runs of other rules hold stand-ins: the threshold sums are the standard runs'
+        return _thresholds_of(outcome, evaluate(batch.select(standard), per_run), standard)
     return outcome
+
+
+def _thresholds_of(outcome: BatchOutcome, standard_outcome: BatchOutcome, standard: BoolArray) -> BatchOutcome:
+    """`outcome` (every run's) with its threshold sums and tallies taken from its standard runs alone."""
+
+    def spread(values: IntArray | None) -> IntArray | None:
+        if values is None:
+            return None
+        every = np.zeros(standard.shape[0], dtype=np.int64)
+        every[standard] = values
+        return every
+
+    return replace(
+        outcome,
+        threshold_sum_fixed=standard_outcome.threshold_sum_fixed,
+        sampled_tokens=standard_outcome.sampled_tokens,
+        examined_threshold_sum_fixed=standard_outcome.examined_threshold_sum_fixed,
+        threshold_fixed_per_run=spread(standard_outcome.threshold_fixed_per_run),
+        examined_threshold_fixed_per_run=spread(standard_outcome.examined_threshold_fixed_per_run),
+        tallies=standard_outcome.tallies,
+    )
 
 
 def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evaluated, list[InputError]]:
@@ -114,18 +138,24 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         reported_tally, check = ReportedTally.of_batch(batch, outcome, reported)
         columns = {"reported": check.reported, "mismatch": check.mismatch}
     cluster_keys = None if plan.cluster_field is None else cluster_hashes(batch.extras[plan.cluster_field])
+    standard = batch.standard_runs
+    sampled = batch if standard is None else batch.select(standard)  # the runs with real (p, q, r)
     part = replace(
         Summary.of_outcome(outcome),
         reported=reported_tally,
-        sampler=SamplerTally.of_batch(batch, outcome, plan.sampler_significance) if plan.check_sampler else None,
+        sampler=None
+        if not plan.check_sampler
+        else SamplerTally.of_batch(
+            sampled, outcome if standard is None else evaluate(sampled), plan.sampler_significance
+        ),
         clusters=None
         if plan.cluster_field is None or cluster_keys is None
         else ClusterTally.of_runs(plan.cluster_field, cluster_keys, outcome.k, outcome.accepted),
         windows=None
         if seconds is None or spec is None
         else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
-        one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(batch.q == 1.0)),
-        tokens=None if batch.greedy else TokenTally.of_batch(batch),
+        one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(sampled.q == 1.0)),
+        tokens=None if batch.greedy else TokenTally.of_batch(sampled),
         first_runs=None if not plan.first_runs else _first_runs(batch, outcome, plan),
     )
     groups = (
