@@ -21,6 +21,7 @@ from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.groups import ColumnsBuilder, GroupColumns
+from specaccept_cli.summary.rules import RuleTally, in_counts
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Groups, Summary, add_groups, group_key
 from specaccept_cli.summary.tokens import TokenTally
@@ -137,6 +138,15 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     if reported is not None:
         reported_tally, check = ReportedTally.of_batch(batch, outcome, reported)
         columns = {"reported": check.reported, "mismatch": check.mismatch}
+    records, records_outcome = batch, outcome  # every run, for per-run records and the first runs
+    rule_tally = None
+    if batch.rules is not None:
+        rule_tally = RuleTally.of_runs(batch.rules, outcome.accepted)
+        counted = np.array([in_counts(name) for name in batch.rules], dtype=bool)
+        if not counted.all():  # block and tree runs: in the rule tally, not in the counts (nor alpha)
+            batch = batch.select(counted)
+            seconds = None if seconds is None else seconds[counted]
+            outcome = evaluate(batch, per_run=plan.group_by is not None)
     cluster_keys = None if plan.cluster_field is None else cluster_hashes(batch.extras[plan.cluster_field])
     standard = batch.standard_runs
     sampled = batch if standard is None else batch.select(standard)  # the runs with real (p, q, r)
@@ -156,7 +166,8 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
         one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(sampled.q == 1.0)),
         tokens=None if batch.greedy else TokenTally.of_batch(sampled),
-        first_runs=None if not plan.first_runs else _first_runs(batch, outcome, plan),
+        first_runs=None if not plan.first_runs else _first_runs(records, records_outcome, plan),
+        rules=rule_tally,
     )
     groups = (
         None
@@ -167,9 +178,11 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     if spec is not None and seconds is None:
         sequence = (outcome.k, outcome.accepted)
     if not keep_runs:
-        return Evaluated(part, len(batch), groups, sequence=sequence, absent=batch.absent), errors
-    outcome = replace(outcome, tallies=None)  # taken into the summary: not sent on with the runs
-    return Evaluated(part, len(batch), groups, batch, outcome, columns, sequence, batch.absent), errors
+        return Evaluated(part, len(records), groups, sequence=sequence, absent=records.absent), errors
+    records_outcome = replace(records_outcome, tallies=None)  # taken into the summary: not sent on with the runs
+    if records.rules is not None:
+        columns = {**columns, "rule": np.array(records.rules, dtype=object)}
+    return Evaluated(part, len(records), groups, records, records_outcome, columns, sequence, records.absent), errors
 
 
 def evaluate_batches(
