@@ -10,14 +10,16 @@ import itertools
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from specaccept_cli.read.jsonl import parse_block
 from specaccept_cli.read.jsonl_fast import fast_batch
 from specaccept_cli.rule.batch import FieldSpec
 from specaccept_cli.rule.registry import RULES
-from specaccept_cli.simulate import simulate_rule
-from tests.helpers import invoke, per_run
+from specaccept_cli.simulate import simulate_rule, write_rule_parquet
+from tests.helpers import invoke, per_run, run_process
 
 SHAPE = (2, 3)
 
@@ -142,3 +144,96 @@ def test_standard_rows_keep_their_threshold_statistics_beside_other_rules(tmp_pa
     for name in ("sampled_tokens", "threshold_sum_fixed", "examined_threshold_sum_fixed", "one_hot_draft_tokens"):
         assert both["state"][name] == alone["state"][name], name
     assert both["runs"] == 2 * alone["runs"]
+
+
+# --- Parquet: the same rows as nested lists and structs (`nodes` a list of structs) ---------------------------
+
+NODE = pa.struct(
+    [
+        ("parent", pa.int64()),
+        ("p", pa.float64()),
+        ("q", pa.float64()),
+        ("r", pa.float64()),
+        ("coin", pa.float64()),
+        ("token", pa.int64()),
+        ("target_token", pa.int64()),
+    ]
+)
+FLOATS, INTS = pa.list_(pa.float64()), pa.list_(pa.int64())
+EVERY_RULES_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("request_id", pa.string()),
+        ("rule", pa.string()),
+        *((name, FLOATS) for name in ("p", "q", "r", "residual", "entropy")),
+        ("draft_tokens", INTS),
+        ("target_tokens", INTS),
+        ("nodes", pa.list_(NODE)),
+        *((name, pa.float64()) for name in ("epsilon", "delta", "threshold_single", "threshold_acc")),
+        ("accepted", pa.int64()),
+    ]
+)
+
+
+def write_parquet(path: Path, rows: list[dict[str, object]]) -> Path:
+    pq.write_table(pa.Table.from_pylist(rows, schema=EVERY_RULES_SCHEMA), path, row_group_size=97)
+    return path
+
+
+def records_without_source(stdout: bytes) -> list[dict[str, object]]:
+    return [{key: value for key, value in run.items() if key != "source"} for run in per_run(stdout)]
+
+
+@pytest.mark.parametrize("name", [rule.name for rule in RULES])
+def test_each_rules_parquet_as_simulate_writes_it_gives_the_jsonl_results(tmp_path: Path, name: str) -> None:
+    tree = SHAPE if name.startswith("tree-") else None
+    written = tmp_path / "log.parquet"
+    write_rule_parquet(simulate_rule(name, 60, 5, k_low=1, k_high=5, tree=tree), str(written))
+    rows = rule_rows(name)
+    from_parquet = invoke("audit", str(written), "-o", "jsonl")
+    assert from_parquet.exit_code in (0, 1), from_parquet.stderr
+    assert [run["accepted"] for run in per_run(from_parquet.stdout_bytes)] == [row["accepted"] for row in rows]
+    from_jsonl = invoke("audit", str(write(tmp_path / "log.jsonl", rows)), "-o", "jsonl")
+    assert records_without_source(from_parquet.stdout_bytes) == records_without_source(from_jsonl.stdout_bytes)
+
+
+def test_every_path_gives_the_same_bytes_on_a_log_mixing_every_rule(tmp_path: Path) -> None:
+    """JSONL, Parquet, stdin (both), --jobs 2 (both), and merge of two halves' summaries."""
+    rows = mixed_rows()
+    jsonl, parquet = write(tmp_path / "m.jsonl", rows), write_parquet(tmp_path / "m.parquet", rows)
+    wanted = [row["accepted"] for row in rows]
+    records = []
+    for path in (jsonl, parquet):
+        for extra in ((), ("--jobs", "2")):
+            result = invoke("audit", str(path), "-o", "jsonl", *extra)
+            assert [run["accepted"] for run in per_run(result.stdout_bytes)] == wanted
+            records.append(records_without_source(result.stdout_bytes))
+        piped = run_process("audit", "-", "-o", "jsonl", input=path.read_bytes())  # a real pipe: Parquet is spooled
+        records.append(records_without_source(piped.stdout))
+    assert all(record == records[0] for record in records)
+
+    def figures(*args: str) -> dict[str, object]:
+        data = orjson.loads(invoke("audit", *args, "-o", "json").stdout_bytes)
+        state = {f"state.{key}": value for key, value in data.pop("state").items() if key != "windows"}
+        return {key: value for key, value in data.items() if key not in ("provenance", "windows", "drift")} | state
+
+    whole = figures(str(jsonl))
+    assert figures(str(parquet)) == whole and figures(str(parquet), "--jobs", "2") == whole
+    halves = [write_parquet(tmp_path / "a.parquet", rows[:110]), write(tmp_path / "b.jsonl", rows[110:])]
+    for index, half in enumerate(halves):
+        invoke("audit", str(half), "--summary-out", str(tmp_path / f"s{index}.json"), "-q")
+    merged = orjson.loads(invoke("merge", str(tmp_path / "s0.json"), str(tmp_path / "s1.json")).stdout_bytes)
+    for key in ("runs", "alpha", "accepted_tokens", "rules", "outside_alpha", "per_position"):
+        assert merged[key] == whole[key], key
+    assert merged["state"]["rules"] == whole["state.rules"]
+
+
+def test_a_parquet_row_missing_its_rules_field_is_named_by_its_row(tmp_path: Path) -> None:
+    rows = rule_rows("block", runs=4)
+    rows[2]["residual"] = None
+    result = invoke("audit", str(write_parquet(tmp_path / "log.parquet", rows)))
+    assert result.exit_code == 2 and "log.parquet:3" in result.stderr and "needs 'residual'" in result.stderr
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(pa.table({"p": [[0.5]], "r": [[0.1]]}), bare)
+    ok = invoke("audit", str(bare), "--rule", "greedy-draft", "-o", "jsonl")
+    assert [run["accepted"] for run in per_run(ok.stdout_bytes)] == [1]
