@@ -384,7 +384,11 @@ def skipped_entries(findings: Findings) -> list[VerdictEntry]:
         issue = Issue("skipped", "too_many", value=skipped, limit=spec.max_errors)
         entries.append(_entry("skipped", "fail", f"skipped {phrase}: more than {spec.max_errors:,}", issue))
     # Engine metrics may only bound their runs; engine input whose every metrics line was skipped holds nothing.
-    nothing_valid = not summary.runs and (summary.engine is None or not summary.engine.intervals)
+    nothing_valid = (
+        not summary.runs
+        and (summary.engine is None or not summary.engine.intervals)
+        and (summary.rules is None or not summary.rules.runs)
+    )
     if nothing_valid and not spec.allow_empty:
         entries.append(
             _entry(
@@ -400,6 +404,8 @@ def empty_entries(findings: Findings) -> list[VerdictEntry]:
     """Input that held nothing to read (no bytes, or blank lines only): not a failure, but never a silent `ok`."""
     summary = findings.summary
     if summary.runs or summary.skipped_rows or summary.skipped_sources:
+        return []
+    if summary.rules is not None and summary.rules.runs:  # block and tree runs, outside the counts
         return []
     engine = summary.engine
     if engine is not None and (engine.intervals or engine.lines):

@@ -83,3 +83,12 @@ def test_per_run_records_name_a_runs_rule_when_it_is_not_standard(tmp_path: Path
     rows = mixed_rows()
     runs = per_run(invoke("audit", str(write(tmp_path / "m.jsonl", rows)), "-o", "jsonl").stdout_bytes)
     assert [run.get("rule", "standard") for run in runs] == [row["rule"] for row in rows]
+
+
+def test_a_log_of_tree_runs_alone_is_not_empty(tmp_path: Path) -> None:
+    """Every run apart from the counts: the first screen says so, and never that nothing was read."""
+    path = write(tmp_path / "tree.jsonl", rule_rows("tree-match"))
+    result = invoke_env({"COLUMNS": "400"}, "audit", str(path), "-o", "markdown")
+    assert result.exit_code == 0, result.stderr
+    assert "0 in alpha; 60 more apart (tree-match)" in result.stdout
+    assert "nothing was read" not in result.stdout and "60 tree-match runs left out of alpha" in result.stdout
