@@ -29,6 +29,7 @@ class ByteOutput(Protocol):
 
 
 BASE_COLUMNS = ("source", "line", "k", "accepted", "emitted")
+RULE_KEY = b'"rule"'
 
 
 def _json_value(value: object) -> bytes:
@@ -53,7 +54,8 @@ class JsonlWriter:
 
     def write(self, batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
         prefix = b'{"source":' + _json_value(batch.source) + b',"line":'
-        rules = columns.get("rule")  # each run's rule, when one of the batch is not `standard`
+        # Each run's rule, when one of the batch is not `standard` (unless `--id-field rule` writes the row's own).
+        rules = None if RULE_KEY in self.keys else columns.get("rule")
         if not self.keys and rules is None:
             formatted = _formatted_runs(prefix, batch.lines, outcome.k, outcome.accepted)
             if formatted is not None:

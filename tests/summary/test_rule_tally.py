@@ -92,3 +92,14 @@ def test_a_log_of_tree_runs_alone_is_not_empty(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "0 in alpha; 60 more apart (tree-match)" in result.stdout
     assert "nothing was read" not in result.stdout and "60 tree-match runs left out of alpha" in result.stdout
+
+
+def test_id_field_rule_writes_each_rows_own_rule_once(tmp_path: Path) -> None:
+    rows = mixed_rows()
+    path = write(tmp_path / "m.jsonl", rows)
+    lines = invoke("audit", str(path), "-o", "jsonl", "--id-field", "rule").stdout_bytes.splitlines()
+    assert all(line.count(b'"rule"') == 1 for line in lines)
+    assert [orjson.loads(line)["rule"] for line in lines] == [row["rule"] for row in rows]
+    table = invoke("audit", str(path), "-o", "csv", "--id-field", "rule").stdout.splitlines()
+    assert table[0] == "source,line,k,accepted,emitted,rule"
+    assert [line.rsplit(",", 1)[1] for line in table[1:]] == [row["rule"] for row in rows]
