@@ -25,6 +25,8 @@ from specaccept_cli.rule.steps import ChainSteps, TreeSteps, offsets_of
 from specaccept_cli.rule.validate import describe_value, length_problem
 
 STANDARD = rule_named(DEFAULT_RULE)
+# One row's step as it was read: its fields' values, its per-step parameters, its nodes' parents (trees).
+Step = tuple[dict[str, list[object]], dict[str, float], list[int] | None]
 
 
 def known_rules() -> str:
@@ -88,7 +90,7 @@ class RuleRows:
     def __init__(self, fields: FieldSpec) -> None:
         self.fields = fields
         self.default = rule_named(fields.rule)
-        self._steps: dict[str, list[tuple[int, dict[str, list[object]], dict[str, float], list[int] | None]]] = {}
+        self._steps: dict[str, list[Step]] = {}
         self.order: list[tuple[str, int]] = []  # (rule name, index among that rule's rows), in input order
 
     def add(self, obj: dict[str, Any], rule: Rule) -> str | None:
@@ -142,7 +144,7 @@ class RuleRows:
             return problem
         steps = self._steps.setdefault(rule.name, [])
         self.order.append((rule.name, len(steps)))
-        steps.append((0, found, params, parent))
+        steps.append((found, params, parent))
         return None
 
     def drop_last(self) -> None:
@@ -177,22 +179,20 @@ def _column(name: str, values: list[object]) -> np.ndarray[Any, Any]:
     return np.array([math.nan if value is None else value for value in values], dtype=np.float64)
 
 
-def _steps_of(
-    rule: Rule, rows: list[tuple[int, dict[str, list[object]], dict[str, float], list[int] | None]]
-) -> tuple[ChainSteps | TreeSteps, IntArray]:
+def _steps_of(rule: Rule, rows: list[Step]) -> tuple[ChainSteps | TreeSteps, IntArray]:
     """One rule's rows as its steps' columns, and each step's drafted length (k, or a tree's depth)."""
-    lengths = [len(found[rule.fields[0]]) for _, found, _, _ in rows]
+    lengths = [len(found[rule.fields[0]]) for found, _, _ in rows]
     offsets = offsets_of(lengths)
-    columns = {name: _column(name, [value for _, found, _, _ in rows for value in found[name]]) for name in rule.fields}
+    columns = {name: _column(name, [value for found, _, _ in rows for value in found[name]]) for name in rule.fields}
     params: dict[str, FloatArray] = {}
     for param in rule.params:
-        if any(param.name in step_params for _, _, step_params, _ in rows) or param.default is None:
+        if any(param.name in step_params for _, step_params, _ in rows) or param.default is None:
             params[param.name] = np.array(
-                [step_params.get(param.name, param.default) for _, _, step_params, _ in rows], dtype=np.float64
+                [step_params.get(param.name, param.default) for _, step_params, _ in rows], dtype=np.float64
             )
     if rule.kind == "chain":
         return ChainSteps(offsets, columns, params), np.asarray(lengths, dtype=np.int64)
-    parents = [parent or [] for _, _, _, parent in rows]
+    parents = [parent or [] for _, _, parent in rows]
     depths = np.array([_depth(parent) for parent in parents], dtype=np.int64)
     flat = np.array([index for parent in parents for index in parent], dtype=np.int64)
     return TreeSteps(offsets, flat, columns, params), depths
