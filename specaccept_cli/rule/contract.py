@@ -24,6 +24,16 @@ def missing_fields(rule: Rule, present: Collection[str]) -> list[str]:
     return [name for name in needed if name not in present]
 
 
+def missing_field_problem(rule: Rule, name: str, option: str | None = None) -> str:
+    """A row of `rule` without field `name`: the field, the rule, and the ways out (the row's rule named
+    otherwise, or `option`, the reader's option that points at where the row keeps the field)."""
+    where = f", or point {option} at where the row keeps it" if option else ""
+    return (
+        f"rule '{rule.name}' needs '{name}': is this row another rule's? name its rule in a 'rule' field or with "
+        f"--rule NAME{where}"
+    )
+
+
 def _field_problem(name: str, value: object, last: bool) -> str | None:
     """Why one value of a field is invalid ("is out of range (...)"), or None; the caller adds its place."""
     if type(value) is float and name in _UNIT_FIELDS and (0.0 < value <= 1.0 if name == "q" else 0.0 <= value <= 1.0):

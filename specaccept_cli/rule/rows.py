@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from specaccept_cli.rule.batch import RULE_FIELD, FieldSpec, FloatArray, IntArray, RunBatch
-from specaccept_cli.rule.contract import TOKEN_FIELDS, step_problem
+from specaccept_cli.rule.contract import TOKEN_FIELDS, missing_field_problem, missing_fields, step_problem
 from specaccept_cli.rule.registry import DEFAULT_RULE, RULES, Rule, rule_named
 from specaccept_cli.rule.steps import ChainSteps, TreeSteps, offsets_of
 from specaccept_cli.rule.validate import describe_value, length_problem
@@ -59,11 +59,7 @@ def _way_out(rule: Rule, missing: str, fields: FieldSpec) -> str:
     option = {"p": "--p-field", "q": "--q-field", "r": "--r-field"}.get(missing)
     if missing in ("draft_tokens", "target_tokens"):
         option = f"--{missing.replace('_', '-')}-field"
-    where = f", or point {option} at where the row keeps it" if option else ""
-    return (
-        f"rule '{rule.name}' needs '{missing}': is this row another rule's? name its rule in a "
-        f"'{RULE_FIELD}' field or with --rule NAME{where}"
-    )
+    return missing_field_problem(rule, missing, option)
 
 
 def _path_of(name: str, fields: FieldSpec) -> tuple[str, ...]:
@@ -139,6 +135,9 @@ class RuleRows:
             problem = length_problem(length)
             if problem is not None:
                 return problem
+        needed = missing_fields(rule, {*found, *params})  # a parameter without a default (typical's epsilon)
+        if needed:
+            return _way_out(rule, needed[0], self.fields)
         problem = step_problem(rule, {name: found[name] for name in rule.fields}, params, parent)  # type: ignore[misc]
         if problem is not None:
             return problem

@@ -237,3 +237,9 @@ def test_a_parquet_row_missing_its_rules_field_is_named_by_its_row(tmp_path: Pat
     pq.write_table(pa.table({"p": [[0.5]], "r": [[0.1]]}), bare)
     ok = invoke("audit", str(bare), "--rule", "greedy-draft", "-o", "jsonl")
     assert [run["accepted"] for run in per_run(ok.stdout_bytes)] == [1]
+
+
+def test_a_typical_row_without_its_thresholds_names_them_and_the_way_out(tmp_path: Path) -> None:
+    row = {key: value for key, value in rule_rows("typical", runs=1)[0].items() if key != "delta"}
+    result = invoke("audit", str(write(tmp_path / "log.jsonl", [row])))
+    assert result.exit_code == 2 and "rule 'typical' needs 'delta'" in result.stderr and "--rule NAME" in result.stderr
