@@ -13,7 +13,8 @@
  * or written with escapes, a list element that is not a number, a number that does not fit, an integer
  * of more than 18 digits, a list value out of its range (p and r in [0, 1], q in (0, 1]: the exact path
  * reports it), nesting deeper than MAX_DEPTH, an over-long, blank or whitespace-padded line, a
- * byte order mark, or an extra value that is a list, an object or an escaped string. A declined block
+ * byte order mark, an extra value that is a list, an object or an escaped string, or a `rule` key that is not
+ * among the extra keys (a row of another verification rule, maybe). A declined block
  * goes unchanged to the exact path, which words every error; this reader never has to.
  *
  * Numbers: the JSON grammar is checked here, then a token with a fraction or an exponent is converted by
@@ -29,6 +30,9 @@
 #include <string.h>
 
 #define MAX_DEPTH 64
+/* The key of a row's verification rule: a row holding it is declined unless the caller asks for it as an extra. */
+#define RULE_KEY "rule"
+#define RULE_KEY_SIZE 4
 #if defined(__GNUC__) || defined(__clang__)
 #define HOT_INLINE inline __attribute__((always_inline)) /* the per-number steps: no call per number */
 #else
@@ -821,6 +825,10 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
                     break;
                 }
                 int which = key_index(start, length, keys, key_count);
+                if (which < 0 && length == RULE_KEY_SIZE && memcmp(start, RULE_KEY, RULE_KEY_SIZE) == 0) {
+                    declined = 1; /* a row naming its rule: jsonl_fast checks it is `standard` (docs/rules.md) */
+                    break;
+                }
                 if (which >= 0 && which < 3) {
                     if (counts[which] >= 0 || !read_number_list(&c, &lists[which], &counts[which], &failed, which == 1)) {
                         declined = 1;

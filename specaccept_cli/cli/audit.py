@@ -313,6 +313,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         times=(options.time_field,) if options.time_field else (),
         draft_tokens=options.draft_tokens_field,
         target_tokens=options.target_tokens_field,
+        rule=options.rule,
     )
     # For the way out of a missing field (`cli.ways_out`): which option names each path.
     named_by = {"--p-field": fields.p, "--q-field": fields.q, "--r-field": fields.r}

@@ -58,6 +58,7 @@ AUDIT_OPTION_GROUPS: OptionGroups = (
     (
         "What to compute",
         (
+            "rule",
             "group_by",
             "max_groups",
             "cluster_field",
@@ -216,6 +217,15 @@ _OPTIONS: list[Callable[[Command], Command]] = [
         help="A sampler test fails when its p-value is below this.",
     ),
     click.option(
+        "--rule",
+        "rule",
+        metavar="NAME",
+        default="standard",
+        show_default=True,
+        callback=lambda context, param, value: _rule_name(context, param, value),
+        help="The verification rule of rows without a 'rule' field (docs/rules.md); a row's own 'rule' wins.",
+    ),
+    click.option(
         "--draft-tokens-field",
         callback=check_field_path,
         help="Greedy logs: dotted path of the drafted token ids (instead of p, q, r).",
@@ -321,6 +331,16 @@ _OPTIONS: list[Callable[[Command], Command]] = [
 ]
 
 
+def _rule_name(context: click.Context, param: click.Parameter, value: str) -> str:
+    """`--rule NAME`: the canonical name of a rule of the table (a name or an alias, any case), or a usage error."""
+    from specaccept_cli.rule.registry import rule_named
+
+    try:
+        return rule_named(value).name
+    except KeyError as error:
+        raise click.BadParameter(str(error.args[0]), ctx=context, param=param) from None
+
+
 class AuditOptions(Struct, frozen=True):
     """`audit`'s command line, as Click parsed it."""
 
@@ -375,4 +395,5 @@ class AuditOptions(Struct, frozen=True):
     headers: tuple[tuple[str, str], ...] = ()
     timeout: float = 5.0
     retries: int = 2
+    rule: str = "standard"  # the rule of rows without a `rule` field
     keep_duplicate_lines: bool = False  # engine metrics: vLLM lines repeated exactly are counted, not dropped

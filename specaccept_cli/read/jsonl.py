@@ -18,15 +18,18 @@ import orjson
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch
 from specaccept_cli.rule.batch import (
+    RULE_FIELD,
     FieldPath,
     FieldSpec,
     FloatArray,
     IntArray,
     RunBatch,
+    absent_from_both,
     find_bad_runs,
     greedy_batch,
     parse_field_path,
 )
+from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, row_rule
 from specaccept_cli.rule.validate import (
     DEFAULT_MAX_LINE_BYTES,
     count_problem,
@@ -356,8 +359,12 @@ class _RowFrame:
         self.lengths: list[int] = []
         self.line_numbers: list[int] = []
         self.problems: list[tuple[int, str]] = []  # (line, message), in the order found
+        self.rows: list[tuple[int, dict[str, object]]] | None = None  # objects already decoded (`_parse_rules`)
 
     def objects(self) -> Iterator[tuple[int, dict[str, object]]]:
+        if self.rows is not None:
+            yield from self.rows
+            return
         loads, problems, max_line_bytes = orjson.loads, self.problems, self.max_line_bytes
         line = self.first_line - 1
         for raw in self.lines:
@@ -564,7 +571,51 @@ def parse_block(
         if batch is not None:
             return batch, []
     frame = _RowFrame(split_lines(lines), first_line, source, fields, max_line_bytes)
-    return _parse_greedy(frame, fields) if fields.greedy else _parse_sampled(frame, fields)
+    if fields.greedy:
+        return _parse_greedy(frame, fields)
+    if _may_name_rules(lines, fields):
+        return _parse_rules(frame, fields)
+    return _parse_sampled(frame, fields)
+
+
+def _may_name_rules(lines: Lines, fields: FieldSpec) -> bool:
+    """Whether a row of the block may be of another rule than `standard`: `--rule` names one, or a line holds
+    the word `rule` or a `\\u` escape (which could spell it)."""
+    if names_other_rule(fields.rule):
+        return True
+    texts = [lines] if isinstance(lines, bytes) else [line for line in lines if line is not None]
+    return any(b"rule" in text or b"\\u" in text for text in texts)
+
+
+def _parse_rules(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[InputError]]:
+    """Rows of any rule (docs/rules.md, "The row contract"): the `standard` ones through `_parse_sampled`, the
+    others checked and recomputed by their own rules (`rule.rows`), then put back in input order."""
+    rows = RuleRows(fields)
+    standard: list[tuple[int, dict[str, object]]] = []
+    others = _RowFrame(frame.lines, frame.first_line, frame.source, fields, frame.max_line_bytes)
+    others.problems = frame.problems  # one list of problems, put in line order by `errors`
+    for line, obj in frame.objects():
+        rule = row_rule(obj.get(RULE_FIELD), rows.default)
+        if isinstance(rule, str):
+            frame.problems.append((line, rule))
+            continue
+        if rule is STANDARD:
+            standard.append((line, obj))
+            continue
+        problem = rows.add(obj, rule)
+        if problem is not None:
+            frame.problems.append((line, problem))
+        elif not others.keep(line, obj, 0):
+            rows.drop_last()
+    sampled = _RowFrame(frame.lines, frame.first_line, frame.source, fields, frame.max_line_bytes)
+    sampled.rows, sampled.problems = standard, frame.problems
+    batch, _ = _parse_sampled(sampled, fields)
+    k, accepted, names = rows.accepted()
+    lines = np.array(others.line_numbers, dtype=np.int64)
+    batch = interleave(batch, lines, k, accepted, others.extras, names)
+    if names:
+        batch.absent = absent_from_both(sampled.absent(), others.absent()) if standard else others.absent()
+    return batch, frame.errors()
 
 
 # After a block with bad rows, about 4 MiB of blocks skip the fast path (8 blocks of 512 KiB, 2 of 2 MiB): a

@@ -31,6 +31,10 @@ orjson would read the same three lists:
 - fields carried per run (`FieldSpec.extras`) are looked up in each row like the lists; such a key may
   occur at most once per line (a missing one is None, as on the exact path), and its values must be
   numbers, strings, booleans or nulls (counts must be counts);
+- a row of another rule than `standard` (docs/rules.md): `--rule` naming another rule declines every block;
+  a block holding the string `"rule"` is read with `rule` as one more field carried per run and declined
+  unless every row's is absent, null or a name of `standard` (so standard logs that name their rule stay
+  on this path; an escaped key is declined as above);
 - values out of range, lists of different lengths, drafts longer than MAX_DRAFT_LENGTH, over-long,
   blank or whitespace-padded lines, a byte order mark, CRLF line ends, greedy logs, dotted paths and
   field names outside [A-Za-z0-9_-]: declined.
@@ -57,9 +61,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from msgspec.structs import replace
 
 from specaccept_cli.native import extension, in_use
-from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.rule.batch import RULE_FIELD, FieldSpec, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.rule.rows import is_standard, names_other_rule
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -151,7 +157,7 @@ class _Keys(NamedTuple):
 @cache
 def _plain_keys(fields: FieldSpec) -> _Keys | None:
     """The top-level keys the fast path looks up for `fields`, or None when it must decline every block."""
-    if fields.greedy:
+    if fields.greedy or names_other_rule(fields.rule):
         return None
     names = (fields.p, fields.q, fields.r, *fields.extras)
     paths = [parse_field_path(name) for name in names]
@@ -220,19 +226,45 @@ def _is_plain_block(data: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp],
     )
 
 
+_RULE_KEY = f'"{RULE_FIELD}"'.encode()
+
+
+@cache
+def _with_rule(fields: FieldSpec) -> FieldSpec:
+    """`fields` with the rows' `rule` field carried per run, for the fast path to check it."""
+    return replace(fields, extras=(*fields.extras, RULE_FIELD))
+
+
 def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max_line_bytes: int) -> RunBatch | None:
     """The batch the exact path gives for this block when all its lines are valid runs, else None.
 
     `text` is the block's lines joined by newlines (no newline at the end); its first line is line
     `first_line` of `source`.
+
+    Both readers decline a row with a `rule` key unless `rule` is a field carried per run: a block they
+    decline that holds the key is read once more with it carried, and taken when every row's is absent,
+    null or a name of `standard` (so logs naming their rule keep this path; no scan of the block else).
     """
+    batch = _fast_batch(text, first_line, source, fields, max_line_bytes)
+    if RULE_FIELD in fields.extras:
+        return batch if batch is None or all(map(is_standard, batch.extras[RULE_FIELD])) else None
+    if batch is not None or text.find(_RULE_KEY) < 0:
+        return batch
+    batch = _fast_batch(text, first_line, source, _with_rule(fields), max_line_bytes)
+    if batch is None or not all(map(is_standard, batch.extras[RULE_FIELD])):
+        return None  # a row of another rule: the exact path reads it by its rule
+    del batch.extras[RULE_FIELD]
+    return batch
+
+
+def _fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max_line_bytes: int) -> RunBatch | None:
     keys = _plain_keys(fields)
     if keys is None or not text or text[-1] != _CLOSE_OBJECT:
         return None
     compiled = compiled_reader()
     if compiled:
         return _compiled_batch(compiled, text, first_line, source, fields, keys, max_line_bytes)
-    if text.find(b"\\") >= 0:
+    if text.find(b"\\") >= 0 or (RULE_FIELD not in fields.extras and text.find(_RULE_KEY) >= 0):
         return None
     p_key, q_key, r_key = keys.lists
     parser = _get_parser()

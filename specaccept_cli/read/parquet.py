@@ -21,7 +21,17 @@ from specaccept_cli.threads import signals_stay_with_main
 with signals_stay_with_main():  # pyarrow starts threads of its own (jemalloc's) as it is imported
     import pyarrow as pa
     import pyarrow.parquet as pq
-from specaccept_cli.rule.batch import FieldSpec, IntArray, RunBatch, find_bad_runs, greedy_batch, parse_field_path
+from specaccept_cli.rule.batch import (
+    RULE_FIELD,
+    FieldSpec,
+    IntArray,
+    RunBatch,
+    find_bad_runs,
+    greedy_batch,
+    parse_field_path,
+)
+from specaccept_cli.rule.registry import Rule
+from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, row_rule
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 16_384
@@ -130,7 +140,9 @@ def read_parquet_file(
         ) from None
 
 
-def _damaged_group(parquet: pq.ParquetFile, groups: list[int] | None, first_row: int, columns: list[str]) -> int | None:
+def _damaged_group(
+    parquet: pq.ParquetFile, groups: list[int] | None, first_row: int, columns: list[str] | None
+) -> int | None:
     """The row group (numbered from 0) that fails to decode, in the batch starting at row `first_row` of the file.
 
     Batches span row groups, so the failing one is found again by decoding, one at a time, the groups the
@@ -152,8 +164,18 @@ def _damaged_group(parquet: pq.ParquetFile, groups: list[int] | None, first_row:
     return None
 
 
-def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> list[str]:
-    """The top-level columns the fields live in; a missing one is an error of the whole source."""
+def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> list[str] | None:
+    """The top-level columns the fields live in; a missing one is an error of the whole source.
+
+    None (every column) when rows may be of other rules than `standard` (a `rule` column, or `--rule`): each
+    rule reads its own fields, and the (p, q, r) columns are needed only by the `standard` rows there are.
+    """
+    if not fields.greedy and (RULE_FIELD in schema_names or names_other_rule(fields.rule)):
+        for name in fields.extras:
+            if _top_level(name, schema_names) not in schema_names:
+                shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
+                raise InputError(source, None, f"missing column '{name}' (columns: {shown})")
+        return None
     if fields.greedy:
         assert fields.draft_tokens is not None and fields.target_tokens is not None
         names: tuple[str, ...] = (fields.draft_tokens, fields.target_tokens)
@@ -175,8 +197,67 @@ def runs_of_record_batch(
     What the Parquet reader does to each batch; engines that hand out Arrow batches (Spark's
     `mapInArrow`, Ray's `map_batches`) call it too (`pipeline.frameworks`).
     """
-    convert = _to_greedy_batch if fields.greedy else _to_run_batch
-    return convert(record_batch, first_row, source, fields)
+    if fields.greedy:
+        return _to_greedy_batch(record_batch, first_row, source, fields)
+    if RULE_FIELD in record_batch.schema.names or names_other_rule(fields.rule):
+        return _to_rule_batch(record_batch, first_row, source, fields)
+    return _to_run_batch(record_batch, first_row, source, fields)
+
+
+def _to_rule_batch(
+    record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec
+) -> tuple[RunBatch, list[InputError]]:
+    """Rows of any rule (docs/rules.md, "The row contract"), as `jsonl._parse_rules` reads them: the `standard`
+    rows through `_to_run_batch`, the others as Python values (lists, and `nodes` as a list of structs)
+    checked and recomputed by their own rules (`rule.rows`), then put back in row order."""
+    n = record_batch.num_rows
+    rows = np.arange(first_row, first_row + n, dtype=np.int64)
+    values: list[object] = (
+        python_values(record_batch.column(RULE_FIELD)) if RULE_FIELD in record_batch.schema.names else [None] * n
+    )
+    rule_rows = RuleRows(fields)
+    bad: dict[int, str] = {}
+    standard: list[int] = []
+    others: list[tuple[int, Rule]] = []
+    for index, value in enumerate(values):
+        rule = row_rule(value, rule_rows.default)
+        if isinstance(rule, str):
+            bad[index] = rule
+        elif rule is STANDARD:
+            standard.append(index)
+        else:
+            others.append((index, rule))
+    extras_bad: dict[int, str] = {}
+    other_index = [index for index, _ in others]
+    taken = record_batch.take(pa.array(other_index, pa.int64()))
+    extras = _extras(taken, source, fields, extras_bad)
+    kept: list[int] = []
+    for place, ((index, rule), obj) in enumerate(zip(others, taken.to_pylist())):
+        problem = extras_bad.get(place) or rule_rows.add(obj, rule)
+        if problem is not None:
+            bad[index] = problem
+        else:
+            kept.append(index)
+    position = {index: place for place, index in enumerate(other_index)}
+    kept_extras = {name: [column[position[index]] for index in kept] for name, column in extras.items()}
+    errors: list[InputError] = []
+    if standard:
+        batch, errors = _to_run_batch(record_batch.take(pa.array(standard, pa.int64())), 0, source, fields)
+        batch.lines = rows[standard][batch.lines]  # `_to_run_batch` numbered them from 0: their places here
+        errors = [
+            InputError(source, int(rows[standard][error.line or 0]), error.message, raw=error.raw) for error in errors
+        ]
+    else:
+        empty = np.zeros(0)
+        batch = RunBatch(source, rows[:0], np.zeros(1, dtype=np.int64), empty, empty, empty)
+        batch.extras = {name: [] for name in fields.extras}
+    k, accepted, names = rule_rows.accepted()
+    merged = interleave(batch, rows[kept], k, accepted, kept_extras, names)
+    if bad:
+        order = sorted(bad)
+        raws = _rows_json(record_batch, order)
+        errors += [InputError(source, int(rows[index]), bad[index], raw=raw) for index, raw in zip(order, raws)]
+    return merged, sorted(errors, key=lambda error: error.line or 0)
 
 
 _END = object()

@@ -13,6 +13,8 @@ IntArray = npt.NDArray[np.int64]
 FieldPath = tuple[str, ...]
 
 FIELDS = ("p", "q", "r")
+RULE_FIELD = "rule"  # a row's verification rule (docs/rules.md, "The row contract"; `rule.rows`)
+STANDARD_RULE = "standard"
 
 
 def parse_field_path(dotted: str) -> FieldPath:
@@ -32,6 +34,8 @@ class FieldSpec(Struct, frozen=True):
     # Greedy logs: token-id lists instead of (p, q, r); a token is kept iff it equals the target's.
     draft_tokens: str | None = None
     target_tokens: str | None = None
+    # The verification rule of rows without a `rule` field (`--rule`; docs/rules.md, "The row contract").
+    rule: str = STANDARD_RULE
 
     @property
     def greedy(self) -> bool:
@@ -61,6 +65,10 @@ class RunBatch(Struct):
     # Extra fields that no row of this batch has (a typo?): for each, the dotted keys that row had where
     # the field was looked for. A source that checks its fields up front (Parquet's schema) leaves it empty.
     absent: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Each run's verification rule (its canonical name), when a run of the batch is not `standard`: such a run
+    # holds stand-in tokens that give its own rule's accepted length (`rule.rows.stand_in_tokens`), nothing
+    # p/q- or r-based. None: every run is a `standard` (or greedy) one.
+    rules: list[str] | None = None
 
     def __len__(self) -> int:
         return int(self.lines.shape[0])
@@ -76,6 +84,7 @@ class RunBatch(Struct):
         offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
         np.cumsum(lengths[keep], out=offsets[1:])
         index = np.flatnonzero(keep).tolist()
+        rules = None if self.rules is None else [self.rules[i] for i in index]
         return RunBatch(
             source=self.source,
             lines=self.lines[keep],
@@ -86,7 +95,15 @@ class RunBatch(Struct):
             extras={name: [values[i] for i in index] for name, values in self.extras.items()},
             greedy=self.greedy,
             absent=self.absent,
+            rules=None if rules is None or all(name == STANDARD_RULE for name in rules) else rules,
         )
+
+    @property
+    def standard_runs(self) -> npt.NDArray[np.bool_] | None:
+        """Which runs are `standard` ones (real p, q, r), or None when all are."""
+        if self.rules is None:
+            return None
+        return np.array([name == STANDARD_RULE for name in self.rules], dtype=bool)
 
 
 def absent_from_both(

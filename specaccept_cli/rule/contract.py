@@ -15,6 +15,7 @@ from specaccept_cli.rule.steps import StepFields, StepParams, tree_problem
 from specaccept_cli.rule.validate import describe_value, value_problem
 
 TOKEN_FIELDS = frozenset({"draft_tokens", "target_tokens", "token", "target_token"})
+_UNIT_FIELDS = frozenset({"p", "q", "r", "coin"})  # probabilities and uniforms: in [0, 1] (q in (0, 1])
 
 
 def missing_fields(rule: Rule, present: Collection[str]) -> list[str]:
@@ -23,9 +24,20 @@ def missing_fields(rule: Rule, present: Collection[str]) -> list[str]:
     return [name for name in needed if name not in present]
 
 
+def missing_field_problem(rule: Rule, name: str, option: str | None = None) -> str:
+    """A row of `rule` without field `name`: the field, the rule, and the ways out (the row's rule named
+    otherwise, or `option`, the reader's option that points at where the row keeps the field)."""
+    where = f", or point {option} at where the row keeps it" if option else ""
+    return (
+        f"rule '{rule.name}' needs '{name}': is this row another rule's? name its rule in a 'rule' field or with "
+        f"--rule NAME{where}"
+    )
+
+
 def _field_problem(name: str, value: object, last: bool) -> str | None:
     """Why one value of a field is invalid ("is out of range (...)"), or None; the caller adds its place."""
-    shown = describe_value(value)
+    if type(value) is float and name in _UNIT_FIELDS and (0.0 < value <= 1.0 if name == "q" else 0.0 <= value <= 1.0):
+        return None  # the common case, decided without wording a message (NaN fails the comparison)
     if name in TOKEN_FIELDS:
         return None if type(value) is int and value >= 0 else "is not a token id (a whole number >= 0)"
     if name == "residual" and last and (value is None or (isinstance(value, float) and math.isnan(value))):
@@ -33,11 +45,11 @@ def _field_problem(name: str, value: object, last: bool) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number"
     number = float(value)
-    if name in ("p", "q", "r", "coin"):
+    if name in _UNIT_FIELDS:
         message = value_problem("r" if name == "coin" else name, 0, number, name)
         if message is None:
             return None
-        return message[len(f"{name}[0] = {shown} ") :].replace("(r must", f"({name} must")
+        return message[len(f"{name}[0] = {describe_value(value)} ") :].replace("(r must", f"({name} must")
     if name in ("residual", "entropy") and not (math.isfinite(number) and number >= 0):
         return "is not a finite number >= 0"
     return None

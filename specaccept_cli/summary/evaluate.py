@@ -22,6 +22,7 @@ from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.groups import ColumnsBuilder, GroupColumns
+from specaccept_cli.summary.rules import RuleTally, in_counts
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Groups, Summary, add_groups, group_key
 from specaccept_cli.summary.tokens import TokenTally
@@ -91,7 +92,31 @@ def evaluate(batch: RunBatch, per_run: bool = False, tallies: bool = False) -> B
     outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, per_run, tallies=tallies)
     if batch.greedy:  # p and q are 0/1 stand-ins, r is not logged: no threshold statistics
         return outcome.without_thresholds()
+    standard = batch.standard_runs
+    if standard is not None:  # runs of other rules hold stand-ins: the threshold sums are the standard runs'
+        return _thresholds_of(outcome, evaluate(batch.select(standard), per_run, tallies), standard)
     return outcome
+
+
+def _thresholds_of(outcome: BatchOutcome, standard_outcome: BatchOutcome, standard: BoolArray) -> BatchOutcome:
+    """`outcome` (every run's) with its threshold sums and tallies taken from its standard runs alone."""
+
+    def spread(values: IntArray | None) -> IntArray | None:
+        if values is None:
+            return None
+        every = np.zeros(standard.shape[0], dtype=np.int64)
+        every[standard] = values
+        return every
+
+    return replace(
+        outcome,
+        threshold_sum_fixed=standard_outcome.threshold_sum_fixed,
+        sampled_tokens=standard_outcome.sampled_tokens,
+        examined_threshold_sum_fixed=standard_outcome.examined_threshold_sum_fixed,
+        threshold_fixed_per_run=spread(standard_outcome.threshold_fixed_per_run),
+        examined_threshold_fixed_per_run=spread(standard_outcome.examined_threshold_fixed_per_run),
+        tallies=standard_outcome.tallies,
+    )
 
 
 def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evaluated, list[InputError]]:
@@ -118,20 +143,36 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     if reported is not None:
         reported_tally, check = ReportedTally.of_batch(batch, outcome, reported, faulty)
         columns = {"reported": check.reported, "mismatch": check.mismatch}
+    records, records_outcome = batch, outcome  # every run, for per-run records and the first runs
+    rule_tally = None
+    if batch.rules is not None:
+        rule_tally = RuleTally.of_runs(batch.rules, outcome.accepted)
+        counted = np.array([in_counts(name) for name in batch.rules], dtype=bool)
+        if not counted.all():  # block and tree runs: in the rule tally, not in the counts (nor alpha)
+            batch = batch.select(counted)
+            seconds = None if seconds is None else seconds[counted]
+            outcome = evaluate(batch, per_run=plan.group_by is not None, tallies=plan.check_sampler)
     cluster_keys = None if plan.cluster_field is None else cluster_hashes(batch.extras[plan.cluster_field])
+    standard = batch.standard_runs
+    sampled = batch if standard is None else batch.select(standard)  # the runs with real (p, q, r)
     part = replace(
         Summary.of_outcome(outcome),
         reported=reported_tally,
-        sampler=SamplerTally.of_batch(outcome, plan.sampler_significance) if plan.check_sampler else None,
+        sampler=None
+        if not plan.check_sampler
+        else SamplerTally.of_batch(
+            outcome if standard is None else evaluate(sampled, tallies=True), plan.sampler_significance
+        ),
         clusters=None
         if plan.cluster_field is None or cluster_keys is None
         else ClusterTally.of_runs(plan.cluster_field, cluster_keys, outcome.k, outcome.accepted),
         windows=None
         if seconds is None or spec is None
         else WindowTally.of_times(spec, seconds, outcome.k, outcome.accepted),
-        one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(batch.q == 1.0)),
-        tokens=None if batch.greedy else TokenTally.of_batch(batch),
-        first_runs=None if not plan.first_runs else _first_runs(batch, outcome, plan),
+        one_hot_draft_tokens=0 if batch.greedy else int(np.count_nonzero(sampled.q == 1.0)),
+        tokens=None if batch.greedy else TokenTally.of_batch(sampled),
+        first_runs=None if not plan.first_runs else _first_runs(records, records_outcome, plan),
+        rules=rule_tally,
     )
     groups = (
         None
@@ -142,9 +183,11 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     if spec is not None and seconds is None:
         sequence = (outcome.k, outcome.accepted)
     if not keep_runs:
-        return Evaluated(part, len(batch), groups, sequence=sequence, absent=batch.absent), errors
-    outcome = replace(outcome, tallies=None)  # taken into the summary: not sent on with the runs
-    return Evaluated(part, len(batch), groups, batch, outcome, columns, sequence, batch.absent), errors
+        return Evaluated(part, len(records), groups, sequence=sequence, absent=records.absent), errors
+    records_outcome = replace(records_outcome, tallies=None)  # taken into the summary: not sent on with the runs
+    if records.rules is not None:
+        columns = {**columns, "rule": np.array(records.rules, dtype=object)}
+    return Evaluated(part, len(records), groups, records, records_outcome, columns, sequence, records.absent), errors
 
 
 def evaluate_batches(

@@ -25,6 +25,7 @@ from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
+from specaccept_cli.summary.rules import RuleTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary, shown_groups
 from specaccept_cli.summary.tokens import TokenTally
@@ -124,6 +125,9 @@ def summary_object(
         state["clusters"] = summary.clusters.to_dict()
     if summary.tokens is not None:
         state["tokens"] = summary.tokens.to_dict()
+    if summary.rules is not None:  # written only when a run is not `standard`: such files stay as they were
+        state["rules"] = summary.rules.to_dict()
+        data |= _rule_keys(summary)
     if summary.reported is not None:
         data |= summary.reported.summary_keys()
         state["reported"] = summary.reported.to_dict()
@@ -264,9 +268,27 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             windows=WindowTally.from_dict(state["windows"]) if "windows" in state else None,
             one_hot_draft_tokens=_whole_or_none(state.get("one_hot_draft_tokens")),
             tokens=TokenTally.from_dict(state["tokens"]) if "tokens" in state else None,
+            rules=RuleTally.from_dict(state["rules"]) if "rules" in state else None,  # absent: standard only
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
+
+
+def _rule_keys(summary: Summary) -> dict[str, Any]:
+    """The rules the summary's runs were recomputed by (`rules`: runs per rule), and the runs left out of the
+    counts and alpha (`outside_alpha`: block and tree rules, each with its accepted-length histogram and tokens
+    per pass)."""
+    assert summary.rules is not None
+    tally = summary.rules
+    outside = {
+        name: {
+            "runs": runs,
+            "accepted_histogram": {str(a): int(n) for a, n in enumerate(tally.accepted[name].tolist()) if n},
+            "tokens_per_pass": tally.tokens_per_pass(name),
+        }
+        for name, runs in tally.outside_alpha().items()
+    }
+    return {"rules": tally.runs_by_rule(summary.runs), "outside_alpha": outside}
 
 
 def _whole(value: object, key: str) -> int:

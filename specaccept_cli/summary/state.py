@@ -27,13 +27,16 @@ from specaccept_cli.summary.clusters import ClusterTally  # at run time: help(Su
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.groups import SIDE, GroupColumns
+from specaccept_cli.summary.rules import RuleTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.tokens import TokenTally
 from specaccept_cli.summary.windows import WindowTally
 
 CountMatrix = npt.NDArray[np.int64]
 
-Tally = TypeVar("Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, ClusterTally, TokenTally, FirstRuns)
+Tally = TypeVar(
+    "Tally", ReportedTally, SamplerTally, EngineTally, WindowTally, ClusterTally, TokenTally, FirstRuns, RuleTally
+)
 
 
 def _add_optional(left: Tally | None, right: Tally | None) -> Tally | None:
@@ -113,6 +116,9 @@ class Summary(Struct, frozen=True):
     # The first runs with their accepted lengths (summary.first_runs), when a view asked for them: a bounded
     # preview of the input, not state (never saved, not compared).
     first_runs: FirstRuns | None = None
+    # Runs of the rules other than `standard` (summary.rules): block and tree runs are there, not in `counts`.
+    # None: every run is a `standard` one (or an engine's; every file from before the tally).
+    rules: RuleTally | None = None
 
     def __post_init__(self) -> None:
         if self.groups is not None and not isinstance(self.groups, Groups):
@@ -154,6 +160,7 @@ class Summary(Struct, frozen=True):
             one_hot_draft_tokens=_add_unknown(self.one_hot_draft_tokens, other.one_hot_draft_tokens),
             tokens=_add_optional(self.tokens, other.tokens),
             first_runs=_add_optional(self.first_runs, other.first_runs),
+            rules=_add_optional(self.rules, other.rules),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -177,6 +184,7 @@ class Summary(Struct, frozen=True):
             and self.windows == other.windows
             and self.engine == other.engine
             and self.one_hot_draft_tokens == other.one_hot_draft_tokens
+            and self.rules == other.rules
         )  # `first_runs` is a preview, not state. `tokens` is not compared: evidence about the whole input's
         # values, which groups do not split (a whole equals the sum of its groups); TokenTally's own == is exact
         # and tested on merges and files

@@ -208,6 +208,23 @@ def fingerprint_entries(findings: Findings) -> list[VerdictEntry]:
     ]
 
 
+def rule_entries(findings: Findings) -> list[VerdictEntry]:
+    """Runs left out of alpha: block and tree rules keep the longest passing prefix or the deepest node of their
+    walk, not a first-rejection scan, so accepted / examined would not be their per-token rate."""
+    tally = findings.summary.rules
+    outside = {} if tally is None else tally.outside_alpha()
+    if tally is None or not outside:
+        return []
+    runs = ", ".join(f"{count:,} {name}" for name, count in outside.items())
+    rates = ", ".join(f"{name} {tally.tokens_per_pass(name) or 0.0:.4f}" for name in outside)
+    text = (
+        f"{runs} run{'s' if sum(outside.values()) != 1 else ''} left out of alpha: block verification keeps the "
+        "longest prefix whose joint test passes and a tree the deepest node of its walk, not a first-rejection "
+        f"scan, so accepted / examined is not their rate; tokens per pass from their accepted lengths: {rates}"
+    )
+    return [_entry("rules", "warn", text, Issue("rules", "outside_alpha", value=float(sum(outside.values()))))]
+
+
 ALL_ACCEPTED = 0.999  # alpha at or above this ...
 ALL_ACCEPTED_TOKENS = 1000  # ... over at least this many examined tokens: every drafted token accepted
 MIN_LOGGED_TOKENS = 1000  # logged tokens before "on every token" is evidence about the log
@@ -367,7 +384,11 @@ def skipped_entries(findings: Findings) -> list[VerdictEntry]:
         issue = Issue("skipped", "too_many", value=skipped, limit=spec.max_errors)
         entries.append(_entry("skipped", "fail", f"skipped {phrase}: more than {spec.max_errors:,}", issue))
     # Engine metrics may only bound their runs; engine input whose every metrics line was skipped holds nothing.
-    nothing_valid = not summary.runs and (summary.engine is None or not summary.engine.intervals)
+    nothing_valid = (
+        not summary.runs
+        and (summary.engine is None or not summary.engine.intervals)
+        and (summary.rules is None or not summary.rules.runs)
+    )
     if nothing_valid and not spec.allow_empty:
         entries.append(
             _entry(
@@ -383,6 +404,8 @@ def empty_entries(findings: Findings) -> list[VerdictEntry]:
     """Input that held nothing to read (no bytes, or blank lines only): not a failure, but never a silent `ok`."""
     summary = findings.summary
     if summary.runs or summary.skipped_rows or summary.skipped_sources:
+        return []
+    if summary.rules is not None and summary.rules.runs:  # block and tree runs, outside the counts
         return []
     engine = summary.engine
     if engine is not None and (engine.intervals or engine.lines):
@@ -481,6 +504,7 @@ CHECKS: tuple[Callable[[Findings], list[VerdictEntry]], ...] = (
     drift_entries,
     iid_entries,
     log_entries,
+    rule_entries,
     fingerprint_entries,
     interval_entries,
 )

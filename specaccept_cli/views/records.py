@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 
 from specaccept_cli.native import extension
-from specaccept_cli.rule.batch import IntArray, RunBatch
+from specaccept_cli.rule.batch import STANDARD_RULE, IntArray, RunBatch
 from specaccept_cli.rule.vectorized import BatchOutcome
 from specaccept_cli.summary.evaluate import RunColumns
 from specaccept_cli.summary.first_runs import FirstRuns
@@ -29,6 +29,7 @@ class ByteOutput(Protocol):
 
 
 BASE_COLUMNS = ("source", "line", "k", "accepted", "emitted")
+RULE_KEY = b'"rule"'
 
 
 def _json_value(value: object) -> bytes:
@@ -53,13 +54,31 @@ class JsonlWriter:
 
     def write(self, batch: RunBatch, outcome: BatchOutcome, columns: RunColumns) -> None:
         prefix = b'{"source":' + _json_value(batch.source) + b',"line":'
-        if not self.keys:
+        # Each run's rule, when one of the batch is not `standard` (unless `--id-field rule` writes the row's own).
+        rules = None if RULE_KEY in self.keys else columns.get("rule")
+        if not self.keys and rules is None:
             formatted = _formatted_runs(prefix, batch.lines, outcome.k, outcome.accepted)
             if formatted is not None:
                 self.out.write(json_controls_escaped(formatted))
                 return
         base = zip(batch.lines.tolist(), outcome.k.tolist(), outcome.accepted.tolist())
-        if not self.keys:
+        if rules is not None:  # a run of another rule than `standard` names it (a standard one, as before)
+            named = [b"" if name == STANDARD_RULE else b',"rule":' + _json_value(name) for name in rules.tolist()]
+            tails = zip(*_tail_values(batch, columns, self.column_names, self.id_fields), named)
+            lines = [
+                b'%s%d,"k":%d,"accepted":%d,"emitted":%d%s%s}\n'
+                % (
+                    prefix,
+                    line,
+                    k,
+                    a,
+                    a + 1,
+                    b"".join(b"," + key + b":" + _json_value(v) for key, v in zip(self.keys, tail[:-1])),
+                    tail[-1],
+                )
+                for (line, k, a), tail in zip(base, tails)
+            ]
+        elif not self.keys:
             lines = [b'%s%d,"k":%d,"accepted":%d,"emitted":%d}\n' % (prefix, line, k, a, a + 1) for line, k, a in base]
         else:
             tails = zip(*_tail_values(batch, columns, self.column_names, self.id_fields))

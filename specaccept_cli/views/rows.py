@@ -54,7 +54,11 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     i.i.d. prediction, vLLM's acceptance rate, then the verdict: every check that failed or warns on a line
     of its own, the checks that passed together on the last."""
     numbers = findings.numbers
-    rows: list[HeadlineRow] = [("runs", [runs_text(numbers)])]
+    runs = runs_text(numbers)
+    outside = {} if findings.summary.rules is None else findings.summary.rules.outside_alpha()
+    if outside:  # block and tree runs: in the rule tally, not in the counts (the verdict says why)
+        runs += f" in alpha; {sum(outside.values()):,} more apart ({', '.join(outside)})"
+    rows: list[HeadlineRow] = [("runs", [runs])]
     if not numbers.clustering.over_runs:  # over runs, the verdict warns (in the same words everywhere)
         rows.append(("intervals", [numbers.clustering.describe()]))
     rows += [("alpha", [alpha_text(numbers)]), ("tokens per pass", [tokens_per_pass_text(numbers)])]

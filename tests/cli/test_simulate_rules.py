@@ -3,6 +3,7 @@ accepted length the decoder decided; trees with `--tree`; and the options it ref
 
 from __future__ import annotations
 
+import gzip
 import math
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,16 @@ def test_a_greedy_draft_log_read_under_the_seeds_rule_is_named_greedy_draft_by_d
         path = tmp_path / f"{rule}.jsonl.gz"
         made = invoke("simulate", "--runs", "3000", "--rule", rule, "--k", "1-6", "--seed", "4", "-o", str(path))
         assert made.exit_code == 0, made.stderr
-        audit = invoke("audit", str(path), "--reported-field", "accepted", "-o", "json")
+        # Read by its own `rule` field, every row's count is explained: no mismatch (issue 42, the row contract).
+        own = orjson.loads(invoke("audit", str(path), "--reported-field", "accepted", "-o", "json").stdout)
+        assert own["mismatches"] == 0
+        # Under the seed's rule: the rows as an engine that does not name its rule writes them.
+        untagged = tmp_path / f"{rule}-untagged.jsonl"
+        rows = [orjson.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+        untagged.write_bytes(
+            b"".join(orjson.dumps({k: v for k, v in row.items() if k != "rule"}) + b"\n" for row in rows)
+        )
+        audit = invoke("audit", str(untagged), "--reported-field", "accepted", "-o", "json")
         summary = orjson.loads(audit.stdout)
         if expected is None:
             assert summary["mismatches"] == 0 and summary["server_rule"] is None
