@@ -37,7 +37,8 @@ def summarise_here(
     def tracked(results: Iterator[Evaluated]) -> Iterator[Evaluated]:
         nonlocal absent
         for result in results:
-            absent = result.absent if absent is None else absent_from_both(absent, result.absent)
+            if result.runs:  # a part without runs (what the error policy skipped, an engine series' end) read no row
+                absent = result.absent if absent is None else absent_from_both(absent, result.absent)
             yield result
 
     results = evaluate_sources(request, progress, keep_runs=sink is not None, clusters=clusters)
