@@ -29,6 +29,7 @@ def conclude(
     views and the machine format show them); 0 estimates every group.
     """
     from specaccept_cli.summary.estimates import estimate
+    from specaccept_cli.summary.rule_figures import rule_figures
     from specaccept_cli.summary.state import shown_groups
     from specaccept_cli.summary.windows import drift_test, window_estimates
 
@@ -52,6 +53,7 @@ def conclude(
         if sampler is None
         else (SamplerTest("calibration", sampler.calibration()), SamplerTest("r uniformity", sampler.r_uniformity())),
         verdict=(),
+        rules=() if summary.rules is None else rule_figures(summary.rules),
     )
     return replace(findings, verdict=tuple(entry for check in CHECKS for entry in check(findings)))
 

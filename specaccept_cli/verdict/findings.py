@@ -13,6 +13,7 @@ from msgspec import Struct
 # At run time, not under TYPE_CHECKING: help() and inspect.signature() resolve the records' field types.
 from specaccept_cli.summary.estimates import Estimates
 from specaccept_cli.summary.first_runs import FirstRuns
+from specaccept_cli.summary.rule_figures import RuleFigures
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, TestResult
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import Drift, WindowEstimate, WindowTally
@@ -87,6 +88,8 @@ class Findings(Struct, frozen=True, eq=False):
     comparison: Comparison | None
     sampler_tests: tuple[SamplerTest, ...]
     verdict: tuple[VerdictEntry, ...]
+    # Block and tree rules, outside alpha: tokens per pass, accepted-depth histogram, per-depth rates.
+    rules: tuple[RuleFigures, ...] = ()
 
     @property
     def reported(self) -> ReportedTally | None:

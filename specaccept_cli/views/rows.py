@@ -21,6 +21,7 @@ from specaccept_cli.views.format import MISSING, interval, number
 if TYPE_CHECKING:
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.rule_figures import RuleFigures
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings, SamplerTest, VerdictEntry
@@ -374,7 +375,41 @@ def audit_tables(findings: Findings, full: bool = True) -> list[AuditTable]:
         tables.append(_sampler_table(summary.sampler, findings.sampler_tests))
     if summary.engine is not None:
         tables.append(engine_table(findings.numbers, summary.engine))
+    tables += [rule_table(figures) for figures in findings.rules]
     return tables
+
+
+RULE_COLUMNS = ("runs ending there", "reached", "kept", "rate", "95% interval")
+
+
+def rule_table(figures: RuleFigures) -> AuditTable:
+    """A block or tree rule, outside alpha: its tokens per pass, then per depth d the runs whose accepted length
+    (a tree's accepted depth) is d, and the conditional rate: of the runs that reached d - 1, those that kept d."""
+    tokens = number(figures.tokens_per_pass)
+    if figures.interval is not None:
+        tokens += f" {interval(figures.interval)}"
+    title = f"{figures.name}: {tokens} tokens per pass over {figures.runs:,} runs (not in alpha)"
+    rows = []
+    for depth, runs in enumerate(figures.histogram):
+        rate = figures.depth_rates[depth - 1] if depth else None
+        rows.append(
+            AuditRow(
+                (
+                    str(depth),
+                    f"{runs:,}",
+                    "" if rate is None else f"{rate.reached:,}",
+                    "" if rate is None else f"{rate.kept:,}",
+                    "" if rate is None else number(rate.rate),
+                    "" if rate is None else interval(rate.interval),
+                )
+            )
+        )
+    columns = ("depth" if figures.tree else "length", *RULE_COLUMNS)
+    note = (
+        f"rate at {columns[0]} d: of the runs that reached d - 1, the share that kept d; intervals over "
+        f"{figures.over} (the tally keeps no request id)"
+    )
+    return AuditTable(title, title, columns, columns, rows, note)
 
 
 ENGINE_NAMES = {
