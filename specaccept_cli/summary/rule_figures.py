@@ -9,13 +9,19 @@ that reached d - 1, the share that kept d) is what `rule.expected.tokens_per_pas
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from msgspec import Struct
+from msgspec.structs import replace
 
 from specaccept_cli.rule.registry import rule_named
+from specaccept_cli.summary.bounded import added_histograms
 from specaccept_cli.summary.rules import IntArray, RuleTally
 from specaccept_cli.summary.uncertainty import proportion_interval, tokens_interval
+
+if TYPE_CHECKING:
+    from specaccept_cli.summary.state import Summary
 
 # The units of every interval below. The tally keeps one histogram per rule, without a request id, so the
 # runs are the units: runs of one request share a prompt, so where they are alike these intervals are too narrow.
@@ -53,6 +59,7 @@ class RuleFigures(Struct, frozen=True):
     depth_rates: tuple[DepthRate, ...]
     tree: bool  # a tree rule: the histogram is of accepted depths (else of block's accepted lengths)
     over: str = INTERVALS_OVER
+    engine: bool = False  # from an engine's own accepted-depth histograms (--tree), not recomputed runs
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,7 +77,7 @@ def rule_figures(tally: RuleTally) -> tuple[RuleFigures, ...]:
     return tuple(figures_of(name, tally.accepted[name]) for name in tally.accepted)
 
 
-def figures_of(name: str, histogram: IntArray) -> RuleFigures:
+def figures_of(name: str, histogram: IntArray, *, engine: bool = False) -> RuleFigures:
     """Tokens per pass (mean accepted + 1, Student t / score interval over runs, inside [1, 1 + deepest]) and
     c_d = P(accepted >= d | accepted >= d - 1) for d = 1 .. deepest seen, each with its score interval."""
     counts = [int(n) for n in histogram.tolist()]
@@ -98,5 +105,47 @@ def figures_of(name: str, histogram: IntArray) -> RuleFigures:
             bounds = proportion_interval(rate, error, reached, reached, float(reached - 1))
         rates.append(DepthRate(depth, reached, kept, rate, bounds))
         reached = kept
-    tree = rule_named(name).kind == "tree"
-    return RuleFigures(name, runs, tuple(counts), tokens, interval, tuple(rates), tree)
+    tree = engine or rule_named(name).kind == "tree"
+    return RuleFigures(name, runs, tuple(counts), tokens, interval, tuple(rates), tree, engine=engine)
+
+
+class TreeShape(Struct, frozen=True):
+    """The server's tree (SGLang's `speculative_eagle_topk`, `speculative_num_steps`,
+    `speculative_num_draft_tokens`): at most `steps` deep, `draft_tokens - 1` drafted nodes per verify pass."""
+
+    topk: int
+    steps: int
+    draft_tokens: int
+
+    def describe(self) -> str:
+        return f"topk {self.topk}, {self.steps} steps, {self.draft_tokens} draft tokens"
+
+    def to_dict(self) -> dict[str, int]:
+        return {"topk": self.topk, "steps": self.steps, "draft_tokens": self.draft_tokens}
+
+
+def engine_tree_figures(
+    summary: Summary, shape: TreeShape, tokens_interval_over_requests: tuple[float, float] | None
+) -> RuleFigures | None:
+    """Per-depth rates of an engine's tree from the accepted-depth histograms it reported, summed over requests
+    (those read as bounded units, and any whose counts were pinned down); None without a histogram.
+
+    Every verify pass could reach every depth of a fixed tree, so c_d = reached d / reached d - 1 is exact. The
+    histograms are summed before the summary keeps them, so the rates' intervals are over verify passes; tokens
+    per pass takes the summary's own interval (`tokens_interval_over_requests`, clustered over requests as the
+    headline shows it) when there is one.
+    """
+    if summary.engine is None:  # logged runs are recomputed by their rule: a tree's rows name a tree rule
+        return None
+    units = summary.engine.units
+    summed: tuple[int, ...] = () if units is None else units.histogram
+    if summary.counts.size:
+        summed = added_histograms(summed, tuple(int(n) for n in summary.counts.sum(axis=0).tolist()))
+    if not sum(summed):
+        return None
+    figures = figures_of(f"tree ({shape.describe()})", np.array(summed, dtype=np.int64), engine=True)
+    if tokens_interval_over_requests is None:
+        return figures
+    return replace(
+        figures, interval=tokens_interval_over_requests, over="requests (tokens per pass) and verify passes (the rates)"
+    )

@@ -123,6 +123,7 @@ def render_report(findings: Findings, sources: Sequence[str], cost_ratio: float 
             "</div>\n",
             "" if summary.engine is None else audit_table_html(engine_table(findings.numbers, summary.engine)),
             "".join(audit_table_html(rule_table(figures)) for figures in findings.rules),
+            "" if findings.tree is None else audit_table_html(rule_table(findings.tree)),
             "<h2>What each engine would report</h2>\n",
             conventions_table(numbers),
             "</body></html>\n",

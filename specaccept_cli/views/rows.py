@@ -62,8 +62,16 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     rows: list[HeadlineRow] = [("runs", [runs])]
     if not numbers.clustering.over_runs:  # over runs, the verdict warns (in the same words everywhere)
         rows.append(("intervals", [numbers.clustering.describe()]))
-    rows += [("alpha", [alpha_text(numbers)]), ("tokens per pass", [tokens_per_pass_text(numbers)])]
+    shape = findings.spec.tree
+    # A tree's counts: no chain's alpha (the per-depth rates say it), and the engine's rate is over tree nodes.
+    alpha = (
+        alpha_text(numbers) if shape is None else f"not a chain's: a tree ({shape.describe()}), see its per-depth rates"
+    )
+    rows += [("alpha", [alpha]), ("tokens per pass", [tokens_per_pass_text(numbers)])]
     rate = f"{number(numbers.acceptance_rate)} accepted / drafted"
+    if shape is not None:
+        nodes = shape.draft_tokens - 1
+        rate = f"{number(numbers.acceptance_rate)} accepted / tree nodes (verify passes x {nodes}), not alpha"
     for label, name in rate_names(findings.summary):
         rows.append((label, [f"{rate} ({name})" if name else rate]))
     return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
@@ -376,6 +384,8 @@ def audit_tables(findings: Findings, full: bool = True) -> list[AuditTable]:
     if summary.engine is not None:
         tables.append(engine_table(findings.numbers, summary.engine))
     tables += [rule_table(figures) for figures in findings.rules]
+    if findings.tree is not None:
+        tables.append(rule_table(findings.tree))
     return tables
 
 
@@ -389,6 +399,8 @@ def rule_table(figures: RuleFigures) -> AuditTable:
     if figures.interval is not None:
         tokens += f" {interval(figures.interval)}"
     title = f"{figures.name}: {tokens} tokens per pass over {figures.runs:,} runs (not in alpha)"
+    if figures.engine:
+        title = f"{figures.name}: {tokens} tokens per pass over {figures.runs:,} verify passes, per depth"
     rows = []
     for depth, runs in enumerate(figures.histogram):
         rate = figures.depth_rates[depth - 1] if depth else None
@@ -409,6 +421,11 @@ def rule_table(figures: RuleFigures) -> AuditTable:
         f"rate at {columns[0]} d: of the runs that reached d - 1, the share that kept d; intervals over "
         f"{figures.over} (the tally keeps no request id)"
     )
+    if figures.engine:
+        note = (
+            "rate at depth d: of the verify passes that reached d - 1, the share that kept d (exact, from the "
+            f"engine's accepted-depth histograms summed over requests); intervals over {figures.over}"
+        )
     return AuditTable(title, title, columns, columns, rows, note)
 
 
