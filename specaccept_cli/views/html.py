@@ -30,6 +30,7 @@ from specaccept_cli.views.rows import (
     rule_table,
     runs_text,
     tokens_per_pass_text,
+    tree_alpha_text,
     verdict_word,
 )
 from specaccept_cli.views.svg import Axis, Chart, text
@@ -148,7 +149,9 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
     numbers = findings.numbers
     check = numbers.iid_check
     identified = numbers.identified
-    if identified is not None and identified.of("alpha") == BOUNDED:
+    if findings.spec.tree is not None:  # a tree's counts: no chain's alpha (its per-depth table says it)
+        alpha_card = _card("alpha (accepted / examined)", MISSING, tree_alpha_text(findings.spec.tree))
+    elif identified is not None and identified.of("alpha") == BOUNDED:
         alpha_card = _card(
             "alpha (accepted / examined), bounds", interval(identified.alpha_bounds), alpha_text(numbers)
         )

@@ -21,7 +21,7 @@ from specaccept_cli.views.format import MISSING, interval, number
 if TYPE_CHECKING:
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
-    from specaccept_cli.summary.rule_figures import RuleFigures
+    from specaccept_cli.summary.rule_figures import RuleFigures, TreeShape
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings, SamplerTest, VerdictEntry
@@ -64,9 +64,7 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
         rows.append(("intervals", [numbers.clustering.describe()]))
     shape = findings.spec.tree
     # A tree's counts: no chain's alpha (the per-depth rates say it), and the engine's rate is over tree nodes.
-    alpha = (
-        alpha_text(numbers) if shape is None else f"not a chain's: a tree ({shape.describe()}), see its per-depth rates"
-    )
+    alpha = alpha_text(numbers) if shape is None else tree_alpha_text(shape)
     rows += [("alpha", [alpha]), ("tokens per pass", [tokens_per_pass_text(numbers)])]
     rate = f"{number(numbers.acceptance_rate)} accepted / drafted"
     if shape is not None:
@@ -105,6 +103,11 @@ def runs_text(numbers: Estimates) -> str:
     ):
         return MISSING
     return f"{numbers.runs:,}"
+
+
+def tree_alpha_text(shape: TreeShape) -> str:
+    """alpha's line for an engine's tree: none, and where its figures are."""
+    return f"not a chain's: a tree ({shape.describe()}), see its per-depth rates"
 
 
 def alpha_text(numbers: Estimates) -> str:

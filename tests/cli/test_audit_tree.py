@@ -4,6 +4,7 @@ tree nodes: verify passes x (draft tokens - 1)) keeps its name and is never show
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,18 @@ def test_a_log_of_runs_has_no_engine_histogram_to_read_as_a_tree(tmp_path: Path)
 def test_a_bad_tree_shape_is_a_usage_error(tree_log: tuple[Path, list[int]], value: str, said: str) -> None:
     result = invoke("audit", str(tree_log[0]), "--tree", value)
     assert result.exit_code == 2 and said in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_html_report_shows_the_tree_and_no_alpha_card_figure(
+    tree_log: tuple[Path, list[int]], tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    result = invoke("report", str(tree_log[0]), "--tree", "4,3,8", "-o", str(page))
+    assert result.exit_code == 0, result.stderr
+    text = html.unescape(page.read_text())
+    assert "<h2>tree (topk 4, 3 steps, 8 draft tokens): " in text
+    assert "not a chain's: a tree (topk 4, 3 steps, 8 draft tokens)" in text
+    assert "alpha (accepted / examined), bounds" not in text
+    plain = tmp_path / "plain.html"
+    assert invoke("report", str(tree_log[0]), "-o", str(plain)).exit_code == 0
+    assert "alpha (accepted / examined), bounds" in html.unescape(plain.read_text())
