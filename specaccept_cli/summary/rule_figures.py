@@ -131,9 +131,9 @@ def engine_tree_figures(
     (those read as bounded units, and any whose counts were pinned down); None without a histogram.
 
     Every verify pass could reach every depth of a fixed tree, so c_d = reached d / reached d - 1 is exact. The
-    histograms are summed before the summary keeps them, so the rates' intervals are over verify passes; tokens
-    per pass takes the summary's own interval (`tokens_interval_over_requests`, clustered over requests as the
-    headline shows it) when there is one.
+    rates' intervals are over requests when the engine's depth tally holds every pass (`DepthTally`: the sandwich
+    over requests), else over verify passes; tokens per pass takes the summary's own interval
+    (`tokens_interval_over_requests`, clustered over requests as the headline shows it) when there is one.
     """
     if summary.engine is None:  # logged runs are recomputed by their rule: a tree's rows name a tree rule
         return None
@@ -144,8 +144,24 @@ def engine_tree_figures(
     if not sum(summed):
         return None
     figures = figures_of(f"tree ({shape.describe()})", np.array(summed, dtype=np.int64), engine=True)
-    if tokens_interval_over_requests is None:
-        return figures
-    return replace(
-        figures, interval=tokens_interval_over_requests, over="requests (tokens per pass) and verify passes (the rates)"
-    )
+    depths = summary.engine.depths
+    rates_over_requests = depths is not None and depths.passes == figures.runs and depths.requests >= 2
+    if depths is not None and rates_over_requests:
+        # Every pass came from a request whose histogram the depth tally holds: the rates' intervals over requests.
+        rates = []
+        for rate in figures.depth_rates:
+            found = depths.rate_error(rate.depth)
+            bounds = None
+            if found is not None:
+                bounds = proportion_interval(found[0], found[1], rate.reached, depths.requests, depths.requests - 1.0)
+            rates.append(replace(rate, interval=bounds))
+        figures = replace(figures, depth_rates=tuple(rates))
+    if tokens_interval_over_requests is not None:
+        figures = replace(figures, interval=tokens_interval_over_requests)
+    over = {
+        (True, True): "requests",
+        (True, False): "requests (the rates) and verify passes (tokens per pass)",
+        (False, True): "requests (tokens per pass) and verify passes (the rates)",
+        (False, False): "verify passes",
+    }[rates_over_requests, tokens_interval_over_requests is not None]
+    return replace(figures, over=over)

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from specaccept_cli.rule.expected import conditional_rates
+from specaccept_cli.summary.depths import DepthTally
 from tests.helpers import invoke, invoke_env
 
 TOPK, STEPS, DRAFT_TOKENS = 4, 3, 8  # a tree SGLang chooses for many models: 7 drafted nodes, 3 levels
@@ -75,7 +76,7 @@ def test_per_depth_rates_are_exact_from_the_summed_histograms(tree_log: tuple[Pa
         assert low < rate["rate"] < high
     low, high = tree["tokens_per_pass_interval"]
     assert low < tree["tokens_per_pass"] < high and tree["tokens_per_pass"] == pytest.approx(data["tokens_per_pass"])
-    assert "requests" in tree["intervals_over"]
+    assert tree["intervals_over"] == "requests"
     assert not [entry for entry in data["verdict"] if entry["check"] == "tree"]
     # No chain's alpha for a tree: the bounds over chain depths are not called too wide to act on.
     assert not any("alpha is only known" in entry["text"] for entry in data["verdict"])
@@ -146,3 +147,37 @@ def test_the_html_report_shows_the_tree_and_no_alpha_card_figure(
     plain = tmp_path / "plain.html"
     assert invoke("report", str(tree_log[0]), "-o", str(plain)).exit_code == 0
     assert "alpha (accepted / examined), bounds" in html.unescape(plain.read_text())
+
+
+def test_the_rates_intervals_are_over_requests(tree_log: tuple[Path, list[int]]) -> None:
+    """The sandwich over requests (CR1) from the additive depth tally equals the one computed request by request."""
+    path, _ = tree_log
+    requests = [orjson.loads(line)["meta_info"]["spec_correct_drafts_histogram"] for line in path.read_bytes().split()]
+    tally = DepthTally()
+    for histogram in requests:
+        tally = tally + DepthTally.of_histogram(histogram)
+    for depth in range(1, STEPS + 1):
+        kept = np.array([sum(h[depth:]) for h in requests], dtype=float)
+        reached = np.array([sum(h[depth - 1 :]) for h in requests], dtype=float)
+        rate = kept.sum() / reached.sum()
+        groups = len(requests)
+        error = np.sqrt(((kept - rate * reached) ** 2).sum() * groups / (groups - 1)) / reached.sum()
+        found = tally.rate_error(depth)
+        assert found is not None and found[0] == rate and found[1] == pytest.approx(error, rel=1e-9)
+    data = audit_json(str(path), "--tree", "4,3,8")
+    assert data["engine"]["depths"] == tally.to_dict()
+
+
+def test_two_halves_merged_give_the_wholes_depth_tally(tree_log: tuple[Path, list[int]], tmp_path: Path) -> None:
+    path, _ = tree_log
+    lines = path.read_bytes().splitlines(keepends=True)
+    halves = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    halves[0].write_bytes(b"".join(lines[:12]))
+    halves[1].write_bytes(b"".join(lines[12:]))
+    for index, half in enumerate(halves):
+        assert invoke("audit", str(half), "--summary-out", str(tmp_path / f"s{index}.json"), "-q").exit_code == 0
+    merged = invoke("merge", str(tmp_path / "s0.json"), str(tmp_path / "s1.json"))
+    assert merged.exit_code == 0, merged.stderr
+    whole = audit_json(str(path))
+    assert orjson.loads(merged.stdout_bytes)["engine"]["depths"] == whole["engine"]["depths"]
+    assert whole["engine"]["depths"]["requests"] == len(lines)
