@@ -181,3 +181,14 @@ def test_two_halves_merged_give_the_wholes_depth_tally(tree_log: tuple[Path, lis
     whole = audit_json(str(path))
     assert orjson.loads(merged.stdout_bytes)["engine"]["depths"] == whole["engine"]["depths"]
     assert whole["engine"]["depths"]["requests"] == len(lines)
+
+
+def test_a_report_of_saved_summaries_reads_them_as_the_tree_named(
+    tree_log: tuple[Path, list[int]], tmp_path: Path
+) -> None:
+    saved = tmp_path / "s.json"
+    assert invoke("audit", str(tree_log[0]), "--summary-out", str(saved), "-q").exit_code == 0
+    page = tmp_path / "r.html"
+    result = invoke("report", "--summary", str(saved), "--tree", "4,3,8", "-o", str(page))
+    assert result.exit_code == 0, result.stderr
+    assert "<h2>tree (topk 4, 3 steps, 8 draft tokens): " in html.unescape(page.read_text())
