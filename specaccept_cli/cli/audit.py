@@ -235,6 +235,7 @@ def gate_spec(options: AuditOptions) -> GateSpec:
         max_errors=options.max_errors,
         allow_empty=options.allow_empty,
         strict_bounds=options.strict_bounds,
+        tree=options.tree,
     )
 
 
@@ -500,6 +501,8 @@ def findings_object(findings: Findings, machine: dict[str, Any], warnings: Seque
                 from specaccept_cli.views.records import first_runs_object
 
                 data["first_runs"] = first_runs_object(findings.first_runs)
+            if findings.tree is not None and findings.spec.tree is not None:  # the engine's tree, per depth
+                data["tree"] = {"shape": findings.spec.tree.to_dict()} | findings.tree.to_dict()
             data["verdict"] = findings.verdict_list()
         data[key] = value
     if findings.gates:

@@ -29,6 +29,7 @@ from specaccept_cli.rule.validate import DEFAULT_MAX_LINE_BYTES
 if TYPE_CHECKING:
     from specaccept_cli.read.policy import Mode
     from specaccept_cli.read.sources import Format
+    from specaccept_cli.summary.rule_figures import TreeShape
 
 Command = TypeVar("Command", bound=Callable[..., None])
 DEFAULT_MAX_ROWS = 10  # runs the first screen shows: all of a small log, the first of a large one
@@ -59,6 +60,7 @@ AUDIT_OPTION_GROUPS: OptionGroups = (
         "What to compute",
         (
             "rule",
+            "tree",
             "group_by",
             "max_groups",
             "cluster_field",
@@ -226,6 +228,15 @@ _OPTIONS: list[Callable[[Command], Command]] = [
         help="The verification rule of rows without a 'rule' field (docs/rules.md); a row's own 'rule' wins.",
     ),
     click.option(
+        "--tree",
+        "tree",
+        metavar="TOPK,STEPS,DRAFT_TOKENS",
+        callback=lambda context, param, value: _tree_shape(context, param, value),
+        help="The engine's counts come from an EAGLE tree (SGLang's speculative_eagle_topk, speculative_num_steps, "
+        "speculative_num_draft_tokens): per-depth rates from its accepted-depth histograms, no chain's alpha "
+        "(docs/payloads.md).",
+    ),
+    click.option(
         "--draft-tokens-field",
         callback=check_field_path,
         help="Greedy logs: dotted path of the drafted token ids (instead of p, q, r).",
@@ -341,6 +352,28 @@ def _rule_name(context: click.Context, param: click.Parameter, value: str) -> st
         raise click.BadParameter(str(error.args[0]), ctx=context, param=param) from None
 
 
+def _tree_shape(context: click.Context, param: click.Parameter, value: str | None) -> TreeShape | None:
+    """`--tree TOPK,STEPS,DRAFT_TOKENS`: three whole numbers, at least 1, with DRAFT_TOKENS - 1 nodes enough
+    for STEPS levels (a tree of depth STEPS drafts at least STEPS nodes), or a usage error."""
+    from specaccept_cli.summary.rule_figures import TreeShape
+
+    if value is None:
+        return None
+    parts = value.split(",")
+    if len(parts) != 3 or not all(part.strip().isdigit() for part in parts):
+        raise click.BadParameter(
+            f"{value!r} is not TOPK,STEPS,DRAFT_TOKENS (three whole numbers, e.g. 4,3,8)", ctx=context, param=param
+        )
+    topk, steps, draft_tokens = (int(part) for part in parts)
+    if min(topk, steps) < 1 or draft_tokens - 1 < steps:
+        raise click.BadParameter(
+            f"{value!r}: TOPK and STEPS must be at least 1, and DRAFT_TOKENS - 1 nodes at least STEPS",
+            ctx=context,
+            param=param,
+        )
+    return TreeShape(topk, steps, draft_tokens)
+
+
 class AuditOptions(Struct, frozen=True):
     """`audit`'s command line, as Click parsed it."""
 
@@ -396,4 +429,5 @@ class AuditOptions(Struct, frozen=True):
     timeout: float = 5.0
     retries: int = 2
     rule: str = "standard"  # the rule of rows without a `rule` field
+    tree: TreeShape | None = None  # the engine's counts come from this tree (--tree)
     keep_duplicate_lines: bool = False  # engine metrics: vLLM lines repeated exactly are counted, not dropped

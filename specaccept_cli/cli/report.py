@@ -69,7 +69,7 @@ def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[s
     merged = merge_summaries([(shown_name(path), read_summary_file(path)) for path in paths])
     summary = summary_of(merged, shown_name(" + ".join(paths)))
     baseline_summary = None if baseline is None else summary_of(read_summary_file(baseline), shown_name(baseline))
-    spec = GateSpec(max_drop=options["max_drop"], significance=options["significance"])
+    spec = GateSpec(max_drop=options["max_drop"], significance=options["significance"], tree=options.get("tree"))
     findings = conclude(summary, baseline_summary, spec, max_groups=options["max_groups"])
     _say_written(html_path, write_report(html_path, findings, options["cost_ratio"], list(paths)))
 

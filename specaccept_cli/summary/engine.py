@@ -14,6 +14,7 @@ from typing import Any
 from msgspec import Struct
 
 from specaccept_cli.summary.bounded import BoundedUnits, steps_bounds
+from specaccept_cli.summary.depths import DepthTally
 
 MAX_KEPT_INTERVALS = 20  # intervals kept for the view: what the engine printed beside what it means
 
@@ -53,6 +54,8 @@ class EngineTally(Struct, frozen=True):
     assumed_examined_high: int = 0
     # describe() of the first intervals, in input order: what the engine printed and what it means.
     examples: tuple[str, ...] = ()
+    # Bounded requests' accepted-depth histograms, per depth over requests (a tree's rates, `audit --tree`).
+    depths: DepthTally | None = None
 
     def __add__(self, other: EngineTally) -> EngineTally:
         return EngineTally(
@@ -82,6 +85,9 @@ class EngineTally(Struct, frozen=True):
             requests_assuming_full_drafts=self.requests_assuming_full_drafts + other.requests_assuming_full_drafts,
             null_payloads=self.null_payloads + other.null_payloads,
             drift=tuple(dict.fromkeys(self.drift + other.drift)),
+            depths=self.depths + other.depths
+            if self.depths is not None and other.depths is not None
+            else self.depths or other.depths,
         )
 
     @property
@@ -101,7 +107,8 @@ class EngineTally(Struct, frozen=True):
         return 0 if self.units is None else self.units.total("examined_high")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        depths = {} if self.depths is None else {"depths": self.depths.to_dict()}  # absent: as files were
+        return depths | {
             "engines": list(self.engines),
             "formats": list(self.formats),
             "lines": self.lines,
@@ -169,4 +176,5 @@ class EngineTally(Struct, frozen=True):
             requests_assuming_full_drafts=data.get("requests_assuming_full_drafts", 0),
             null_payloads=data.get("null_payloads", 0),
             drift=tuple(data.get("schema_drift", ())),
+            depths=DepthTally.from_dict(data["depths"]) if "depths" in data else None,
         )

@@ -25,6 +25,7 @@ from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
+from specaccept_cli.summary.rule_figures import rule_figures
 from specaccept_cli.summary.rules import RuleTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary, shown_groups
@@ -276,18 +277,11 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
 
 def _rule_keys(summary: Summary) -> dict[str, Any]:
     """The rules the summary's runs were recomputed by (`rules`: runs per rule), and the runs left out of the
-    counts and alpha (`outside_alpha`: block and tree rules, each with its accepted-length histogram and tokens
-    per pass)."""
+    counts and alpha (`outside_alpha`: block and tree rules, each with its accepted-length histogram, tokens
+    per pass with its interval and the per-depth conditional rates with theirs, `RuleFigures`)."""
     assert summary.rules is not None
     tally = summary.rules
-    outside = {
-        name: {
-            "runs": runs,
-            "accepted_histogram": {str(a): int(n) for a, n in enumerate(tally.accepted[name].tolist()) if n},
-            "tokens_per_pass": tally.tokens_per_pass(name),
-        }
-        for name, runs in tally.outside_alpha().items()
-    }
+    outside = {figures.name: figures.to_dict() for figures in rule_figures(tally)}
     return {"rules": tally.runs_by_rule(summary.runs), "outside_alpha": outside}
 
 

@@ -25,6 +25,7 @@ from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import IntArray
 from specaccept_cli.summary.bounded import BoundedUnits, added_histograms, steps_bounds
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
+from specaccept_cli.summary.depths import DepthTally
 from specaccept_cli.summary.engine import MAX_KEPT_INTERVALS, EngineTally
 from specaccept_cli.summary.evaluate import Evaluated, Plan, cluster_hash
 from specaccept_cli.summary.intervals import REQUEST_FIELD, interval_runs
@@ -83,6 +84,7 @@ class RequestBlock:
         self.rows: list[tuple[int, int, int, int, int, int, int]] = []  # bounded requests: key, then COLUMNS
         self.histogram: tuple[int, ...] = ()
         self.without_histogram = 0
+        self.depths: DepthTally | None = None
 
     def add(self, record: RequestRecord, line: int) -> None:
         self.requests += 1
@@ -105,6 +107,8 @@ class RequestBlock:
                 self.without_histogram += 1
             else:
                 self.histogram = added_histograms(self.histogram, record.histogram)
+                one = DepthTally.of_histogram(record.histogram)
+                self.depths = one if self.depths is None else self.depths + one
             return
         k, accepted = found
         self.recovered += 1
@@ -127,6 +131,7 @@ class RequestBlock:
             units=BoundedUnits.of_rows(self.rows, self.histogram, self.without_histogram) if self.rows else None,
             unquantified=self.unquantified,
             examples=tuple(self.examples),
+            depths=self.depths,
         )
         if not k.shape[0]:
             return Evaluated(Summary(engine=engine), 0)
@@ -154,7 +159,8 @@ def request_part(record: RequestRecord, source: str, line: int, plan: Plan, on_e
         if unit is None:
             part = Summary(engine=replace(common, unquantified=1))
         else:
-            part = Summary(engine=replace(common, bounded=1, units=unit))
+            depths = None if record.histogram is None else DepthTally.of_histogram(record.histogram)
+            part = Summary(engine=replace(common, bounded=1, units=unit, depths=depths))
         return Evaluated(part, 0, _groups(record, part, plan))
     k, accepted = found
     size = int(k.max()) + 1 if k.shape[0] else 1

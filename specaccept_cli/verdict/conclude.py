@@ -29,6 +29,7 @@ def conclude(
     views and the machine format show them); 0 estimates every group.
     """
     from specaccept_cli.summary.estimates import estimate
+    from specaccept_cli.summary.rule_figures import engine_tree_figures, rule_figures
     from specaccept_cli.summary.state import shown_groups
     from specaccept_cli.summary.windows import drift_test, window_estimates
 
@@ -52,6 +53,8 @@ def conclude(
         if sampler is None
         else (SamplerTest("calibration", sampler.calibration()), SamplerTest("r uniformity", sampler.r_uniformity())),
         verdict=(),
+        rules=() if summary.rules is None else rule_figures(summary.rules),
+        tree=None if spec.tree is None else engine_tree_figures(summary, spec.tree, numbers.tokens_per_pass_ci),
     )
     return replace(findings, verdict=tuple(entry for check in CHECKS for entry in check(findings)))
 
@@ -210,11 +213,12 @@ def fingerprint_entries(findings: Findings) -> list[VerdictEntry]:
 
 def rule_entries(findings: Findings) -> list[VerdictEntry]:
     """Runs left out of alpha: block and tree rules keep the longest passing prefix or the deepest node of their
-    walk, not a first-rejection scan, so accepted / examined would not be their per-token rate."""
+    walk, not a first-rejection scan, so accepted / examined would not be their per-token rate; and an engine's
+    counts read as the tree the user named (`tree_entries`)."""
     tally = findings.summary.rules
     outside = {} if tally is None else tally.outside_alpha()
     if tally is None or not outside:
-        return []
+        return tree_entries(findings)
     runs = ", ".join(f"{count:,} {name}" for name, count in outside.items())
     rates = ", ".join(f"{name} {tally.tokens_per_pass(name) or 0.0:.4f}" for name in outside)
     text = (
@@ -222,7 +226,31 @@ def rule_entries(findings: Findings) -> list[VerdictEntry]:
         "longest prefix whose joint test passes and a tree the deepest node of its walk, not a first-rejection "
         f"scan, so accepted / examined is not their rate; tokens per pass from their accepted lengths: {rates}"
     )
-    return [_entry("rules", "warn", text, Issue("rules", "outside_alpha", value=float(sum(outside.values()))))]
+    issue = Issue("rules", "outside_alpha", value=float(sum(outside.values())))
+    return [_entry("rules", "warn", text, issue), *tree_entries(findings)]
+
+
+def tree_entries(findings: Findings) -> list[VerdictEntry]:
+    """The engine's counts read as the tree the user named: a pass deeper than its steps, or no histogram to
+    give per-depth rates, says the shape is not the server's (or the input holds no tree's counts)."""
+    shape = findings.spec.tree
+    if shape is None:
+        return []
+    figures = findings.tree
+    if figures is None:
+        text = (
+            f"a tree ({shape.describe()}) was named, but the input holds no engine's accepted-depth histogram: "
+            "per-depth rates need one (logged tree steps name a tree rule instead)"
+        )
+        return [_entry("tree", "warn", text, Issue("tree", "no_histogram"))]
+    deepest = len(figures.histogram) - 1
+    if deepest > shape.steps:
+        text = (
+            f"a verify pass accepted {deepest} drafts, deeper than the {shape.steps} steps of the tree named "
+            f"({shape.describe()}): the shape is not the server's"
+        )
+        return [_entry("tree", "warn", text, Issue("tree", "too_deep", value=deepest, limit=shape.steps))]
+    return []
 
 
 ALL_ACCEPTED = 0.999  # alpha at or above this ...
@@ -427,7 +455,8 @@ def wide_bounds_entries(findings: Findings) -> list[VerdictEntry]:
     if identified is None:
         return []
     entries = []
-    alpha = identified.alpha_bounds
+    # A tree's counts (GateSpec.tree) are read per depth: alpha's bounds over chains are not its figure.
+    alpha = identified.alpha_bounds if findings.spec.tree is None else None
     if alpha is not None and alpha[1] - alpha[0] > TOO_WIDE_ALPHA:
         text = (
             f"alpha is only known to lie between {alpha[0]:.4f} and {alpha[1]:.4f}, too wide to act on: "

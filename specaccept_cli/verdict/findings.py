@@ -13,6 +13,7 @@ from msgspec import Struct
 # At run time, not under TYPE_CHECKING: help() and inspect.signature() resolve the records' field types.
 from specaccept_cli.summary.estimates import Estimates
 from specaccept_cli.summary.first_runs import FirstRuns
+from specaccept_cli.summary.rule_figures import RuleFigures, TreeShape
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, TestResult
 from specaccept_cli.summary.state import Summary
 from specaccept_cli.summary.windows import Drift, WindowEstimate, WindowTally
@@ -36,6 +37,7 @@ class GateSpec(Struct, frozen=True):
     max_errors: int | None = None  # more skipped rows or sources than this fail
     allow_empty: bool = False  # no valid run at all (every row skipped) passes
     strict_bounds: bool = False  # a gate or comparison that bounds leave undecided fails (else it warns)
+    tree: TreeShape | None = None  # the engine's counts come from this tree: per-depth rates, never a chain's alpha
 
     @property
     def thresholds(self) -> tuple[tuple[str, float], ...]:
@@ -87,6 +89,9 @@ class Findings(Struct, frozen=True, eq=False):
     comparison: Comparison | None
     sampler_tests: tuple[SamplerTest, ...]
     verdict: tuple[VerdictEntry, ...]
+    # Block and tree rules, outside alpha: tokens per pass, accepted-depth histogram, per-depth rates.
+    rules: tuple[RuleFigures, ...] = ()
+    tree: RuleFigures | None = None  # the engine's tree (GateSpec.tree): per-depth rates from its histograms
 
     @property
     def reported(self) -> ReportedTally | None:

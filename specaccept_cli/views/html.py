@@ -27,8 +27,10 @@ from specaccept_cli.views.rows import (
     AuditTable,
     alpha_text,
     engine_table,
+    rule_table,
     runs_text,
     tokens_per_pass_text,
+    tree_alpha_text,
     verdict_word,
 )
 from specaccept_cli.views.svg import Axis, Chart, text
@@ -121,6 +123,8 @@ def render_report(findings: Findings, sources: Sequence[str], cost_ratio: float 
             "\n".join(figures),
             "</div>\n",
             "" if summary.engine is None else audit_table_html(engine_table(findings.numbers, summary.engine)),
+            "".join(audit_table_html(rule_table(figures)) for figures in findings.rules),
+            "" if findings.tree is None else audit_table_html(rule_table(findings.tree)),
             "<h2>What each engine would report</h2>\n",
             conventions_table(numbers),
             "</body></html>\n",
@@ -145,7 +149,9 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
     numbers = findings.numbers
     check = numbers.iid_check
     identified = numbers.identified
-    if identified is not None and identified.of("alpha") == BOUNDED:
+    if findings.spec.tree is not None:  # a tree's counts: no chain's alpha (its per-depth table says it)
+        alpha_card = _card("alpha (accepted / examined)", MISSING, tree_alpha_text(findings.spec.tree))
+    elif identified is not None and identified.of("alpha") == BOUNDED:
         alpha_card = _card(
             "alpha (accepted / examined), bounds", interval(identified.alpha_bounds), alpha_text(numbers)
         )

@@ -21,6 +21,7 @@ from specaccept_cli.views.format import MISSING, interval, number
 if TYPE_CHECKING:
     from specaccept_cli.summary.engine import EngineTally
     from specaccept_cli.summary.estimates import Estimates
+    from specaccept_cli.summary.rule_figures import RuleFigures, TreeShape
     from specaccept_cli.summary.server import ReportedTally, SamplerTally
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings, SamplerTest, VerdictEntry
@@ -61,8 +62,14 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     rows: list[HeadlineRow] = [("runs", [runs])]
     if not numbers.clustering.over_runs:  # over runs, the verdict warns (in the same words everywhere)
         rows.append(("intervals", [numbers.clustering.describe()]))
-    rows += [("alpha", [alpha_text(numbers)]), ("tokens per pass", [tokens_per_pass_text(numbers)])]
+    shape = findings.spec.tree
+    # A tree's counts: no chain's alpha (the per-depth rates say it), and the engine's rate is over tree nodes.
+    alpha = alpha_text(numbers) if shape is None else tree_alpha_text(shape)
+    rows += [("alpha", [alpha]), ("tokens per pass", [tokens_per_pass_text(numbers)])]
     rate = f"{number(numbers.acceptance_rate)} accepted / drafted"
+    if shape is not None:
+        nodes = shape.draft_tokens - 1
+        rate = f"{number(numbers.acceptance_rate)} accepted / tree nodes (verify passes x {nodes}), not alpha"
     for label, name in rate_names(findings.summary):
         rows.append((label, [f"{rate} ({name})" if name else rate]))
     return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
@@ -96,6 +103,11 @@ def runs_text(numbers: Estimates) -> str:
     ):
         return MISSING
     return f"{numbers.runs:,}"
+
+
+def tree_alpha_text(shape: TreeShape) -> str:
+    """alpha's line for an engine's tree: none, and where its figures are."""
+    return f"not a chain's: a tree ({shape.describe()}), see its per-depth rates"
 
 
 def alpha_text(numbers: Estimates) -> str:
@@ -374,7 +386,50 @@ def audit_tables(findings: Findings, full: bool = True) -> list[AuditTable]:
         tables.append(_sampler_table(summary.sampler, findings.sampler_tests))
     if summary.engine is not None:
         tables.append(engine_table(findings.numbers, summary.engine))
+    tables += [rule_table(figures) for figures in findings.rules]
+    if findings.tree is not None:
+        tables.append(rule_table(findings.tree))
     return tables
+
+
+RULE_COLUMNS = ("runs ending there", "reached", "kept", "rate", "95% interval")
+
+
+def rule_table(figures: RuleFigures) -> AuditTable:
+    """A block or tree rule, outside alpha: its tokens per pass, then per depth d the runs whose accepted length
+    (a tree's accepted depth) is d, and the conditional rate: of the runs that reached d - 1, those that kept d."""
+    tokens = number(figures.tokens_per_pass)
+    if figures.interval is not None:
+        tokens += f" {interval(figures.interval)}"
+    title = f"{figures.name}: {tokens} tokens per pass over {figures.runs:,} runs (not in alpha)"
+    if figures.engine:
+        title = f"{figures.name}: {tokens} tokens per pass over {figures.runs:,} verify passes, per depth"
+    rows = []
+    for depth, runs in enumerate(figures.histogram):
+        rate = figures.depth_rates[depth - 1] if depth else None
+        rows.append(
+            AuditRow(
+                (
+                    str(depth),
+                    f"{runs:,}",
+                    "" if rate is None else f"{rate.reached:,}",
+                    "" if rate is None else f"{rate.kept:,}",
+                    "" if rate is None else number(rate.rate),
+                    "" if rate is None else interval(rate.interval),
+                )
+            )
+        )
+    columns = ("depth" if figures.tree else "length", *RULE_COLUMNS)
+    note = (
+        f"rate at {columns[0]} d: of the runs that reached d - 1, the share that kept d; intervals over "
+        f"{figures.over} (the tally keeps no request id)"
+    )
+    if figures.engine:
+        note = (
+            "rate at depth d: of the verify passes that reached d - 1, the share that kept d (exact, from the "
+            f"engine's accepted-depth histograms summed over requests); intervals over {figures.over}"
+        )
+    return AuditTable(title, title, columns, columns, rows, note)
 
 
 ENGINE_NAMES = {
