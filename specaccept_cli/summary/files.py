@@ -281,7 +281,7 @@ def _rule_keys(summary: Summary) -> dict[str, Any]:
     per pass with its interval and the per-depth conditional rates with theirs, `RuleFigures`)."""
     assert summary.rules is not None
     tally = summary.rules
-    outside = {figures.name: figures.to_dict() for figures in rule_figures(tally)}
+    outside = {figures.name: figures.to_dict() for figures in rule_figures(tally, summary.clusters is not None)}
     return {"rules": tally.runs_by_rule(summary.runs), "outside_alpha": outside}
 
 

@@ -53,7 +53,7 @@ def conclude(
         if sampler is None
         else (SamplerTest("calibration", sampler.calibration()), SamplerTest("r uniformity", sampler.r_uniformity())),
         verdict=(),
-        rules=() if summary.rules is None else rule_figures(summary.rules),
+        rules=() if summary.rules is None else rule_figures(summary.rules, summary.clusters is not None),
         tree=None if spec.tree is None else engine_tree_figures(summary, spec.tree, numbers.tokens_per_pass_ci),
     )
     return replace(findings, verdict=tuple(entry for check in CHECKS for entry in check(findings)))

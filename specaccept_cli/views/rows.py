@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from msgspec import Struct
 
 from specaccept_cli.summary.identified import ASSUMED, BOUNDED, EXACT, UNKNOWN
+from specaccept_cli.summary.rule_figures import NO_INTERVALS
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.text import shown_against, shown_threshold
 from specaccept_cli.views.format import MISSING, interval, number
@@ -420,10 +421,12 @@ def rule_table(figures: RuleFigures) -> AuditTable:
             )
         )
     columns = ("depth" if figures.tree else "length", *RULE_COLUMNS)
-    note = (
-        f"rate at {columns[0]} d: of the runs that reached d - 1, the share that kept d; intervals over "
-        f"{figures.over} (the tally keeps no request id)"
+    units = (
+        "no intervals: the runs come in requests, and this rule's runs are not yet kept per request"
+        if figures.over == NO_INTERVALS
+        else f"intervals over {figures.over} (the tally keeps no request id)"
     )
+    note = f"rate at {columns[0]} d: of the runs that reached d - 1, the share that kept d; {units}"
     if figures.engine:
         note = (
             "rate at depth d: of the verify passes that reached d - 1, the share that kept d (exact, from the "

@@ -64,9 +64,17 @@ def test_json_gives_each_rule_outside_alpha_its_depth_rates(tmp_path: Path) -> N
         histogram = _tree_histogram(rows, name)
         assert [rate["rate"] for rate in entry["depth_rates"]] == conditional_rates(histogram)
         assert entry["depth_rates"][0]["reached"] == entry["runs"] == sum(histogram)
+        # The rows carry request ids: runs come in requests, which this tally does not keep, so no interval.
+        assert entry["tokens_per_pass_interval"] is None and entry["intervals_over"] == "none"
+        assert all(rate["interval"] is None for rate in entry["depth_rates"])
+        assert "alpha" not in entry
+    # Without request ids the runs are the units, as for every interval of a log without requests.
+    alone = [{key: value for key, value in row.items() if key != "request_id"} for row in rows]
+    data = orjson.loads(invoke("audit", str(write(tmp_path / "a.jsonl", alone)), "-o", "json").stdout_bytes)
+    for name in ("block", "tree-residual", "tree-target-cdf", "tree-argmax", "tree-match"):
+        entry = data["outside_alpha"][name]
         low, high = entry["tokens_per_pass_interval"]
         assert low <= entry["tokens_per_pass"] <= high and entry["intervals_over"] == "runs"
-        assert "alpha" not in entry
 
 
 def test_every_view_draws_a_table_per_tree_rule(tmp_path: Path) -> None:
@@ -78,7 +86,11 @@ def test_every_view_draws_a_table_per_tree_rule(tmp_path: Path) -> None:
     assert terminal.exit_code == 0, terminal.stderr
     words = " ".join(terminal.stdout.split())  # a table's title wraps at the table's width
     assert "tree-residual: " in words and "tokens per pass over 60 runs (not in alpha)" in words
-    assert "runs ending there" in words and f"{first:.4f}" in words and "intervals over runs" in words
+    assert "runs ending there" in words and f"{first:.4f}" in words
+    assert "no intervals: the runs come in requests" in words  # the rows carry request ids
+    alone = [{key: value for key, value in row.items() if key != "request_id"} for row in rule_rows("tree-residual")]
+    unclustered = invoke_env({"COLUMNS": "200"}, "audit", str(write(tmp_path / "alone.jsonl", alone)))
+    assert "intervals over runs" in " ".join(unclustered.stdout.split())
     markdown = invoke_env({"COLUMNS": "80"}, "audit", str(path), "-o", "markdown").stdout
     assert "### tree-residual: " in markdown and "| depth | runs ending there |" in markdown
     assert f"| 1 | {histogram[1]} | 60 | {60 - histogram[0]} | {first:.4f} |" in markdown
