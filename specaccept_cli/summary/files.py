@@ -471,6 +471,8 @@ def _check_integers(value: object, path: str) -> None:
             _check_integers(item, f"{path}[{index}]")
     elif type(value) is int and not -(2**63) <= value <= INT64_MAX:
         raise ValueError(f"out of range: {path} holds {_shown_int(value)}, beyond 64 bits")
+    elif type(value) is float and not abs(value) < 2.0**63:  # a count or size written as 1e308: no setting is
+        raise ValueError(f"out of range: {path} holds {value!r}, beyond 64 bits")
 
 
 def _check_states(data: dict[str, Any], path: str) -> None:
@@ -492,6 +494,7 @@ def summary_of(data: dict[str, Any], source: str) -> Summary:
         _check_states(data, "")
     except ValueError as exc:
         raise InputError(source, None, f"not a usable summary: {exc}") from None
+    provenance_of(data, source)  # what the file says it was made of is read as merge reads it: a size is a size
     state = data.get("state")
     joint = state.get("joint_counts") if isinstance(state, dict) else None
     if isinstance(joint, list):
