@@ -340,12 +340,9 @@ class Recorder:
                 self._warn_once("bad", f"a row was refused ({exc}); such rows are counted in stats.bad_values")
                 return False
             with self._lock:
-                block = self._block
-                if block.rows >= self._block_rows:
-                    if not self._hand_off():
-                        self._lose("full", "the writer is behind and the buffers are full: rows are dropped")
-                        return False
-                    block = self._block
+                block = self._open_block()
+                if block is None:
+                    return False
                 n = block.rows
                 block.p.extend(p_values)
                 block.q.extend(q_values)
@@ -417,12 +414,9 @@ class Recorder:
                 self._warn_once("bad-step", f"a step was refused ({exc}); such rows are counted in stats.bad_values")
                 return False
             with self._lock:
-                block = self._block
-                if block.rows >= self._block_rows:
-                    if not self._hand_off():
-                        self._lose("full", "the writer is behind and the buffers are full: rows are dropped")
-                        return False
-                    block = self._block
+                block = self._open_block()
+                if block is None:
+                    return False
                 n = block.rows
                 block.offsets.append(block.offsets[n])  # no flat p, q, r: the step's fields are its own
                 block.request_id.append(request_id)
@@ -443,6 +437,17 @@ class Recorder:
             self._count(bad=1)
             self._warn_once("internal", f"a step was refused ({type(exc).__name__}: {exc})")
             return False
+
+    def _open_block(self) -> Block | None:
+        """The block the next row goes into (the caller holds the lock): a full one is handed to the writer first;
+        None when the writer is behind and every buffer is full (the row is lost, counted and said once)."""
+        block = self._block
+        if block.rows >= self._block_rows:
+            if not self._hand_off():
+                self._lose("full", "the writer is behind and the buffers are full: rows are dropped")
+                return None
+            block = self._block
+        return block
 
     def _hand_off(self) -> bool:
         """Queue the current block for the writer (under the lock); False when the queue is full."""
