@@ -503,6 +503,9 @@ def findings_object(findings: Findings, machine: dict[str, Any], warnings: Seque
                 data["first_runs"] = first_runs_object(findings.first_runs)
             if findings.tree is not None and findings.spec.tree is not None:  # the engine's tree, per depth
                 data["tree"] = {"shape": findings.spec.tree.to_dict()} | findings.tree.to_dict()
+                cost_ratio = machine.get("cost_ratio")
+                if cost_ratio is not None:  # the tree's advice by its own model, beside the chain's keys
+                    data["tree"]["advice"] = findings.advice(cost_ratio)[-1].to_dict()
             data["verdict"] = findings.verdict_list()
         data[key] = value
     if findings.gates:

@@ -280,18 +280,29 @@ def _rule_option(context: click.Context, param: click.Parameter, value: str | No
         raise click.BadParameter(str(error.args[0]), ctx=context, param=param) from None
 
 
-def _rule_note(rule: Rule) -> str | None:
-    """What the figures mean under a rule other than the chain's closed form, for the table view."""
+def _rule_note(rule: Rule, with_cost: bool = False) -> str | None:
+    """What the figures mean under a rule other than the chain's closed form, for the table view; `with_cost`:
+    what the best k marked means under the rule's own model."""
     if rule.model == "at-least-chain":
-        return (
+        note = (
             f"{rule.name}: it keeps at least this many tokens per pass at this alpha (never fewer than the chain "
             "rule on the same drafts); how many more depends on the two distributions, not on alpha alone."
         )
+        if with_cost:
+            note += (
+                " The best k marked is the floor's: its decisions are joint, so its own best k is not known from "
+                "alpha (its logs at each k give it)."
+            )
+        return note
     if rule.model == "tree":
-        return (
+        note = (
             f"{rule.name}: --alpha is read as the conditional acceptance rate at every depth and --k as the "
             "tree's depth; a real tree's rates differ by depth (its accepted-depth histogram gives them)."
         )
+        if with_cost:
+            # 1 + alpha + ... + alpha^k over 1 + k c: the chain's closed form is the tree's model at one rate.
+            note += " The best k marked is the best depth by the tree's model, a draft pass per level."
+        return note
     return None
 
 
@@ -336,7 +347,7 @@ def expect(alpha: float, k_text: str, rule: Rule | None, cost_ratio: float | Non
 
     best_k = None if cost_ratio is None else max(ks, key=lambda k: formulas.expected_speedup(alpha, k, cost_ratio))
     optimal = None if cost_ratio is None else formulas.optimal_k(alpha, cost_ratio)
-    note = None if rule is None else _rule_note(rule)
+    note = None if rule is None else _rule_note(rule, cost_ratio is not None)
     with printing_to_stdout():
         table = expect_table(rows, best_k, optimal)
         QuietPipeConsole().print(table if note is None else Group(table, Text(note, style="dim")))

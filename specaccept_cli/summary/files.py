@@ -21,6 +21,7 @@ import orjson
 from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
+from specaccept_cli.summary.advice import advice_of
 from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
@@ -109,6 +110,9 @@ def summary_object(
         data["cost_ratio"] = cost_ratio
         data["speedup"] = numbers.speedup(cost_ratio)
         data["optimal_k"] = numbers.optimal_k(cost_ratio)
+        if summary.rules is not None and summary.rules.accepted:  # block and tree runs: advice by their own model
+            figures = rule_figures(summary.rules, summary.clusters is not None)
+            data["rule_advice"] = {rule.name: advice_of(rule, cost_ratio).to_dict() for rule in figures}
     state: dict[str, Any] = {
         "joint_counts": joint,
         "passing_tokens": summary.passing_tokens,

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from msgspec import Struct
 
 # At run time, not under TYPE_CHECKING: help() and inspect.signature() resolve the records' field types.
+from specaccept_cli.summary.advice import RuleAdvice, advice_of
 from specaccept_cli.summary.estimates import Estimates
 from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.rule_figures import RuleFigures, TreeShape
@@ -134,6 +135,15 @@ class Findings(Struct, frozen=True, eq=False):
             if status in statuses:
                 return status
         return None
+
+    def advice(self, cost_ratio: float) -> tuple[RuleAdvice, ...]:
+        """Best-depth advice at cost ratio c for every rule outside alpha, then the engine's named tree, each by
+        its own model (`summary.advice`): a question asked of the findings, like `Estimates.speedup`."""
+        shape = self.spec.tree
+        figures: list[tuple[RuleFigures, int | None]] = [(rule, None) for rule in self.rules]
+        if self.tree is not None and shape is not None:
+            figures.append((self.tree, shape.steps))
+        return tuple(advice_of(rule, cost_ratio, steps) for rule, steps in figures)
 
     def verdict_list(self) -> list[dict[str, Any]]:
         """The verdict as `-o json` writes it: a list of {check, status, text}."""

@@ -37,6 +37,7 @@ from specaccept_cli.views.svg import Axis, Chart, text
 from specaccept_cli.views.timeline import window_width_text
 
 if TYPE_CHECKING:
+    from specaccept_cli.summary.advice import RuleAdvice
     from specaccept_cli.verdict import Findings
     from specaccept_cli.verdict.checks import Comparison
 
@@ -187,8 +188,28 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
         shown = [entry for entry in entries if entry.status != "ok"] or list(entries)
         parts.append(_card(label, word, "; ".join(entry.text for entry in shown), TONES[tone]))
     if cost_ratio is not None:
-        parts.append(_card("speedup", number(numbers.speedup(cost_ratio), ".3f"), f"cost ratio {cost_ratio:g}"))
+        if findings.spec.tree is None and (numbers.runs or not findings.rules):  # chain runs were counted
+            parts.append(_card("speedup", number(numbers.speedup(cost_ratio), ".3f"), f"cost ratio {cost_ratio:g}"))
+        parts += [advice_card(advice) for advice in findings.advice(cost_ratio)]
     return '<div class="cards">' + "".join(parts) + "</div>\n"
+
+
+def advice_card(advice: RuleAdvice) -> str:
+    """A rule outside alpha at the cost ratio: its observed speedup (at most, where the draft passes are the
+    deepest accepted) and its best depth by its own model, or why block has none."""
+    value = number(advice.speedup, ".3f")
+    if advice.speedup_bound != "exact":
+        value = f"at most {value}"
+    detail = f"cost ratio {advice.cost_ratio:g}, {advice.draft_passes} draft passes per verify pass"
+    if advice.model == "tree" and advice.best is not None:
+        best = advice.depths[advice.best - 1]
+        detail += (
+            f"; best depth {advice.best} of the {advice.known_depth} known ({best.tokens_per_pass:.3f} tokens per "
+            f"pass, speedup {best.speedup:.3f}); deeper is not known"
+        )
+    elif advice.model != "tree":
+        detail += "; decisions are joint, so its best k is not in these runs: the chain model is its floor"
+    return _card(f"speedup, {advice.name}", value, detail)
 
 
 CARDS = (

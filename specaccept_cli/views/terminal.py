@@ -28,6 +28,7 @@ from specaccept_cli.views import rows as shared
 from specaccept_cli.views.format import MISSING, interval, number
 
 if TYPE_CHECKING:
+    from specaccept_cli.summary.advice import RuleAdvice
     from specaccept_cli.summary.first_runs import FirstRuns
     from specaccept_cli.summary.state import Summary
     from specaccept_cli.verdict import Findings
@@ -172,7 +173,11 @@ def summary_view(
     if summary.max_k:
         parts += [per_position_table(numbers), histogram_chart(numbers)] if full else [position_strip(numbers)]
     if cost_ratio is not None:
-        parts.append(cost_table(numbers, cost_ratio))
+        # A named tree's counts hold nodes, not a chain's k, and runs outside alpha are not in the counts: the
+        # chain's table only where chain runs were counted, and each rule's advice by its own model.
+        if findings.spec.tree is None and (numbers.runs or not findings.rules):
+            parts.append(cost_table(numbers, cost_ratio))
+        parts += [advice_table(advice) for advice in findings.advice(cost_ratio)]
     if conventions:
         parts.append(conventions_table(numbers))
     if summary.groups is not None:
@@ -443,6 +448,61 @@ def cost_table(summary: Estimates, cost_ratio: float) -> RenderableType:
             style="bold" if k == best else None,
         )
     return Group(head, table)
+
+
+def advice_table(advice: RuleAdvice) -> RenderableType:
+    """A rule outside alpha at cost ratio c: its observed speedup (and what it assumes), then, for a tree, the
+    tokens per pass and speedup of the tree cut at each depth the input knows, the best marked."""
+    c = f"{advice.cost_ratio:g}"
+    shown = number(advice.speedup)
+    if advice.speedup_bound == "exact":
+        passes = f"{advice.draft_passes} draft passes per verify pass (the tree's steps)"
+    else:
+        shown = f"at most {shown}"
+        if advice.model == "tree":
+            passes = (
+                f"{advice.draft_passes} draft passes per verify pass, the deepest depth accepted: each tree is at "
+                "least that deep, and a deeper one costs more"
+            )
+        else:
+            passes = (
+                f"{advice.draft_passes} draft passes per verify pass, the longest length accepted: each draft is "
+                "at least that long, and a longer one costs more"
+            )
+    head = Text(
+        f"{advice.name}, c = {c}: observed speedup tokens per pass / (1 + c x draft passes) = {shown}, with {passes}"
+    )
+    if advice.model != "tree":
+        return Group(
+            head,
+            Text(
+                f"{advice.name} decides jointly, so a shorter or longer draft changes its decisions: its best k is "
+                "not in these runs. It keeps at least what the chain rule keeps on the same drafts, so the chain "
+                "model at their per-token alpha is a floor "
+                f"('expect --rule {advice.name} --alpha A --k K' gives it, labelled at least); these runs keep no "
+                "per-token alpha.",
+                style="dim",
+            ),
+        )
+    table = FitTable(title=f"{advice.name} cut at depth D", title_justify="left")
+    for name in ("depth", "tokens per pass", "speedup", ""):
+        table.add_column(name, justify="right")
+    for row in advice.depths:
+        best = row.depth == advice.best
+        table.add_row(
+            str(row.depth),
+            f"{row.tokens_per_pass:.4f}",
+            f"{row.speedup:.4f}",
+            "best" if best else "",
+            style="bold" if best else None,
+        )
+    note = Text(
+        "tokens per pass at D = 1 + the sum over d <= D of c_1 ... c_d (exact: each level is decided from the levels "
+        f"above it); speedup = that / (1 + D c), a draft pass per level. Deeper than {advice.known_depth} is not "
+        "known from this input.",
+        style="dim",
+    )
+    return Group(head, table, note)
 
 
 def conventions_table(summary: Estimates) -> RenderableType:
