@@ -45,6 +45,7 @@ OPTIONS: dict[str | tuple[str, str], str | None] = {
     ("log", "all_accepted"): "--p-field",  # swapped fields are the likeliest cause: name the option that picks p
     ("log", "p_at_most_q"): "--p-field",
     ("log", "mean_p_over_q"): "--p-field",
+    ("tree", "maybe_tree"): "--tree",  # the server's speculative_eagle_topk, num_steps, num_draft_tokens
 }
 
 

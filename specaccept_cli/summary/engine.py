@@ -178,3 +178,54 @@ class EngineTally(Struct, frozen=True):
             drift=tuple(data.get("schema_drift", ())),
             depths=DepthTally.from_dict(data["depths"]) if "depths" in data else None,
         )
+
+
+class TreeEvidence(Struct, frozen=True):
+    """SGLang counts that read like an EAGLE tree's: `width` drafts proposed per verify pass (SGLang's
+    `speculative_num_draft_tokens - 1`, counted the same for a chain's k and a tree's nodes), but over `passes`
+    passes none kept more than `deepest`; `reached` passes got that deep and not one went further."""
+
+    width: int
+    deepest: int
+    passes: int
+    reached: int
+
+    @property
+    def chain_rate_at_most(self) -> float:
+        """The 95% upper bound on a chain's rate at depth deepest + 1 after `reached` tries kept none of it
+        (the exact binomial bound 1 - 0.05^(1 / reached), about 3 / reached)."""
+        return 1.0 - float(0.05 ** (1.0 / self.reached))
+
+
+def tree_evidence(engine: EngineTally | None) -> TreeEvidence | None:
+    """What SGLang's per-request counts say of a tree without its shape, or None where they say nothing.
+
+    They cannot prove one (python/sglang/srt/managers/tokenizer_manager.py and managers/schedule_batch.py in
+    sgl-project/sglang): the proposed count is verify passes x (speculative_num_draft_tokens - 1) whatever the
+    tree, `spec_accept_rate` is accepted / that count, and `spec_correct_drafts_histogram` grows to the
+    deepest accepted length (`update_spec_correct_drafts_histogram` extends it on demand), not to
+    `speculative_num_steps` + 1; neither `speculative_eagle_topk` nor the steps are written per request. A chain
+    of `width` drafts that never accepted all of them reads exactly the same, so the evidence is statistical:
+    passes that reached the deepest accepted depth and never went further. Read only where every count is
+    SGLang's, every request wrote its histogram, and the width is one whole number over all of them.
+    """
+    if engine is None or engine.engines != ("sglang",) or engine.units is None or engine.recovered:
+        return None
+    units = engine.units
+    if not units.histogram_complete or not units.histogram:
+        return None
+    steps = units.total("steps_low")
+    if not steps or steps != units.total("steps_high") or sum(units.histogram) != steps:
+        return None
+    drafted = units.total("drafted")
+    if drafted % steps:
+        return None
+    width = drafted // steps
+    histogram = units.histogram
+    deepest = max(depth for depth, count in enumerate(histogram) if count)
+    if deepest < 1 or width <= deepest:
+        return None
+    evidence = TreeEvidence(width, deepest, steps, histogram[deepest])
+    # Said only where the stop is sharp: the chain's bound at depth deepest + 1 below the rate seen at deepest.
+    rate_at_deepest = histogram[deepest] / sum(histogram[deepest - 1 :])
+    return evidence if evidence.chain_rate_at_most < rate_at_deepest else None

@@ -235,7 +235,7 @@ def tree_entries(findings: Findings) -> list[VerdictEntry]:
     give per-depth rates, says the shape is not the server's (or the input holds no tree's counts)."""
     shape = findings.spec.tree
     if shape is None:
-        return []
+        return maybe_tree_entries(findings)
     figures = findings.tree
     if figures is None:
         text = (
@@ -251,6 +251,26 @@ def tree_entries(findings: Findings) -> list[VerdictEntry]:
         )
         return [_entry("tree", "warn", text, Issue("tree", "too_deep", value=deepest, limit=shape.steps))]
     return []
+
+
+def maybe_tree_entries(findings: Findings) -> list[VerdictEntry]:
+    """SGLang counts that read like a tree's, with no shape named: said with the evidence, since the counts cannot
+    prove a tree (`summary.engine.tree_evidence`), and with what would give exact per-depth rates."""
+    from specaccept_cli.summary.engine import tree_evidence
+
+    evidence = tree_evidence(findings.summary.engine)
+    if evidence is None:
+        return []
+    text = (
+        f"SGLang proposed {evidence.width} drafts per verify pass, but no pass of {evidence.passes:,} kept more than "
+        f"{evidence.deepest}: {evidence.reached:,} reached depth {evidence.deepest} and none went deeper (a chain "
+        f"of {evidence.width} would keep depth {evidence.deepest + 1} at a rate below "
+        f"{evidence.chain_rate_at_most:.2g}, 95%). SGLang counts an EAGLE tree's nodes as it counts a chain's "
+        "drafts and writes neither the tree's top-k nor its steps per request, so this reads as a tree the counts "
+        "cannot prove, and alpha's bounds assume chains; the server's tree shape gives exact per-depth rates"
+    )
+    issue = Issue("tree", "maybe_tree", value=float(evidence.width), limit=float(evidence.deepest))
+    return [_entry("tree", "warn", text, issue)]
 
 
 ALL_ACCEPTED = 0.999  # alpha at or above this ...
