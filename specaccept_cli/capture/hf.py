@@ -16,6 +16,14 @@ max-length cut arrives later, at `update_candidate_strategy`, and is written as 
 A library that draws r another way (no draw, two draws, another shape) stops the generation with
 a `CaptureError` instead of writing rows that would not audit.
 
+With `do_sample=False` the library never calls `_speculative_sampling`: `_assisted_decoding` keeps drafted
+tokens while they equal the argmax of the target's processed logits (`selected_tokens =
+new_logits.argmax(dim=-1)`, then the first mismatch stops). Those steps are written as `argmax` rows: the
+drafted tokens as the candidate generator returned them (`get_candidates`, wrapped), and the target's argmax at
+each drafted position taken from the logits the loop hands `update_candidate_strategy` (its processed
+`new_logits`), so the audit recomputes the library's own count. Greedy steps with `assistant_ensemble_weight`
+compare against the argmax of a mixture the loop does not pass on, and are not written.
+
 Only the transformers releases whose source was read and tested are accepted (`SUPPORTED`);
 others are refused by name, since the function's signature and the place of the EOS cut have
 moved between releases (4.37-4.39 `max_matches`, 4.40-5.15 `is_done_candidate` with the EOS
@@ -44,6 +52,7 @@ TESTED = "5.24.0"
 # What a row holds besides the user's labels.
 ROW_FIELDS = frozenset(
     {"p", "q", "r", "time", "request_id", "step", "accepted", "committed", "position", "draft_tokens", "rule"}
+    | {"target_tokens"}
     | {"generator", "ensemble_weight", "target_p"}
 )
 _PARAMETERS = ("candidate_input_ids", "candidate_logits", "candidate_length", "new_logits", "assistant_ensemble_weight")
@@ -72,6 +81,9 @@ class _Request(Struct):
     generator: str = ""
     step: int = 0
     pending: dict[str, Any] | None = None
+    greedy: bool = False  # do_sample off, no ensemble weight: the loop keeps drafts equal to the target's argmax
+    drafted: list[int] | None = None  # this step's drafted tokens (greedy), from `get_candidates`
+    position: int = 0  # tokens before this step's draft (greedy)
 
 
 class _Capture(Struct):
@@ -88,6 +100,26 @@ class _Capture(Struct):
             return
         p, q, r = row.pop("p"), row.pop("q"), row.pop("r")
         self.recorder.record(p, q, r, committed=committed, rule="standard", **row, **self.labels)
+
+    def record_greedy(self, request: _Request, scores: Any, committed: int) -> None:
+        """A greedy step as an `argmax` row: the drafted tokens, and the argmax of the processed logits the loop
+        compared them with at each drafted position; `accepted` is the loop's own count of leading matches."""
+        drafted, request.drafted = request.drafted, None
+        if not drafted:
+            return
+        target = scores[0, : len(drafted)].argmax(dim=-1).tolist()
+        accepted = next((index for index, (a, b) in enumerate(zip(drafted, target)) if a != b), len(drafted))
+        self.recorder.record_step(
+            "argmax",
+            {"draft_tokens": drafted, "target_tokens": target},
+            request_id=request.request_id,
+            step=request.step,
+            accepted=accepted,
+            committed=committed,
+            position=request.position,
+            generator=request.generator,
+            **self.labels,
+        )
 
 
 class _Thread(threading.local):
@@ -234,7 +266,10 @@ def _bracketed_decoding(original: Callable[..., Any]) -> Callable[..., Any]:
         capture = _LOCAL.captures[-1] if _LOCAL.captures else None
         if capture is None:
             return original(self, *args, **kwargs)
-        request = _Request(capture.request_ids())
+        config = _bound(original, self, args, kwargs).get("generation_config")
+        greedy = config is not None and not config.do_sample
+        greedy = greedy and getattr(config, "assistant_ensemble_weight", None) is None
+        request = _Request(capture.request_ids(), greedy=greedy)
         capture.requests.append(request)
         try:
             return original(self, *args, **kwargs)
@@ -245,8 +280,19 @@ def _bracketed_decoding(original: Callable[..., Any]) -> Callable[..., Any]:
     return decoding
 
 
+def _bound(function: Callable[..., Any], self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call by name (`generation_config` may come by position or keyword); {} if they do not bind."""
+    import inspect
+
+    try:
+        return dict(inspect.signature(function).bind(self, *args, **kwargs).arguments)
+    except TypeError:
+        return {}
+
+
 def _watched_generator(original: Callable[..., Any]) -> Callable[..., Any]:
-    """The candidate generator, its `update_candidate_strategy` wrapped: it receives the committed count."""
+    """The candidate generator, its `update_candidate_strategy` wrapped (it receives the committed count) and,
+    for greedy steps, its `get_candidates` (the drafted tokens, the last `candidate_length` of the ids)."""
 
     def get_candidate_generator(self: Any, *args: Any, **kwargs: Any) -> Any:
         generator = original(self, *args, **kwargs)
@@ -256,12 +302,24 @@ def _watched_generator(original: Callable[..., Any]) -> Callable[..., Any]:
         capture, request = current
         request.generator = type(generator).__name__
         update = generator.update_candidate_strategy
+        candidates = generator.get_candidates
+
+        def get_candidates(input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+            found = candidates(input_ids, *args, **kwargs)
+            if request.greedy:
+                request.position = int(input_ids.shape[1])
+                request.drafted = [int(token) for token in found[0][0, request.position :].tolist()]
+            return found
 
         def update_candidate_strategy(input_ids: Any, scores: Any, num_matches: Any) -> Any:
-            capture.flush(request, int(num_matches))
+            if request.greedy:
+                capture.record_greedy(request, scores, int(num_matches))
+            else:
+                capture.flush(request, int(num_matches))
             request.step += 1
             return update(input_ids, scores, num_matches)
 
+        generator.get_candidates = get_candidates
         generator.update_candidate_strategy = update_candidate_strategy
         return generator
 
@@ -272,7 +330,7 @@ def _watched_generator(original: Callable[..., Any]) -> Callable[..., Any]:
 def capture_assisted_generation(
     recorder: Recorder, *, request_id: str | None = None, **labels: Any
 ) -> Iterator[Recorder]:
-    """Record a row per verify step of every sampled assisted `generate` call made in this thread.
+    """Record a row per verify step of every assisted `generate` call made in this thread, sampled or greedy.
 
     Each `generate` call is one request: `request_id` names it (a second call in the same context
     is `<request_id>-2`, ...); by default a random prefix and a counter. `labels` go on every row.
@@ -280,7 +338,9 @@ def capture_assisted_generation(
     (the loop's iteration), `accepted` (the library's
     count), `committed` (after the EOS / max-length cut), `position` (tokens before the draft),
     `draft_tokens` and `generator` (the candidate generator's class: `UniversalSpeculativeDecodingGenerator`
-    and `AssistedCandidateGeneratorDifferentTokenizers` map logits between vocabularies).
+    and `AssistedCandidateGeneratorDifferentTokenizers` map logits between vocabularies). Greedy calls
+    (`do_sample=False`) write `argmax` rows instead of p, q and r: `draft_tokens` and `target_tokens` (the
+    target's argmax at each drafted position), with the same request, step, counts, position and generator.
     """
     taken = sorted(ROW_FIELDS.intersection(labels))
     if taken:

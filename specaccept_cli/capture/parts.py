@@ -295,7 +295,11 @@ def _merged(block: Block, name: str) -> list[Any]:
     column = block.labels.get(name) or [None] * block.rows
     if not block.steps:
         return column
-    return [block.steps[row].get(name) if row in block.steps else column[row] for row in range(block.rows)]
+    # A step row's own field where it has one, else its label of that name (record_step's labels: `committed`, ...)
+    return [
+        block.steps[row][name] if row in block.steps and name in block.steps[row] else column[row]
+        for row in range(block.rows)
+    ]
 
 
 def _column(values: list[Any]) -> Any:

@@ -331,3 +331,62 @@ def test_universal_assisted_generation_rows_are_labelled_and_hold_what_the_libra
             ratio = np.float32(row["p"]) / np.float32(row["q"])
             passed = np.float32(row["r"]) <= ratio
             assert row["accepted"] == int(np.cumprod(passed).sum())
+
+
+def per_run_accepted(directory: Path, *options: str) -> list[int]:
+    done = run_process("audit", str(directory), *options, "-o", "jsonl")
+    assert done.returncode == 0, done.stderr.decode()
+    return [json.loads(line)["accepted"] for line in done.stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def greedy_capture(
+    models: tuple[Any, Any], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[Any], list[Any]]:
+    """Greedy assisted generation (do_sample=False) of the same prompts, without and with the capture."""
+    target, draft = models
+    directory = tmp_path_factory.mktemp("greedy")
+    with drafting(draft, assistant_confidence_threshold=0.0, num_assistant_tokens=6):
+        plain = [generate(target, draft, prompt, 0, do_sample=False) for prompt in prompts()]
+        recorded = []
+        with Recorder(directory, handle_sigterm=False) as recorder:
+            for seed, prompt in enumerate(prompts()):
+                with capture_assisted_generation(recorder, request_id=f"greedy-{seed}"):
+                    recorded.append(generate(target, draft, prompt, 0, do_sample=False))
+    return directory, plain, recorded
+
+
+def test_greedy_generation_is_captured_as_argmax_rows_that_audit_to_the_librarys_counts(
+    greedy_capture: tuple[Path, list[Any], list[Any]],
+) -> None:
+    directory, plain, recorded = greedy_capture
+    assert all(torch.equal(a, b) for a, b in zip(plain, recorded, strict=True))  # the capture changes nothing
+    rows = captured_rows(directory)
+    assert len(rows) > 10 and {row["rule"] for row in rows} == {"argmax"}  # greedy verifies by argmax, not r <= p/q
+    assert all(row.get("p") is None and row.get("r") is None for row in rows)
+    numbers = audit(directory, "--reported-field", "accepted", "--cluster-field", "request_id")
+    assert numbers["runs"] == len(rows) == numbers["reported_runs"] and numbers["mismatches"] == 0
+    assert numbers["rules"] == {"argmax": len(rows)}
+    # Re-read by the audit, every row's accepted length is the loop's own count of leading matches.
+    assert per_run_accepted(directory) == [row["accepted"] for row in rows]
+    assert any(0 < row["accepted"] < len(row["draft_tokens"]) for row in rows)  # rejections as well as full drafts
+
+
+def test_greedy_rows_hold_the_targets_argmax_at_every_drafted_position(
+    greedy_capture: tuple[Path, list[Any], list[Any]], models: tuple[Any, Any]
+) -> None:
+    directory, _, recorded = greedy_capture
+    target, _ = models
+    rows = captured_rows(directory)
+    for seed, output in enumerate(recorded):
+        for row in (row for row in rows if row["request_id"] == f"greedy-{seed}"):
+            k, start = len(row["draft_tokens"]), row["position"]
+            assert len(row["target_tokens"]) == k and 0 <= row["committed"] <= row["accepted"] <= k
+            # What the target saw in the verify pass: the output so far and the draft; its argmax at each drafted
+            # position, found again by a forward pass of its own.
+            seen = torch.cat([output[:, :start], torch.tensor([row["draft_tokens"]])], dim=1)
+            with torch.no_grad():
+                argmax = target(seen).logits[0, start - 1 : start + k - 1].argmax(dim=-1).tolist()
+            assert row["target_tokens"] == argmax
+            kept = output[0, start : start + row["committed"]].tolist()
+            assert kept == row["draft_tokens"][: row["committed"]] == row["target_tokens"][: row["committed"]]

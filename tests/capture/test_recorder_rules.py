@@ -102,3 +102,16 @@ def test_a_step_that_breaks_its_rules_contract_is_refused_counted_and_logged_onc
     assert sum("a step was refused" in message for message in messages) == 1
     assert "rule 'block' needs 'residual'" in " ".join(messages)
     assert rows_of(tmp_path)[0] == {**rows_of(tmp_path)[0], "rule": "greedy-draft", "q": [0.9]}
+
+
+@pytest.mark.parametrize("form", ["parquet", "jsonl"])
+def test_a_steps_labels_are_written_beside_its_fields(tmp_path: Path, form: str) -> None:
+    """Labels of record_step rows (the transformers capture's `committed`, `position`, `generator`) are kept in
+    both formats, also in a block where record() rows carry a label of a step field's name (`draft_tokens`)."""
+    with Recorder(tmp_path / "c", format=form, handle_sigterm=False) as recorder:
+        assert recorder.record([0.5], [0.5], [0.2], request_id="a", step=0, accepted=1, draft_tokens=[7], committed=1)
+        fields = {"draft_tokens": [7, 8], "target_tokens": [7, 9]}
+        assert recorder.record_step("argmax", fields, request_id="a", step=1, accepted=1, committed=0, position=5)
+    rows = rows_of(tmp_path / "c")
+    assert [row["committed"] for row in rows] == [1, 0] and rows[1]["position"] == 5
+    assert [row["draft_tokens"] for row in rows] == [[7], [7, 8]]
