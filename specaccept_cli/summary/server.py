@@ -37,6 +37,11 @@ RULES: dict[str, str] = {
     "greedy-draft": "accepts on r <= p (q taken as 1)",
     "bonus-counted": "reports a + 1 (counts the bonus token)",
 }
+# The rule of the table a server's counts may follow with a threshold below 1, and its two thresholds (SGLang's
+# speculative_accept_threshold_acc / _single, both 1 by default): with one child per level its test is
+# `coin <= p / threshold_acc or p >= threshold_single`.
+LOWERED = "tree-target-cdf"
+THRESHOLDS = ("threshold_acc", "threshold_single")
 # Names of earlier versions, read from saved summaries: `greedy-draft` was `target-probability-only`.
 FORMER_NAMES = {"greedy-draft": "target-probability-only"}
 
@@ -187,6 +192,15 @@ class ReportedTally(Struct):
     near_ties: int | None = 0
     # (recomputed, reported) -> runs, reported counts clipped at MAX_MATRIX_COUNT: the report's heatmap.
     pairs: dict[tuple[int, int], int] = field(default_factory=dict)
+    # Per threshold of tree-target-cdf (the other at 1): the open-closed interval (low, high] of values that
+    # reproduce every reported count compared so far; None where some batch could not say (rows of other rules,
+    # token ids) or a summary was saved before it was kept.
+    # Mismatches only a lowered threshold reproduces (no rule of RULES does), and the first of their lines.
+    lowered_only: int | None = 0
+    lowered_lines: list[tuple[str, int]] = field(default_factory=list)
+    thresholds: dict[str, tuple[float, float]] | None = field(
+        default_factory=lambda: dict.fromkeys(THRESHOLDS, (0.0, 1.0))
+    )
 
     @classmethod
     def of_batch(
@@ -195,6 +209,8 @@ class ReportedTally(Struct):
         """The batch's comparison; `faulty` (`rule.faulty.faulty_counts`) explains its mismatches (None: none)."""
         mismatch = reported != outcome.accepted
         tally = cls(runs=len(batch), mismatches=int(mismatch.sum()), pairs=_pair_counts(outcome.accepted, reported))
+        lowered = None if batch.greedy or batch.rules is not None else threshold_bounds(batch, reported)
+        tally.thresholds = None if lowered is None else {name: bounds.overall for name, bounds in lowered.items()}
         if tally.mismatches:
             assert faulty is not None, "mismatches to explain: the faulty rules' counts were not taken"
             where = np.flatnonzero(mismatch)
@@ -206,6 +222,14 @@ class ReportedTally(Struct):
                 tally.alone[rule] = int((hits & (rules_per_run == 1)).sum())
             tally.unexplained = int((rules_per_run == 0).sum())
             tally.several = int((rules_per_run >= 2).sum())
+            below = np.zeros(where.shape[0], dtype=bool)
+            for bounds in (lowered or {}).values():
+                below |= bounds.needs_lowering[where]
+            only_lowered = where[below & (rules_per_run == 0)]
+            tally.lowered_only = int(only_lowered.shape[0]) if lowered is not None else None
+            tally.lowered_lines = [
+                (batch.source, int(batch.lines[run])) for run in only_lowered[:MAX_EVIDENCE].tolist()
+            ]
             tally.near_ties = _near_ties(batch, faulty.thresholds, outcome.accepted[where], reported[where], where)
             for position, run in enumerate(where[:MAX_EXAMPLES].tolist()):
                 tally.examples.append(
@@ -235,7 +259,27 @@ class ReportedTally(Struct):
             pairs={
                 pair: self.pairs.get(pair, 0) + other.pairs.get(pair, 0) for pair in sorted({*self.pairs, *other.pairs})
             },
+            lowered_only=None
+            if self.lowered_only is None or other.lowered_only is None
+            else self.lowered_only + other.lowered_only,
+            lowered_lines=(self.lowered_lines + other.lowered_lines)[:MAX_EVIDENCE],
+            thresholds=None
+            if self.thresholds is None or other.thresholds is None
+            else {
+                name: (
+                    max(self.thresholds[name][0], other.thresholds[name][0]),
+                    min(self.thresholds[name][1], other.thresholds[name][1]),
+                )
+                for name in THRESHOLDS
+            },
         )
+
+    def lowered_thresholds(self) -> dict[str, list[float]]:
+        """Each threshold whose values below 1 reproduce every reported count compared, as [low, high] (low
+        excluded): none where the counts need no lowering (the interval reaches 1) or no value fits them all."""
+        if self.thresholds is None:
+            return {}
+        return {name: [low, high] for name, (low, high) in self.thresholds.items() if low < high < 1.0}
 
     def diagnosis(self) -> list[dict[str, Any]]:
         """Faulty rules sorted by how many mismatching runs they explain (a run may have several).
@@ -274,10 +318,13 @@ class ReportedTally(Struct):
         if not ranked[0]["explains"]:
             return None
         top = max(ranked, key=lambda item: (item.get("alone", 0), item["explains"]))
+        lowered = self.lowered_named()
+        if lowered is not None:
+            return lowered
         rule = str(top["rule"])
         only = [example for example in self.examples if example.rules == (rule,)][:MAX_EVIDENCE]
         verdict = VERDICTS[rule]
-        return {
+        named = {
             "rule": rule,
             "test": RULES[rule],
             "explains": top["explains"],
@@ -286,6 +333,30 @@ class ReportedTally(Struct):
             "verdict": verdict.kind,
             "in_short": VERDICT_WORDS[verdict.kind],
             "meaning": verdict.meaning,
+        }
+        return named
+
+    def lowered_named(self) -> dict[str, Any] | None:
+        """tree-target-cdf with a threshold below 1, named when one value of a threshold (the other at 1)
+        reproduces every count compared and some mismatches only it explains (its evidence): greedy-draft is
+        its value 1, which those runs rule out. None otherwise."""
+        lowered = self.lowered_thresholds()
+        if not lowered or not self.lowered_only:
+            return None
+        # Either threshold alone may fit (both are listed); the verdict is the same for each: lossy.
+        name, (_, high) = next(iter(lowered.items()))
+        verdict = rule_verdict(LOWERED, {name: high})
+        return {
+            "rule": LOWERED,
+            "test": f"coin <= p / threshold_acc or p >= threshold_single, with {' or '.join(lowered)} below 1 "
+            "(one child per level; q not used)",
+            "explains": self.mismatches,
+            "alone": self.lowered_only,
+            "evidence": [{"source": source, "line": line} for source, line in self.lowered_lines],
+            "verdict": verdict.kind,
+            "in_short": VERDICT_WORDS[verdict.kind],
+            "meaning": verdict.meaning,
+            "thresholds": lowered,
         }
 
     def all_near_ties(self) -> bool:
@@ -316,6 +387,13 @@ class ReportedTally(Struct):
             **({} if self.several is None else {"several": self.several}),
             **({} if self.near_ties is None else {"near_ties": self.near_ties}),
             "pairs": [[recomputed, reported, runs] for (recomputed, reported), runs in sorted(self.pairs.items())],
+            **({} if self.lowered_only is None else {"lowered_only": self.lowered_only}),
+            "lowered_lines": [[source, line] for source, line in self.lowered_lines],
+            **(
+                {}
+                if self.thresholds is None
+                else {"thresholds": {name: list(self.thresholds[name]) for name in THRESHOLDS}}
+            ),
         }
 
     @classmethod
@@ -336,7 +414,98 @@ class ReportedTally(Struct):
             alone={rule: _saved(data["alone"], rule) for rule in RULES} if "alone" in data else None,
             several=int(data["several"]) if "several" in data else None,
             near_ties=int(data["near_ties"]) if "near_ties" in data else None,
+            lowered_only=_saved_count(data["lowered_only"], "lowered_only") if "lowered_only" in data else None,
+            lowered_lines=[_saved_line(item) for item in data.get("lowered_lines", [])][:MAX_EVIDENCE],
+            thresholds=_saved_thresholds(data.get("thresholds")),  # absent from files of earlier versions: unknown
         )
+
+
+def _saved_count(value: object, key: str) -> int:
+    if type(value) is not int or not 0 <= value <= 2**63 - 1:
+        raise ValueError(f"reported {key} must be a whole number from 0")
+    return value
+
+
+def _saved_line(item: object) -> tuple[str, int]:
+    if not isinstance(item, list) or len(item) != 2 or type(item[1]) is not int or item[1] < 1:
+        raise ValueError("reported lowered_lines must be [source, line] pairs")
+    return str(item[0]), item[1]
+
+
+def _saved_thresholds(data: object) -> dict[str, tuple[float, float]] | None:
+    """The threshold intervals of a saved summary: two numbers from 0 to 1 per threshold, or absent (None)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != set(THRESHOLDS):
+        raise ValueError(f"reported thresholds must name {' and '.join(THRESHOLDS)}")
+    found = {}
+    for name in THRESHOLDS:
+        bounds = data[name]
+        if (
+            not isinstance(bounds, list)
+            or len(bounds) != 2
+            or any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in bounds)
+            or not all(0.0 <= float(value) <= 1.0 for value in bounds)
+        ):
+            raise ValueError(f"reported thresholds: {name} must be two numbers from 0 to 1")
+        found[name] = (float(bounds[0]), float(bounds[1]))
+    return found
+
+
+class ThresholdBounds(Struct, frozen=True):
+    """One threshold of tree-target-cdf (the other at 1) against a batch's reported counts: per run the interval
+    (low, high] of values reproducing its count, and over the batch their intersection."""
+
+    low: npt.NDArray[np.float64]
+    high: npt.NDArray[np.float64]
+
+    @property
+    def overall(self) -> tuple[float, float]:
+        return (float(self.low.max(initial=0.0)), float(self.high.min(initial=1.0)))
+
+    @property
+    def needs_lowering(self) -> BoolArray:
+        """Runs some value below 1 reproduces and 1 does not: decisions only a lowered threshold explains."""
+        return (self.low < self.high) & (self.high < 1.0)
+
+
+def threshold_bounds(batch: RunBatch, reported: IntArray) -> dict[str, ThresholdBounds]:
+    """Which values of each tree-target-cdf threshold reproduce each run's reported count, from its p and r.
+
+    SGLang's `TreeSpeculativeSamplingTargetOnly` (sgl-kernel/csrc/speculative/speculative_sampling.cuh) keeps a
+    node iff `coin <= cdf / threshold_acc` or `p >= threshold_single`; with one child per level the cdf is p and
+    the coin is the row's r. A run that reported a kept its first a tokens and, when a < k, rejected token a:
+    - threshold_acc = t (single at 1): a kept token with r > 0 needs t <= p / r, the rejected one needs
+      t > p / r (and r > 0, p < 1);
+    - threshold_single = t (acc at 1): a kept token with r > p needs t <= p, the rejected one needs r > p and
+      t > p.
+    A count above k fits no value (low 1, high 0).
+    """
+    k = np.diff(batch.offsets)
+    runs = np.repeat(np.arange(k.shape[0]), k)
+    position = np.arange(batch.p.shape[0]) - np.repeat(batch.offsets[:-1], k)
+    count = reported[runs]
+    kept, rejected = position < count, position == count
+    p, r = batch.p, batch.r
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.where(r > 0.0, p / np.where(r > 0.0, r, 1.0), np.inf)
+    bounds = {}
+    for name in THRESHOLDS:
+        high = np.ones(k.shape[0], dtype=np.float64)
+        low = np.zeros(k.shape[0], dtype=np.float64)
+        if name == "threshold_acc":
+            np.minimum.at(high, runs[kept], ratio[kept])
+            impossible = rejected & ((r <= 0.0) | (p >= 1.0))
+            np.maximum.at(low, runs[rejected], np.where(impossible, 2.0, ratio)[rejected])
+        else:
+            lifted = kept & (r > p)
+            np.minimum.at(high, runs[lifted], p[lifted])
+            impossible = rejected & (r <= p)
+            np.maximum.at(low, runs[rejected], np.where(impossible, 2.0, p)[rejected])
+        over = reported > k
+        low[over], high[over] = 1.0, 0.0
+        bounds[name] = ThresholdBounds(np.minimum(low, 1.0), high)
+    return bounds
 
 
 def _saved(counts: dict[str, Any], rule: str) -> int:

@@ -590,7 +590,10 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
     named = reported.named()
     if named is not None:
         alone = "" if named["alone"] is None else f"{named['alone']:,}"  # the runs only it explains: its evidence
-        rows.append(AuditRow((f"verdict: {named['rule']}", alone, f"{named['verdict']}: {named['meaning']}")))
+        meaning = f"{named['verdict']}: {named['meaning']}"
+        for threshold, (low, high) in named.get("thresholds", {}).items():  # the values every count allows
+            meaning += f"; {threshold} in ({low:.4g}, {high:.4g}] reproduces every reported count"
+        rows.append(AuditRow((f"verdict: {named['rule']}", alone, meaning)))
     tables = [
         AuditTable(
             title="Reported counts (a mismatch may be reproduced exactly by several rules)",
