@@ -348,8 +348,8 @@ class ReportedTally(Struct):
         verdict = rule_verdict(LOWERED, {name: high})
         return {
             "rule": LOWERED,
-            "test": f"coin <= p / threshold_acc or p >= threshold_single, with {' or '.join(lowered)} below 1 "
-            "(one child per level; q not used)",
+            "test": f"accepts on r <= p / threshold_acc or p >= threshold_single, with {' or '.join(lowered)} "
+            "below 1 (r the coin, one child per level, q not used)",
             "explains": self.mismatches,
             "alone": self.lowered_only,
             "evidence": [{"source": source, "line": line} for source, line in self.lowered_lines],

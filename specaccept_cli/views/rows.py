@@ -582,6 +582,10 @@ def _reported_tables(reported: ReportedTally) -> list[AuditTable]:
         for item in reported.diagnosis()
     ]
     rows.append(AuditRow(("unexplained", f"{reported.unexplained:,}", "no known rule reproduces the count"), True))
+    lowered = reported.lowered_named()
+    if lowered is not None:  # one threshold value below 1 reproduces every count, the unexplained ones too
+        meaning = f"server {lowered['test']}: reproduces every count, {lowered['alone']:,} of them no rule above does"
+        rows.append(AuditRow(("tree-target-cdf", f"{lowered['explains']:,}", meaning), nested=True))
     if reported.several is not None:
         rows.append(AuditRow(("several rules", f"{reported.several:,}", "mismatches more than one rule reproduces")))
     if reported.near_ties is not None:

@@ -109,3 +109,13 @@ def test_a_summary_saved_before_the_thresholds_were_kept_names_no_lowered_thresh
     merged = invoke("merge", str(saved))
     assert merged.exit_code == 0, merged.stderr
     assert orjson.loads(merged.stdout)["server_rule"]["rule"] != "tree-target-cdf"  # unknown, so not claimed
+
+
+def test_the_table_says_every_count_is_reproduced_and_by_which_values(tmp_path: Path) -> None:
+    path = tmp_path / "server.jsonl"
+    path.write_bytes(server_rows(5, 2000, acc=0.7))
+    result = invoke("audit", str(path), "--reported-field", "reported", "--max-mismatches", "0")
+    assert result.exit_code == 1
+    text = " ".join(result.stdout.split())
+    assert "reproduces every count" in text and "threshold_acc in (" in text
+    assert "verdict on tree-target-cdf: a loss of exactness" in " ".join(result.stderr.split())
