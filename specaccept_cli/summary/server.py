@@ -482,26 +482,29 @@ def threshold_bounds(batch: RunBatch, reported: IntArray) -> dict[str, Threshold
     A count above k fits no value (low 1, high 0).
     """
     k = np.diff(batch.offsets)
-    runs = np.repeat(np.arange(k.shape[0]), k)
-    position = np.arange(batch.p.shape[0]) - np.repeat(batch.offsets[:-1], k)
-    count = reported[runs]
-    kept, rejected = position < count, position == count
+    starts = batch.offsets[:-1]
     p, r = batch.p, batch.r
+    # Only kept tokens with r > p bind either threshold below 1 (p / r >= 1 otherwise), and one rejected token a
+    # run: those are gathered, and the full-length work is the kept mask alone.
+    position = np.arange(p.shape[0]) - np.repeat(starts, k)
+    lifted = np.flatnonzero((position < np.repeat(reported, k)) & (r > p))
+    lifted_runs = np.searchsorted(batch.offsets, lifted, side="right") - 1
+    lifted_p, lifted_r = p[lifted], r[lifted]
+    ends = reported < k
+    rejected = starts[ends] + reported[ends]
+    rejected_p, rejected_r = p[rejected], r[rejected]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.where(r > 0.0, p / np.where(r > 0.0, r, 1.0), np.inf)
+        rejected_ratio = np.where(rejected_r > 0.0, rejected_p / np.where(rejected_r > 0.0, rejected_r, 1.0), 2.0)
     bounds = {}
     for name in THRESHOLDS:
         high = np.ones(k.shape[0], dtype=np.float64)
         low = np.zeros(k.shape[0], dtype=np.float64)
         if name == "threshold_acc":
-            np.minimum.at(high, runs[kept], ratio[kept])
-            impossible = rejected & ((r <= 0.0) | (p >= 1.0))
-            np.maximum.at(low, runs[rejected], np.where(impossible, 2.0, ratio)[rejected])
+            np.minimum.at(high, lifted_runs, lifted_p / lifted_r)  # r > p >= 0 there
+            low[ends] = np.where(rejected_p >= 1.0, 2.0, rejected_ratio)
         else:
-            lifted = kept & (r > p)
-            np.minimum.at(high, runs[lifted], p[lifted])
-            impossible = rejected & (r <= p)
-            np.maximum.at(low, runs[rejected], np.where(impossible, 2.0, p)[rejected])
+            np.minimum.at(high, lifted_runs, lifted_p)
+            low[ends] = np.where(rejected_r <= rejected_p, 2.0, rejected_p)
         over = reported > k
         low[over], high[over] = 1.0, 0.0
         bounds[name] = ThresholdBounds(np.minimum(low, 1.0), high)
