@@ -390,3 +390,18 @@ def test_greedy_rows_hold_the_targets_argmax_at_every_drafted_position(
             assert row["target_tokens"] == argmax
             kept = output[0, start : start + row["committed"]].tolist()
             assert kept == row["draft_tokens"][: row["committed"]] == row["target_tokens"][: row["committed"]]
+
+
+def test_greedy_prompt_lookup_is_captured_as_argmax_rows_too(models: tuple[Any, Any], tmp_path: Path) -> None:
+    """Prompt lookup drafts without a model (no draft logits); greedy, the loop still keeps drafts equal to the
+    target's argmax, so its steps are argmax rows that audit exactly."""
+    target, _ = models
+    repeated = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7]])
+    plain = target.generate(repeated, do_sample=False, max_new_tokens=20, prompt_lookup_num_tokens=3)
+    with Recorder(tmp_path / "c", handle_sigterm=False) as recorder, capture_assisted_generation(recorder):
+        recorded = target.generate(repeated, do_sample=False, max_new_tokens=20, prompt_lookup_num_tokens=3)
+    assert torch.equal(plain, recorded)
+    rows = captured_rows(tmp_path / "c")
+    assert rows and {row["rule"] for row in rows} == {"argmax"}
+    assert {row["generator"] for row in rows} == {"PromptLookupCandidateGenerator"}
+    assert audit(tmp_path / "c", "--reported-field", "accepted")["mismatches"] == 0
