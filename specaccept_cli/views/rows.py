@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from msgspec import Struct
 
 from specaccept_cli.summary.identified import ASSUMED, BOUNDED, EXACT, UNKNOWN
-from specaccept_cli.summary.rule_figures import NO_INTERVALS
+from specaccept_cli.summary.rule_figures import NO_INTERVALS, OVER_REQUESTS
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.text import shown_against, shown_threshold
 from specaccept_cli.views.format import MISSING, interval, number
@@ -270,6 +270,19 @@ def _numeric_key(key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def runs_apart(findings: Findings, key: str) -> tuple[int, str]:
+    """A shown group's runs outside alpha (block and tree rules) and their tokens per pass, by rule when it holds
+    several: (0, "") for a group of counted runs only."""
+    groups = findings.summary.groups
+    tally = groups[key].rules if groups is not None and key in groups else None
+    outside = {} if tally is None else tally.outside_alpha()
+    if tally is None or not outside:
+        return 0, ""
+    if len(outside) == 1:
+        return sum(outside.values()), number(tally.tokens_per_pass(next(iter(outside))))
+    return sum(outside.values()), ", ".join(f"{name} {number(tally.tokens_per_pass(name))}" for name in outside)
+
+
 def group_order(sizes: dict[str, int]) -> list[str]:
     """Groups in reading order: by value when every key is a number (k = 1, 2, ..., 10, not 1, 10, 2), else
     largest first; "null" (no value) comes last in the numeric order. Which groups are shown (the
@@ -421,12 +434,12 @@ def rule_table(figures: RuleFigures) -> AuditTable:
             )
         )
     columns = ("depth" if figures.tree else "length", *RULE_COLUMNS)
-    units = (
-        "no intervals: the runs come in requests, and this rule's runs are not yet kept per request"
-        if figures.over == NO_INTERVALS
-        else f"intervals over {figures.over} (the tally keeps no request id)"
-    )
-    note = f"rate at {columns[0]} d: of the runs that reached d - 1, the share that kept d; {units}"
+    units = {
+        NO_INTERVALS: "no intervals: the runs come in requests, and this summary did not keep this rule's runs "
+        "per request",
+        OVER_REQUESTS: f"intervals over {figures.requests or 0:,} requests (cluster-robust)",
+    }.get(figures.over, f"intervals over {figures.over}")
+    note = f"rate at {columns[0]} d: of the runs that reached d - 1 and could go to d, the share that kept d; {units}"
     if figures.engine:
         note = (
             "rate at depth d: of the verify passes that reached d - 1, the share that kept d (exact, from the "
