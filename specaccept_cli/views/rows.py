@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from msgspec import Struct
 
+from specaccept_cli.rule.registry import DEFAULT_RULE
 from specaccept_cli.summary.identified import ASSUMED, BOUNDED, EXACT, UNKNOWN
 from specaccept_cli.summary.rule_figures import NO_INTERVALS, OVER_REQUESTS
+from specaccept_cli.summary.rules import in_counts
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.text import shown_against, shown_threshold
 from specaccept_cli.views.format import MISSING, interval, number
@@ -56,7 +58,7 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     i.i.d. prediction, vLLM's acceptance rate, then the verdict: every check that failed or warns on a line
     of its own, the checks that passed together on the last."""
     numbers = findings.numbers
-    runs = runs_text(numbers)
+    runs = runs_text(numbers) + counted_rules_text(findings.summary)
     outside = {} if findings.summary.rules is None else findings.summary.rules.outside_alpha()
     if outside:  # block and tree runs: in the rule tally, not in the counts (the verdict says why)
         runs += f" in alpha; {sum(outside.values()):,} more apart ({', '.join(outside)})"
@@ -74,6 +76,20 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     for label, name in rate_names(findings.summary):
         rows.append((label, [f"{rate} ({name})" if name else rate]))
     return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
+
+
+def counted_rules_text(summary: Summary) -> str:
+    """The rules of the runs in alpha, when any is not `standard`: " (argmax)" for a greedy token-id log,
+    " (25 standard, 25 argmax)" for a log that mixes them; "" for `standard` runs alone (or none)."""
+    tally = summary.rules
+    if tally is None:
+        return ""
+    counted = {name: runs for name, runs in tally.runs_by_rule(summary.runs).items() if in_counts(name)}
+    if not counted or set(counted) == {DEFAULT_RULE}:
+        return ""
+    if len(counted) == 1:
+        return f" ({next(iter(counted))})"
+    return " (" + ", ".join(f"{runs:,} {name}" for name, runs in counted.items()) + ")"
 
 
 RATE_NAMES = {

@@ -273,6 +273,10 @@ def test_greedy_token_id_runs_are_named_argmax(tmp_path: Path) -> None:
     fields = ("--draft-tokens-field", "draft_tokens", "--target-tokens-field", "target_tokens")
     data = orjson.loads(invoke("audit", str(greedy), *fields, "-o", "json").stdout_bytes)
     assert data["rules"] == {"argmax": 3} and data["outside_alpha"] == {}
+    screen = invoke_env({"COLUMNS": "200"}, "audit", str(greedy), *fields, "-o", "markdown").stdout
+    assert "3 (argmax)" in screen
+    mixed = invoke_env({"COLUMNS": "400"}, "audit", str(write(tmp_path / "m.jsonl", mixed_rows()))).stdout
+    assert "125 (25 standard, 25 argmax, 25 greedy-draft, 25 sample-match, 25 typical) in alpha;" in mixed
     # A summary of token-id runs and one of (p, q, r) runs add to both rules (`merge` refuses the two settings).
     from specaccept_cli.pipeline import summarise
     from specaccept_cli.rule.batch import FieldSpec
