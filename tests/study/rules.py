@@ -170,6 +170,6 @@ def rule_table(logs: int) -> str:
         )
     return (
         f"Block and tree runs ({logs:,} logs a case; nominal 95%; requests' alphas ~ Beta(7, 3) scale every "
-        "depth's rate; the row read over runs is the clustered log without `--cluster-field`, as a summary "
-        "without per-request sums would have it):\n\n" + "\n".join(lines)
+        "depth's rate; the row over runs is the same kind of log read without its request ids: what "
+        "intervals over runs would give it):\n\n" + "\n".join(lines)
     )
