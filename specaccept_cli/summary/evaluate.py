@@ -151,8 +151,9 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
     rule_tally = None
     if names is not None:
         rule_tally = RuleTally.of_runs(names, outcome.accepted, outcome.k, plan.cluster_field, all_keys)
-        counted = np.array([in_counts(name) for name in names], dtype=bool)
-        if not counted.all():  # block and tree runs: in the rule tally, not in the counts (nor alpha)
+        flags = {name: in_counts(name) for name in set(names)}  # each rule looked up once, not once a run
+        counted = np.fromiter((flags[name] for name in names), dtype=bool, count=len(names))
+        if not all(flags.values()):  # block and tree runs: in the rule tally, not in the counts (nor alpha)
             batch = batch.select(counted)
             seconds = None if seconds is None else seconds[counted]
             cluster_keys = None if all_keys is None else all_keys[counted]

@@ -77,13 +77,14 @@ class RuleTally(Struct, frozen=True):
     ) -> RuleTally:
         """The tally of runs named by rule (canonical names, `standard` included: left out here); with their
         capacities `k`, the joint counts; with a cluster field and each run's key, the per-request sums."""
-        labels = np.array(names, dtype=object)
+        distinct = set(names)
+        labels = np.array(names, dtype=object) if len(distinct) > 1 else None  # one rule (a greedy log): no mask
         runs: dict[str, int] = {}
         histograms: dict[str, IntArray] = {}
         joint: dict[str, IntArray] = {}
         clusters: dict[str, ClusterTally] = {}
-        for name in sorted(set(names) - {DEFAULT_RULE}):
-            mine = labels == name
+        for name in sorted(distinct - {DEFAULT_RULE}):
+            mine = np.ones(len(names), dtype=bool) if labels is None else labels == name
             runs[name] = int(mine.sum())
             if in_counts(name):
                 continue
