@@ -18,11 +18,12 @@ from msgspec.structs import replace
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import RunBatch, absent_from_both
 from specaccept_cli.rule.faulty import faulty_counts
+from specaccept_cli.rule.registry import DEFAULT_RULE
 from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.groups import ColumnsBuilder, GroupColumns
-from specaccept_cli.summary.rules import RuleTally, in_counts
+from specaccept_cli.summary.rules import GREEDY_RULE, RuleTally, in_counts
 from specaccept_cli.summary.server import ReportedTally, SamplerTally, parse_reported
 from specaccept_cli.summary.state import Groups, Summary, add_groups, group_key
 from specaccept_cli.summary.tokens import TokenTally
@@ -144,15 +145,19 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         reported_tally, check = ReportedTally.of_batch(batch, outcome, reported, faulty)
         columns = {"reported": check.reported, "mismatch": check.mismatch}
     records, records_outcome = batch, outcome  # every run, for per-run records and the first runs
+    all_keys = None if plan.cluster_field is None else cluster_hashes(batch.extras[plan.cluster_field])
+    cluster_keys = all_keys
+    names = rule_names(batch)
     rule_tally = None
-    if batch.rules is not None:
-        rule_tally = RuleTally.of_runs(batch.rules, outcome.accepted)
-        counted = np.array([in_counts(name) for name in batch.rules], dtype=bool)
-        if not counted.all():  # block and tree runs: in the rule tally, not in the counts (nor alpha)
+    if names is not None:
+        rule_tally = RuleTally.of_runs(names, outcome.accepted, outcome.k, plan.cluster_field, all_keys)
+        flags = {name: in_counts(name) for name in set(names)}  # each rule looked up once, not once a run
+        counted = np.fromiter((flags[name] for name in names), dtype=bool, count=len(names))
+        if not all(flags.values()):  # block and tree runs: in the rule tally, not in the counts (nor alpha)
             batch = batch.select(counted)
             seconds = None if seconds is None else seconds[counted]
+            cluster_keys = None if all_keys is None else all_keys[counted]
             outcome = evaluate(batch, per_run=plan.group_by is not None, tallies=plan.check_sampler)
-    cluster_keys = None if plan.cluster_field is None else cluster_hashes(batch.extras[plan.cluster_field])
     standard = batch.standard_runs
     sampled = batch if standard is None else batch.select(standard)  # the runs with real (p, q, r)
     part = replace(
@@ -174,11 +179,11 @@ def evaluate_batch(batch: RunBatch, plan: Plan, keep_runs: bool) -> tuple[Evalua
         first_runs=None if not plan.first_runs else _first_runs(records, records_outcome, plan),
         rules=rule_tally,
     )
-    groups = (
-        None
-        if plan.group_by is None
-        else split_by_group(outcome, batch.extras[plan.group_by], plan.cluster_field, cluster_keys)
-    )
+    groups = None
+    if plan.group_by is not None:
+        groups = split_by_group(outcome, batch.extras[plan.group_by], plan.cluster_field, cluster_keys)
+        if names is not None:  # each group's own runs of every rule but `standard`, block and tree runs too
+            groups = with_rule_tallies(groups, records.extras[plan.group_by], names, records_outcome, plan, all_keys)
     sequence = None
     if spec is not None and seconds is None:
         sequence = (outcome.k, outcome.accepted)
@@ -297,6 +302,58 @@ def split_by_group(
             runs = by_group[run_bounds[code] : run_bounds[code + 1]]
             tally = ClusterTally.of_runs(cluster_field, cluster_keys[runs], outcome.k[runs], outcome.accepted[runs])
             extras[key] = Summary(clusters=tally)
+    return Groups(columns, extras)
+
+
+def rule_names(batch: RunBatch) -> list[str] | None:
+    """Each run's rule, or None when every run is a `standard` one. A greedy token-id batch is `argmax` (the
+    table's rule for it), whatever its runs were read as: they are (p, q, r) stand-ins of the argmax test."""
+    if not batch.greedy:
+        return batch.rules
+    if batch.rules is None:
+        return [GREEDY_RULE] * len(batch)
+    return [GREEDY_RULE if name == DEFAULT_RULE else name for name in batch.rules]
+
+
+def with_rule_tallies(
+    groups: Groups,
+    values: list[object],
+    names: list[str],
+    outcome: BatchOutcome,
+    plan: Plan,
+    cluster_keys: KeyArray | None,
+) -> Groups:
+    """`groups` (the batch's counted runs) with each group's `RuleTally` of its runs of every rule but `standard`
+    (and their per-request sums when clustered) in its extras; a group holding only block or tree runs is there
+    too, with no counted run."""
+    codes_of: dict[str, int] = {}
+    codes = np.fromiter(_group_codes(values, codes_of), dtype=np.int64, count=len(values))
+    other = np.flatnonzero(np.array([name != DEFAULT_RULE for name in names], dtype=bool))
+    by_group = other[np.argsort(codes[other], kind="stable")]
+    bounds = np.searchsorted(codes[by_group], np.arange(len(codes_of) + 1))
+    extras = dict(groups.extras)
+    for key, code in codes_of.items():
+        runs = by_group[bounds[code] : bounds[code + 1]]
+        if not runs.shape[0]:
+            continue
+        tally = RuleTally.of_runs(
+            [names[index] for index in runs.tolist()],
+            outcome.accepted[runs],
+            outcome.k[runs],
+            plan.cluster_field,
+            None if cluster_keys is None else cluster_keys[runs],
+        )
+        known = extras.get(key)
+        if known is None:  # no counted run: a clustered log's group is clustered all the same (by no request)
+            no_runs = None if plan.cluster_field is None else ClusterTally(plan.cluster_field)
+            extras[key] = Summary(rules=tally, clusters=no_runs)
+        else:
+            extras[key] = replace(known, rules=tally)
+    missing = [key for key in codes_of if key not in groups.columns.index and key in extras]
+    columns = groups.columns
+    if missing:  # groups of block and tree runs alone: keys with no counted run
+        empty = np.zeros(0, dtype=np.int64)
+        columns = columns + GroupColumns.of_runs(missing, empty, empty, empty, empty, empty, empty, sampled=False)
     return Groups(columns, extras)
 
 

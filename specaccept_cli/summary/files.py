@@ -255,6 +255,10 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
         clusters = ClusterTally.from_dict(state["clusters"]) if "clusters" in state else None
         if clusters is not None:
             _check_clusters(clusters, counts)
+        rules = RuleTally.from_dict(state["rules"]) if "rules" in state else None  # absent: standard only
+        fields = {tally.field for tally in (rules.clusters.values() if rules is not None else ())}
+        if fields and (clusters is None or fields != {clusters.field}):
+            raise ValueError("rules: per-request sums by a field the summary is not clustered by")
         return Summary(
             counts=counts,
             passing_tokens=_whole(state["passing_tokens"], "passing_tokens"),
@@ -273,7 +277,7 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
             windows=WindowTally.from_dict(state["windows"]) if "windows" in state else None,
             one_hot_draft_tokens=_whole_or_none(state.get("one_hot_draft_tokens")),
             tokens=TokenTally.from_dict(state["tokens"]) if "tokens" in state else None,
-            rules=RuleTally.from_dict(state["rules"]) if "rules" in state else None,  # absent: standard only
+            rules=rules,
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None

@@ -89,13 +89,14 @@ class GroupColumns(Struct, frozen=True, eq=False, dict=True):
         rest = self.cells[start:end] % (SIDE * SIDE)
         return rest // SIDE, rest % SIDE, self.cell_runs[start:end]
 
-    def largest(self, limit: int) -> list[int]:
+    def largest(self, limit: int, more: Int64Array | None = None) -> list[int]:
         """Codes of the `limit` groups with the most runs (ties: by key), largest first; all when limit is 0.
+        `more`: runs each group holds beyond the columns' (block and tree runs, kept in its extras).
 
         With a million groups of one run each, all are tied: the cut is taken among the tied ones by key
         (`heapq.nsmallest`), and only the `limit` chosen are sorted.
         """
-        runs = self.runs
+        runs = self.runs if more is None else self.runs + more
         sizes, keys = runs.tolist(), self.keys
         count = len(sizes)
         if 0 < limit < count:

@@ -1,14 +1,17 @@
-"""What the first screen says of a rule outside alpha (block, trees), from its `RuleTally` histogram: tokens per
-pass with its interval, the accepted-depth histogram and the per-depth conditional rates with their intervals.
+"""What the first screen says of a rule outside alpha (block, trees), from its `RuleTally`: tokens per pass with
+its interval, the accepted-depth histogram and the per-depth conditional rates with their intervals.
 
 A chain's alpha is never computed for them: a tree keeps the deepest node of its walk and block the longest
 passing prefix, so accepted / examined is not a per-token rate; the conditional rate at depth d (of the runs
-that reached d - 1, the share that kept d) is what `rule.expected.tokens_per_pass` multiplies up.
+that reached d - 1 and could go to d, the share that kept d) is what `rule.expected.tokens_per_pass` multiplies
+up. A run's capacity (block's drafted length, a tree's depth) plays a chain's k, so the figures are the chain
+estimates of those runs (`summary.estimates`): tokens per pass and the per-position conditional rates, with
+the same sandwich variances, degrees of freedom and score intervals, over requests when the log's runs come in
+requests and the tally kept this rule's runs per request, else over runs.
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,23 +20,26 @@ from msgspec.structs import replace
 
 from specaccept_cli.rule.registry import rule_named
 from specaccept_cli.summary.bounded import added_histograms
+from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.rules import IntArray, RuleTally
-from specaccept_cli.summary.uncertainty import proportion_interval, tokens_interval
+from specaccept_cli.summary.uncertainty import proportion_interval
 
 if TYPE_CHECKING:
     from specaccept_cli.summary.state import Summary
 
-# The units of every interval below. The tally keeps one histogram per rule, without a request id, so the
-# runs are the units: right for runs that are independent (a log without requests, where the headline warns that
-# its intervals hold for a replayed prompt set), too narrow where runs come in requests that are easy or hard as
-# a whole (a seeded study gave 72-77% coverage for nominal 95%). So a log whose runs come in requests gets no
-# interval for these rules until the tally keeps their runs per request.
+# The units of the intervals below: the requests where the log's runs come in requests and the tally kept this
+# rule's runs per request (a cluster sandwich, as the chain figures'); the runs in a log without requests (whose
+# headline warns that its intervals hold for a replayed prompt set). A log of requests whose tally lacks this
+# rule's runs per request (a summary saved before they were kept, or added to one) gets no interval: over runs
+# they covered 17.5% (tokens per pass) and 56.9% (the rates) for a nominal 95% where requests are easy or hard as
+# a whole (docs/statistics.md, the rule study).
 INTERVALS_OVER = "runs"
-NO_INTERVALS = "none"  # the runs come in requests, and this rule's runs are not yet kept per request
+OVER_REQUESTS = "requests"
+NO_INTERVALS = "none"  # the runs come in requests, and this rule's runs were not kept per request
 
 
 class DepthRate(Struct, frozen=True):
-    """Reached depth d - 1 -> kept depth d: `kept` of the `reached` runs, with Wilson's score interval."""
+    """Reached depth d - 1 (and could go to d) -> kept depth d: `kept` of the `reached` runs, with its interval."""
 
     depth: int
     reached: int
@@ -64,6 +70,7 @@ class RuleFigures(Struct, frozen=True):
     tree: bool  # a tree rule: the histogram is of accepted depths (else of block's accepted lengths)
     over: str = INTERVALS_OVER
     engine: bool = False  # from an engine's own accepted-depth histograms (--tree), not recomputed runs
+    requests: int | None = None  # the requests the intervals are over (`over` "requests")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,46 +80,72 @@ class RuleFigures(Struct, frozen=True):
             "tokens_per_pass_interval": None if self.interval is None else list(self.interval),
             "depth_rates": [rate.to_dict() for rate in self.depth_rates],
             "intervals_over": self.over,
+            "requests": self.requests,
         }
 
 
 def rule_figures(tally: RuleTally, in_requests: bool = False) -> tuple[RuleFigures, ...]:
     """The figures of every rule outside the counts, in the tally's order; `in_requests`: the log's runs come in
-    requests (it has a cluster field), so intervals over runs would be too narrow and none are given."""
-    return tuple(figures_of(name, tally.accepted[name], intervals=not in_requests) for name in tally.accepted)
+    requests (it has a cluster field), so the intervals are over requests where the tally kept the rule's runs per
+    request, and there are none where it did not (intervals over runs would be too narrow)."""
+    in_requests = in_requests or bool(tally.clusters)  # a group of block or tree runs alone has no chain clusters
+    return tuple(_figures_of_rule(tally, name, in_requests) for name in tally.accepted)
+
+
+def _figures_of_rule(tally: RuleTally, name: str, in_requests: bool) -> RuleFigures:
+    clusters = tally.clusters.get(name) if in_requests else None
+    intervals = not in_requests or clusters is not None
+    return figures_of_runs(name, tally.joint_of(name), clusters, intervals=intervals)
 
 
 def figures_of(name: str, histogram: IntArray, *, engine: bool = False, intervals: bool = True) -> RuleFigures:
-    """Tokens per pass (mean accepted + 1, Student t / score interval over runs, inside [1, 1 + deepest]) and
-    c_d = P(accepted >= d | accepted >= d - 1) for d = 1 .. deepest seen, each with its score interval."""
-    counts = [int(n) for n in histogram.tolist()]
-    while len(counts) > 1 and not counts[-1]:
+    """The figures of runs known only by their accepted lengths (an engine's histograms, a summary saved before
+    the joint counts): each run taken as able to go one deeper than it did, up to the deepest accepted, which
+    makes c_d = P(accepted >= d | accepted >= d - 1) for d = 1 .. deepest seen; intervals over runs."""
+    joint = RuleTally(accepted={name: histogram}).joint_of(name)
+    return figures_of_runs(name, joint, engine=engine, intervals=intervals)
+
+
+def figures_of_runs(
+    name: str,
+    joint: IntArray,
+    clusters: ClusterTally | None = None,
+    *,
+    engine: bool = False,
+    intervals: bool = True,
+) -> RuleFigures:
+    """Tokens per pass and c_d (of the runs that reached depth d - 1 and could go to d, the share that kept d,
+    for every depth some run reached) from joint[capacity, accepted], as the chain estimates of the same (k, a)
+    runs give them: over `clusters` when given (requests), else over runs; none when not `intervals`."""
+    from specaccept_cli.summary.estimates import estimate  # the estimates import the state, which imports rules
+    from specaccept_cli.summary.state import Summary
+
+    numbers = estimate(Summary(counts=joint, clusters=clusters))
+    rates = tuple(
+        DepthRate(row.position, row.reached, row.accepted, row.rate, row.rate_ci if intervals else None)
+        for row in numbers.per_position
+        if row.reached
+    )
+    counts = [int(n) for n in joint.sum(axis=0).tolist()]
+    while len(counts) > max(1, len(rates) + 1) and not counts[-1]:
         counts.pop()
-    runs = sum(counts)
-    top = len(counts) - 1
-    tokens: float | None = None
-    interval: tuple[float, float] | None = None
-    if runs:
-        mean = sum(a * n for a, n in enumerate(counts)) / runs
-        tokens = mean + 1.0
-        if runs >= 2 and intervals:
-            variance = sum(n * (a - mean) ** 2 for a, n in enumerate(counts)) / (runs - 1)
-            error = math.sqrt(variance / runs)
-            interval = tokens_interval(top, runs * top, tokens, error, runs, float(runs - 1))
-    rates = []
-    reached = runs
-    for depth in range(1, top + 1):
-        kept = reached - counts[depth - 1]
-        rate = kept / reached if reached else None
-        bounds = None
-        if rate is not None and reached >= 2 and intervals:
-            error = math.sqrt(rate * (1.0 - rate) / reached)
-            bounds = proportion_interval(rate, error, reached, reached, float(reached - 1))
-        rates.append(DepthRate(depth, reached, kept, rate, bounds))
-        reached = kept
     tree = engine or rule_named(name).kind == "tree"
-    over = INTERVALS_OVER if intervals else NO_INTERVALS
-    return RuleFigures(name, runs, tuple(counts), tokens, interval, tuple(rates), tree, over=over, engine=engine)
+    runs = numbers.runs
+    # The mean accepted length plus one, as `RuleTally.tokens_per_pass` and the warning give it (the same float).
+    tokens = numbers.accepted_tokens / runs + 1.0 if runs else None
+    over = (OVER_REQUESTS if clusters is not None else INTERVALS_OVER) if intervals else NO_INTERVALS
+    return RuleFigures(
+        name,
+        runs,
+        tuple(counts),
+        tokens,
+        numbers.tokens_per_pass_ci if intervals else None,
+        rates,
+        tree,
+        over=over,
+        engine=engine,
+        requests=numbers.clusters if clusters is not None else None,
+    )
 
 
 class TreeShape(Struct, frozen=True):

@@ -195,9 +195,13 @@ class Summary(Struct, frozen=True):
         which holds only for a replayed prompt set, and the views say so as they do for any such log."""
         groups = self.groups
         if isinstance(groups, Groups):  # __post_init__ makes every mapping one
-            extras = {key: replace(extra, clusters=None) for key, extra in groups.extras.items()}
+            extras = {key: extra._unclustered() for key, extra in groups.extras.items()}
             groups = Groups(groups.columns, {key: extra for key, extra in extras.items() if extra != Summary()})
-        return replace(self, clusters=None, groups=groups)
+        return replace(self._unclustered(), groups=groups)
+
+    def _unclustered(self) -> Summary:
+        """Without the per-cluster sums of its counted runs and of its block and tree runs (`rules`)."""
+        return replace(self, clusters=None, rules=None if self.rules is None else self.rules.without_clusters())
 
     # --- counters -------------------------------------------------------------------
 
@@ -360,7 +364,21 @@ class Groups(Mapping[str, Summary]):
     def largest(self, limit: int) -> list[tuple[str, Summary]]:
         """The `limit` groups with the most runs (ties: by key), largest first; every group when limit is 0."""
         keys = self.columns.keys
-        return [(keys[code], self._summary_of(code)) for code in self.columns.largest(limit)]
+        return [(keys[code], self._summary_of(code)) for code in self.columns.largest(limit, self._runs_apart())]
+
+    def _runs_apart(self) -> npt.NDArray[np.int64] | None:
+        """Each group's block and tree runs (in its extras' rule tally, not in the columns), or None if none has."""
+        index = self.columns.index
+        apart = {
+            index[key]: sum(extra.rules.outside_alpha().values())
+            for key, extra in self.extras.items()
+            if extra.rules is not None and extra.rules.accepted
+        }
+        if not apart:
+            return None
+        runs = np.zeros(len(self), dtype=np.int64)
+        runs[list(apart)] = list(apart.values())
+        return runs
 
     def total_except(self, shown: list[str]) -> Summary:
         """One Summary of every group but `shown`, together (the "other" row of a view of the largest)."""

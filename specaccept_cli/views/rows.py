@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from msgspec import Struct
 
+from specaccept_cli.rule.registry import DEFAULT_RULE
 from specaccept_cli.summary.identified import ASSUMED, BOUNDED, EXACT, UNKNOWN
-from specaccept_cli.summary.rule_figures import NO_INTERVALS
+from specaccept_cli.summary.rule_figures import NO_INTERVALS, OVER_REQUESTS
+from specaccept_cli.summary.rules import in_counts
 from specaccept_cli.summary.server import RULES
 from specaccept_cli.text import shown_against, shown_threshold
 from specaccept_cli.views.format import MISSING, interval, number
@@ -56,7 +58,7 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     i.i.d. prediction, vLLM's acceptance rate, then the verdict: every check that failed or warns on a line
     of its own, the checks that passed together on the last."""
     numbers = findings.numbers
-    runs = runs_text(numbers)
+    runs = runs_text(numbers) + counted_rules_text(findings.summary)
     outside = {} if findings.summary.rules is None else findings.summary.rules.outside_alpha()
     if outside:  # block and tree runs: in the rule tally, not in the counts (the verdict says why)
         runs += f" in alpha; {sum(outside.values()):,} more apart ({', '.join(outside)})"
@@ -74,6 +76,20 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     for label, name in rate_names(findings.summary):
         rows.append((label, [f"{rate} ({name})" if name else rate]))
     return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
+
+
+def counted_rules_text(summary: Summary) -> str:
+    """The rules of the runs in alpha, when any is not `standard`: " (argmax)" for a greedy token-id log,
+    " (25 standard, 25 argmax)" for a log that mixes them; "" for `standard` runs alone (or none)."""
+    tally = summary.rules
+    if tally is None:
+        return ""
+    counted = {name: runs for name, runs in tally.runs_by_rule(summary.runs).items() if in_counts(name)}
+    if not counted or set(counted) == {DEFAULT_RULE}:
+        return ""
+    if len(counted) == 1:
+        return f" ({next(iter(counted))})"
+    return " (" + ", ".join(f"{runs:,} {name}" for name, runs in counted.items()) + ")"
 
 
 RATE_NAMES = {
@@ -270,6 +286,19 @@ def _numeric_key(key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def runs_apart(findings: Findings, key: str) -> tuple[int, str]:
+    """A shown group's runs outside alpha (block and tree rules) and their tokens per pass, by rule when it holds
+    several: (0, "") for a group of counted runs only."""
+    groups = findings.summary.groups
+    tally = groups[key].rules if groups is not None and key in groups else None
+    outside = {} if tally is None else tally.outside_alpha()
+    if tally is None or not outside:
+        return 0, ""
+    if len(outside) == 1:
+        return sum(outside.values()), number(tally.tokens_per_pass(next(iter(outside))))
+    return sum(outside.values()), ", ".join(f"{name} {number(tally.tokens_per_pass(name))}" for name in outside)
+
+
 def group_order(sizes: dict[str, int]) -> list[str]:
     """Groups in reading order: by value when every key is a number (k = 1, 2, ..., 10, not 1, 10, 2), else
     largest first; "null" (no value) comes last in the numeric order. Which groups are shown (the
@@ -421,12 +450,12 @@ def rule_table(figures: RuleFigures) -> AuditTable:
             )
         )
     columns = ("depth" if figures.tree else "length", *RULE_COLUMNS)
-    units = (
-        "no intervals: the runs come in requests, and this rule's runs are not yet kept per request"
-        if figures.over == NO_INTERVALS
-        else f"intervals over {figures.over} (the tally keeps no request id)"
-    )
-    note = f"rate at {columns[0]} d: of the runs that reached d - 1, the share that kept d; {units}"
+    units = {
+        NO_INTERVALS: "no intervals: the runs come in requests, and this summary did not keep this rule's runs "
+        "per request",
+        OVER_REQUESTS: f"intervals over {figures.requests or 0:,} requests (cluster-robust)",
+    }.get(figures.over, f"intervals over {figures.over}")
+    note = f"rate at {columns[0]} d: of the runs that reached d - 1 and could go to d, the share that kept d; {units}"
     if figures.engine:
         note = (
             "rate at depth d: of the verify passes that reached d - 1, the share that kept d (exact, from the "

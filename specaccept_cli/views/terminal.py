@@ -538,11 +538,18 @@ def groups_table(findings: Findings, cost_ratio: float | None = None) -> Rendera
         table.add_column("speedup", justify="right")
     table.add_column("i.i.d.?", justify="right")
     estimates = dict(findings.groups)
-    labelled = [(data_text(key), estimates[key]) for key in shared.group_order({k: g.runs for k, g in findings.groups})]
+    apart = {key: shared.runs_apart(findings, key) for key in estimates}
+    if any(count for count, _ in apart.values()):  # block and tree runs, outside alpha: their own columns
+        table.add_column("apart", justify="right")
+        table.add_column("their tokens/pass", justify="right")
+    else:
+        apart = {}
+    sizes = {key: group.runs + (apart[key][0] if apart else 0) for key, group in findings.groups}
+    labelled = [(data_text(key), estimates[key], apart.get(key)) for key in shared.group_order(sizes)]
     other = findings.other_groups
     if other is not None:
-        labelled.append((f"[italic]other ({other[0]:,} groups)[/]", other[1]))
-    for label, group in labelled:
+        labelled.append((f"[italic]other ({other[0]:,} groups)[/]", other[1], (0, "") if apart else None))
+    for label, group, outside in labelled:
         row = [
             label,
             f"{group.runs:,}",
@@ -556,8 +563,12 @@ def groups_table(findings: Findings, cost_ratio: float | None = None) -> Rendera
             row.append(number(group.speedup(cost_ratio)))
         check = group.iid_check
         row.append(MISSING if check is None else "fits" if check.consistent else "[red]misfit[/]")
+        if outside is not None:
+            row += [f"{outside[0]:,}" if outside[0] else "", outside[1]]
         table.add_row(*row)
     table.caption = "i.i.d.? fits when neither i.i.d. test (tokens per pass, equal rates) rejects at 0.01 (Holm)."
+    if apart:
+        table.caption += " apart: block and tree runs, outside alpha; their tokens per pass, by rule."
     if other is not None:
         table.caption += f" The {len(findings.groups):,} largest groups (--max-groups); other: the rest together."
     table.caption_justify = "left"

@@ -243,3 +243,30 @@ def test_a_typical_row_without_its_thresholds_names_them_and_the_way_out(tmp_pat
     row = {key: value for key, value in rule_rows("typical", runs=1)[0].items() if key != "delta"}
     result = invoke("audit", str(write(tmp_path / "log.jsonl", [row])))
     assert result.exit_code == 2 and "rule 'typical' needs 'delta'" in result.stderr and "--rule NAME" in result.stderr
+
+
+def test_groups_and_per_request_tallies_are_the_same_on_every_path(tmp_path: Path) -> None:
+    """`--group-by`: each group's block and tree runs, per request, from JSONL, Parquet, --jobs 2 and merge."""
+    rows = mixed_rows()
+    jsonl, parquet = write(tmp_path / "m.jsonl", rows), write_parquet(tmp_path / "m.parquet", rows)
+
+    def grouped(*args: str) -> dict[str, object]:
+        data = orjson.loads(invoke("audit", *args, "--group-by", "rule", "-o", "json").stdout_bytes)
+        return {"groups": data["groups"], "outside_alpha": data["outside_alpha"], "rules": data["state"]["rules"]}
+
+    whole = grouped(str(jsonl))
+    for args in ((str(parquet),), (str(parquet), "--jobs", "2"), (str(jsonl), "--jobs", "2")):
+        assert grouped(*args) == whole, args
+    groups = whole["groups"]
+    assert isinstance(groups, dict)
+    for name in ("block", "tree-residual", "tree-target-cdf", "tree-argmax", "tree-match"):
+        assert groups[name]["runs"] == 0 and set(groups[name]["outside_alpha"]) == {name}
+        assert groups[name]["state"]["rules"]["clusters"][name]["field"] == "request_id"
+    halves = [write_parquet(tmp_path / "a.parquet", rows[:110]), write(tmp_path / "b.jsonl", rows[110:])]
+    for index, half in enumerate(halves):
+        invoke("audit", str(half), "--group-by", "rule", "--summary-out", str(tmp_path / f"s{index}.json"), "-q")
+    merged = orjson.loads(invoke("merge", str(tmp_path / "s0.json"), str(tmp_path / "s1.json")).stdout_bytes)
+    assert merged["outside_alpha"] == whole["outside_alpha"] and merged["state"]["rules"] == whole["rules"]
+    for key, group in groups.items():
+        assert merged["groups"][key].get("outside_alpha") == group.get("outside_alpha"), key
+        assert merged["groups"][key]["state"].get("rules") == group["state"].get("rules"), key

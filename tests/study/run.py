@@ -4,7 +4,9 @@
 and writes its tables into docs/statistics.md between the study markers (the logged-runs study) and
 the payload-study markers (per-request payloads with short drafts, tests/study/payloads.py):
 
-    python -m tests.study.run [--profile deep|fast] [--write-docs] [--only runs|payloads]
+    python -m tests.study.run [--profile deep|fast] [--write-docs] [--only runs|payloads|rules]
+
+and the rule study (block and tree runs in requests, tests/study/rules.py) between the rule-study markers.
 
 Every log is seeded: the same profile gives the same table on every machine.
 """
@@ -23,11 +25,15 @@ import numpy as np
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.verdict.checks import compare
 from tests.study.payloads import PAYLOAD_DEEP, PAYLOAD_FAST, payload_table
+from tests.study.rules import DEEP_LOGS as RULE_DEEP_LOGS
+from tests.study.rules import FAST_LOGS as RULE_FAST_LOGS
+from tests.study.rules import rule_table
 from tests.study.scenarios import SCENARIOS, Scenario
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "statistics.md"
 START, END = "<!-- study:start -->", "<!-- study:end -->"
 PAYLOAD_START, PAYLOAD_END = "<!-- payload-study:start -->", "<!-- payload-study:end -->"
+RULE_START, RULE_END = "<!-- rule-study:start -->", "<!-- rule-study:end -->"
 
 
 @dataclass(frozen=True)
@@ -612,15 +618,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--profile", choices=("fast", "deep"), default="deep")
     parser.add_argument("--write-docs", action="store_true", help=f"write the table into {PAGE.name}")
-    parser.add_argument("--only", choices=("runs", "payloads"), help="one study only (default: both)")
+    parser.add_argument("--only", choices=("runs", "payloads", "rules"), help="one study only (default: all)")
     args = parser.parse_args(argv)
     deep = args.profile == "deep"
-    if args.only != "payloads":
+    if args.only in (None, "runs"):
         text = table(DEEP if deep else FAST)
         print(text, flush=True)
         if args.write_docs:
             write_page(text)
-    if args.only != "runs":
+    if args.only in (None, "rules"):
+        rules = rule_table(RULE_DEEP_LOGS if deep else RULE_FAST_LOGS)
+        print(rules, flush=True)
+        if args.write_docs:
+            write_page(rules, start=RULE_START, end=RULE_END)
+    if args.only in (None, "payloads"):
         payloads = payload_table(PAYLOAD_DEEP if deep else PAYLOAD_FAST)
         print(payloads, flush=True)
         if args.write_docs:

@@ -190,3 +190,18 @@ def test_the_iid_check_keeps_its_size_with_few_unequal_requests() -> None:
     from tests.study.run import iid_size
 
     assert iid_size(5, 300) <= 4 / 300
+
+
+def test_block_and_tree_intervals_over_requests_cover() -> None:
+    """Block and tree runs in requests easy or hard as a whole: over requests their intervals cover near 95%;
+    the same log read over runs (no cluster field) falls far short, which is why a log of requests is never
+    given intervals over runs for them."""
+    from tests.study.rules import FAST_LOGS, RULE_CASES, run_rule_case
+
+    for key in ("block_serving", "tree_serving"):
+        outcome = run_rule_case(RULE_CASES[key], FAST_LOGS, seed=1)
+        assert outcome.tokens_intervals == FAST_LOGS
+        assert 0.90 <= outcome.tokens_rate() <= 0.99, (key, outcome.tokens_rate())
+        assert 0.90 <= outcome.rates_rate() <= 0.99, (key, outcome.rates_rate())
+    over_runs = run_rule_case(RULE_CASES["tree_long_over_runs"], 40, seed=1)
+    assert over_runs.tokens_rate() < 0.6 and over_runs.rates_rate() < 0.85

@@ -14,7 +14,7 @@ import pytest
 from specaccept_cli.rule.expected import conditional_rates, tokens_per_pass
 from specaccept_cli.summary.rule_figures import figures_of, rule_figures
 from specaccept_cli.summary.rules import RuleTally
-from tests.helpers import invoke, invoke_env
+from tests.helpers import invoke, invoke_env, per_run
 from tests.read.test_rule_rows import mixed_rows, rule_rows, write
 
 
@@ -56,18 +56,39 @@ def _tree_histogram(rows: list[dict[str, object]], name: str) -> list[int]:
     return np.bincount(accepted).tolist()
 
 
+def _depth_rates(runs: list[dict[str, object]], name: str) -> list[tuple[int, int, int]]:
+    """(depth, reached, kept) from per-run records: a run reaches d when it kept d - 1 and its capacity (block's
+    drafted length, a tree's depth) goes to d; it keeps d when it accepted d."""
+    mine = [(int(run["k"]), int(run["accepted"])) for run in runs if run.get("rule") == name]  # type: ignore[call-overload]
+    deepest = max(k for k, _ in mine)
+    rows = []
+    for depth in range(1, deepest + 1):
+        reached = sum(1 for k, a in mine if a >= depth - 1 and k >= depth)
+        if reached:
+            rows.append((depth, reached, sum(1 for _, a in mine if a >= depth)))
+    return rows
+
+
 def test_json_gives_each_rule_outside_alpha_its_depth_rates(tmp_path: Path) -> None:
     rows = mixed_rows()
-    data = orjson.loads(invoke("audit", str(write(tmp_path / "m.jsonl", rows)), "-o", "json").stdout_bytes)
+    path = write(tmp_path / "m.jsonl", rows)
+    data = orjson.loads(invoke("audit", str(path), "-o", "json").stdout_bytes)
+    runs = per_run(invoke("audit", str(path), "-o", "jsonl").stdout_bytes)
+    differs = 0
     for name in ("block", "tree-residual", "tree-target-cdf", "tree-argmax", "tree-match"):
         entry = data["outside_alpha"][name]
         histogram = _tree_histogram(rows, name)
-        assert [rate["rate"] for rate in entry["depth_rates"]] == conditional_rates(histogram)
+        wanted = _depth_rates(runs, name)
+        assert [(rate["depth"], rate["reached"], rate["kept"]) for rate in entry["depth_rates"]] == wanted
+        assert [rate["rate"] for rate in entry["depth_rates"]] == [kept / reached for _, reached, kept in wanted]
+        differs += [rate["rate"] for rate in entry["depth_rates"]] != conditional_rates(histogram)
         assert entry["depth_rates"][0]["reached"] == entry["runs"] == sum(histogram)
-        # The rows carry request ids: runs come in requests, which this tally does not keep, so no interval.
-        assert entry["tokens_per_pass_interval"] is None and entry["intervals_over"] == "none"
-        assert all(rate["interval"] is None for rate in entry["depth_rates"])
+        # The rows carry request ids: the intervals are over the requests, whose runs the tally keeps apart.
+        assert entry["intervals_over"] == "requests" and entry["requests"] == len({row["request_id"] for row in rows})
+        low, high = entry["tokens_per_pass_interval"]
+        assert low <= entry["tokens_per_pass"] <= high
         assert "alpha" not in entry
+    assert differs  # block's drafts differ in length: the histogram alone would count a full run as reaching on
     # Without request ids the runs are the units, as for every interval of a log without requests.
     alone = [{key: value for key, value in row.items() if key != "request_id"} for row in rows]
     data = orjson.loads(invoke("audit", str(write(tmp_path / "a.jsonl", alone)), "-o", "json").stdout_bytes)
@@ -75,6 +96,7 @@ def test_json_gives_each_rule_outside_alpha_its_depth_rates(tmp_path: Path) -> N
         entry = data["outside_alpha"][name]
         low, high = entry["tokens_per_pass_interval"]
         assert low <= entry["tokens_per_pass"] <= high and entry["intervals_over"] == "runs"
+        assert entry["requests"] is None
 
 
 def test_every_view_draws_a_table_per_tree_rule(tmp_path: Path) -> None:
@@ -87,7 +109,7 @@ def test_every_view_draws_a_table_per_tree_rule(tmp_path: Path) -> None:
     words = " ".join(terminal.stdout.split())  # a table's title wraps at the table's width
     assert "tree-residual: " in words and "tokens per pass over 60 runs (not in alpha)" in words
     assert "runs ending there" in words and f"{first:.4f}" in words
-    assert "no intervals: the runs come in requests" in words  # the rows carry request ids
+    assert "requests (cluster-robust)" in words  # the rows carry request ids
     alone = [{key: value for key, value in row.items() if key != "request_id"} for row in rule_rows("tree-residual")]
     unclustered = invoke_env({"COLUMNS": "200"}, "audit", str(write(tmp_path / "alone.jsonl", alone)))
     assert "intervals over runs" in " ".join(unclustered.stdout.split())
