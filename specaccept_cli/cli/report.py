@@ -35,6 +35,7 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
     if summaries:
         if options["inputs"]:
             raise click.UsageError("give logs (INPUT...) or --summary files, not both")
+        _refuse_unused_with_summaries()
         _report_of_summaries(html_path, summaries, options)
         return
     fixed: dict[str, Any] = {
@@ -51,6 +52,31 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
         _say_written(html_path, write_report(html_path, findings, options["cost_ratio"], sources))
 
     run_audit(AuditOptions(**options, **fixed), renderers=[page], outputs=[("-o", html_path)])
+
+
+# What a report of saved summaries uses besides them: the rest of audit's options read or check logs.
+USED_WITH_SUMMARIES = {"html_path", "summaries", "inputs", "cost_ratio", "baseline", "max_drop", "significance"}
+USED_WITH_SUMMARIES |= {"tree", "max_groups"}
+
+
+def _refuse_unused_with_summaries() -> None:
+    """A usage error naming every option given on the command line that a report of saved summaries would not
+    use: an option silently ignored would look applied (`--summary-out`, a gate). One set in the environment
+    (DASK_SCHEDULER_ADDRESS) is left alone: it is set for every command, not asked of this one."""
+    from click.core import ParameterSource
+
+    context = click.get_current_context()
+    unused = [
+        param.opts[0]
+        for param in context.command.params
+        if param.name not in USED_WITH_SUMMARIES
+        and context.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE
+    ]
+    if unused:
+        raise click.UsageError(
+            f"{', '.join(unused)} {'has' if len(unused) == 1 else 'have'} no effect with --summary: a report of "
+            "saved summaries is only drawn (`specaccept merge` adds them, applies gates and writes their sum)"
+        )
 
 
 def _report_of_summaries(html_path: str, paths: tuple[str, ...], options: dict[str, Any]) -> None:

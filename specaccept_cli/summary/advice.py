@@ -10,9 +10,10 @@ what its figures let one say honestly:
   the speedup at D' is that over 1 + D' c. Depths past the deepest one the input shows are not known (no pass
   said how a deeper level would fare): the advice stops there and says so, never extrapolates.
 - The observed speedup is tokens per pass / (1 + c x draft forward passes per verify pass): the tree's steps
-  when the shape is named; for recomputed tree rows, whose tally keeps accepted depths but not each tree's depth,
-  the deepest depth any pass accepted stands in for it. Trees are at least that deep, so the figure is an upper
-  bound ("at most") and is labelled with the assumption.
+  when the shape is named; for recomputed rows, each run's own capacity (a tree's depth, block's drafted
+  length: a draft pass per level or position), so it is sum(a + 1) / sum(1 + c x capacity) over the runs, exact.
+  Only a summary saved before capacities were kept lacks them: there the deepest depth any pass accepted stands
+  in, runs are at least that deep, so the figure is an upper bound ("at most") and is labelled so.
 - Block verification decides jointly (the longest prefix whose test passes), so a shorter draft changes every
   decision and its histogram says nothing exact about another k. It keeps at least the chain rule's tokens on the
   same drafts (Sun et al. 2025, Theorem 2): the chain model at the drafts' per-token alpha is a floor, "at least",
@@ -30,9 +31,10 @@ from msgspec import Struct
 from specaccept_cli.rule.expected import tokens_per_pass
 from specaccept_cli.summary.rule_figures import RuleFigures
 
-# What the observed speedup's draft passes per verify pass are: the tree's named steps (exact), or the deepest
-# accepted depth or length standing in for the trees' depth or the drafts' length (an upper bound on the speedup).
-Passes = Literal["steps", "deepest"]
+# What the observed speedup's draft passes per verify pass are: the tree's named steps or the runs' mean capacity
+# (exact), or the deepest accepted depth or length standing in for them (an upper bound on the speedup).
+Passes = Literal["steps", "capacity", "deepest"]
+PASSES_FROM = {"steps": "tree steps", "capacity": "the runs' capacities", "deepest": "deepest accepted (assumed)"}
 
 
 class DepthAdvice(Struct, frozen=True):
@@ -53,7 +55,7 @@ class RuleAdvice(Struct, frozen=True):
     model: str
     cost_ratio: float
     tokens_per_pass: float | None  # observed, over the rule's runs (a tree's verify passes)
-    draft_passes: int  # draft forward passes per verify pass the observed speedup divides by
+    draft_passes: float  # draft forward passes per verify pass the observed speedup divides by (a mean)
     passes_from: Passes
     speedup: float | None  # observed: tokens per pass / (1 + c x draft_passes)
     depths: tuple[DepthAdvice, ...]  # tree: cut at 1 .. known_depth; block: none (truncating changes decisions)
@@ -62,9 +64,9 @@ class RuleAdvice(Struct, frozen=True):
 
     @property
     def speedup_bound(self) -> str:
-        """How the observed speedup is meant: "exact" with the tree's steps, else "at most" (a deeper tree or a
-        longer draft than the deepest accepted costs more draft passes)."""
-        return "exact" if self.passes_from == "steps" else "at most"
+        """How the observed speedup is meant: "exact" with the tree's steps or the runs' capacities, else "at
+        most" (a deeper tree or a longer draft than the deepest accepted costs more draft passes)."""
+        return "at most" if self.passes_from == "deepest" else "exact"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,7 +76,7 @@ class RuleAdvice(Struct, frozen=True):
             "speedup": self.speedup,
             "speedup_bound": self.speedup_bound,
             "draft_passes_per_verify_pass": self.draft_passes,
-            "draft_passes_from": "tree steps" if self.passes_from == "steps" else "deepest accepted (assumed)",
+            "draft_passes_from": PASSES_FROM[self.passes_from],
             "by_depth": [row.to_dict() for row in self.depths],
             "best_depth": self.best,
             "known_depth": self.known_depth,
@@ -89,19 +91,26 @@ def rule_advice(
     rates: tuple[float | None, ...],
     cost_ratio: float,
     steps: int | None = None,
+    capacity: float | None = None,
 ) -> RuleAdvice:
     """Advice for one rule from its accepted-length histogram and per-depth conditional rates (`RuleFigures`);
     `steps`: the tree's depth when its shape is named (draft passes per verify pass, and the depth every pass
-    could reach, so the rates past the deepest accepted are known to be 0 up to it)."""
+    could reach, so the rates past the deepest accepted are known to be 0 up to it); `capacity`: the runs' mean
+    capacity where it was kept (their draft passes per verify pass)."""
     runs = sum(histogram)
     deepest = max((depth for depth, count in enumerate(histogram) if count), default=0)
     observed = None if not runs else sum(depth * count for depth, count in enumerate(histogram)) / runs + 1.0
-    passes = steps if steps is not None else max(deepest, 1)
+    passes: float = float(max(deepest, 1))
+    passes_from: Passes = "deepest"
+    if steps is not None:
+        passes, passes_from = float(steps), "steps"
+    elif capacity is not None:
+        passes, passes_from = capacity, "capacity"
     speedup = None if observed is None else observed / (1.0 + cost_ratio * passes)
     depths: list[DepthAdvice] = []
     known = 0
     if tree and runs:
-        known = steps if steps is not None else deepest
+        known = steps if steps is not None else max(deepest, len(rates))  # a depth reached, none kept: rate 0
         known_rates = [rate if rate is not None else 0.0 for rate in rates[:known]]
         known_rates += [0.0] * (known - len(known_rates))  # a named tree's levels no pass kept: rate 0, known
         for depth in range(1, known + 1):
@@ -114,7 +123,7 @@ def rule_advice(
         cost_ratio,
         observed,
         passes,
-        "steps" if steps is not None else "deepest",
+        passes_from,
         speedup,
         tuple(depths),
         best,
@@ -125,4 +134,4 @@ def rule_advice(
 def advice_of(figures: RuleFigures, cost_ratio: float, steps: int | None = None) -> RuleAdvice:
     """`rule_advice` of a rule's figures (`steps`: the named tree's, for an engine's tree)."""
     rates = tuple(rate.rate for rate in figures.depth_rates)
-    return rule_advice(figures.name, figures.tree, figures.histogram, rates, cost_ratio, steps)
+    return rule_advice(figures.name, figures.tree, figures.histogram, rates, cost_ratio, steps, figures.capacity)

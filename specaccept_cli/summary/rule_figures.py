@@ -71,6 +71,9 @@ class RuleFigures(Struct, frozen=True):
     over: str = INTERVALS_OVER
     engine: bool = False  # from an engine's own accepted-depth histograms (--tree), not recomputed runs
     requests: int | None = None  # the requests the intervals are over (`over` "requests")
+    # Mean capacity (block's drafted length, a tree's depth) of the runs, where the tally kept it (joint counts):
+    # the draft forward passes per verify pass, one per drafted position or tree level.
+    capacity: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,7 +98,12 @@ def rule_figures(tally: RuleTally, in_requests: bool = False) -> tuple[RuleFigur
 def _figures_of_rule(tally: RuleTally, name: str, in_requests: bool) -> RuleFigures:
     clusters = tally.clusters.get(name) if in_requests else None
     intervals = not in_requests or clusters is not None
-    return figures_of_runs(name, tally.joint_of(name), clusters, intervals=intervals)
+    figures = figures_of_runs(name, tally.joint_of(name), clusters, intervals=intervals)
+    known = tally.joint.get(name)
+    if known is None or not figures.runs:  # a file from before the joint counts: the capacities are not known
+        return figures
+    capacity = float(np.arange(known.shape[0]) @ known.sum(axis=1)) / figures.runs
+    return replace(figures, capacity=capacity)
 
 
 def figures_of(name: str, histogram: IntArray, *, engine: bool = False, intervals: bool = True) -> RuleFigures:

@@ -200,7 +200,7 @@ def advice_card(advice: RuleAdvice) -> str:
     value = number(advice.speedup, ".3f")
     if advice.speedup_bound != "exact":
         value = f"at most {value}"
-    detail = f"cost ratio {advice.cost_ratio:g}, {advice.draft_passes} draft passes per verify pass"
+    detail = f"cost ratio {advice.cost_ratio:g}, {advice.draft_passes:.4g} draft passes per verify pass"
     if advice.model == "tree" and advice.best is not None:
         best = advice.depths[advice.best - 1]
         detail += (

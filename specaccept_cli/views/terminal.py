@@ -455,18 +455,21 @@ def advice_table(advice: RuleAdvice) -> RenderableType:
     tokens per pass and speedup of the tree cut at each depth the input knows, the best marked."""
     c = f"{advice.cost_ratio:g}"
     shown = number(advice.speedup)
-    if advice.speedup_bound == "exact":
-        passes = f"{advice.draft_passes} draft passes per verify pass (the tree's steps)"
+    if advice.passes_from == "steps":
+        passes = f"{advice.draft_passes:g} draft passes per verify pass (the tree's steps)"
+    elif advice.passes_from == "capacity":
+        level = "level of each tree" if advice.model == "tree" else "drafted position"
+        passes = f"{advice.draft_passes:.4g} draft passes per verify pass on average (one per {level})"
     else:
         shown = f"at most {shown}"
         if advice.model == "tree":
             passes = (
-                f"{advice.draft_passes} draft passes per verify pass, the deepest depth accepted: each tree is at "
+                f"{advice.draft_passes:g} draft passes per verify pass, the deepest depth accepted: each tree is at "
                 "least that deep, and a deeper one costs more"
             )
         else:
             passes = (
-                f"{advice.draft_passes} draft passes per verify pass, the longest length accepted: each draft is "
+                f"{advice.draft_passes:g} draft passes per verify pass, the longest length accepted: each draft is "
                 "at least that long, and a longer one costs more"
             )
     head = Text(

@@ -13,8 +13,9 @@ import numpy as np
 import orjson
 import pytest
 
+from specaccept_cli.summary.files import read_summary_file, summary_object, summary_of
 from tests.cli.test_audit_tree import DRAFT_TOKENS, STEPS, TOPK, sglang_tree_request
-from tests.helpers import invoke
+from tests.helpers import invoke, run_process
 
 COST = 0.1
 
@@ -57,16 +58,41 @@ def test_a_tree_rules_advice_cuts_the_tree_at_each_known_depth(mixed_log: Path) 
     assert advice["by_depth"][-1]["tokens_per_pass"] == pytest.approx(figures["tokens_per_pass"], rel=1e-12)
     best = max(advice["by_depth"], key=lambda row: row["speedup"])
     assert advice["best_depth"] == best["depth"]
-    # The tally keeps accepted depths, not each tree's depth: the deepest accepted stands in, an upper bound.
-    assert advice["draft_passes_per_verify_pass"] == deepest and advice["speedup_bound"] == "at most"
-    assert advice["speedup"] == pytest.approx(figures["tokens_per_pass"] / (1 + deepest * COST), rel=1e-12)
+    # The tally keeps each tree's depth (every tree here is 3 deep): a draft pass per level, exact.
+    assert advice["draft_passes_per_verify_pass"] == 3 and advice["speedup_bound"] == "exact"
+    assert advice["draft_passes_from"] == "the runs' capacities"
+    assert advice["speedup"] == pytest.approx(figures["tokens_per_pass"] / (1 + 3 * COST), rel=1e-12)
+
+
+def test_a_summary_saved_without_capacities_bounds_the_speedup(mixed_log: Path, tmp_path: Path) -> None:
+    """A summary from before the tally kept each run's capacity: the deepest accepted stands in for the trees'
+    depth and the drafts' length, so the observed speedup is an upper bound, and says so."""
+    saved = audit_json(str(mixed_log))
+    for key in ("joint_counts", "clusters"):  # neither was kept then
+        saved["state"]["rules"].pop(key, None)
+    path = tmp_path / "old.json"
+    path.write_bytes(orjson.dumps(saved))
+    result = invoke("report", "--summary", str(path), "--cost-ratio", str(COST), "-o", str(tmp_path / "report.html"))
+    assert result.exit_code == 0, result.stderr
+    data = summary_object(summary_of(read_summary_file(str(path)), str(path)), cost_ratio=COST)
+    for name in ("tree-target-cdf", "block"):
+        advice = data["rule_advice"][name]
+        deepest = max(int(depth) for depth in data["outside_alpha"][name]["accepted_histogram"])
+        assert advice["speedup_bound"] == "at most" and advice["draft_passes_per_verify_pass"] == deepest
+        assert advice["draft_passes_from"] == "deepest accepted (assumed)"
+        tokens = data["outside_alpha"][name]["tokens_per_pass"]
+        assert advice["speedup"] == pytest.approx(tokens / (1 + deepest * COST), rel=1e-12)
+    assert "at most" in html.unescape((tmp_path / "report.html").read_text())
 
 
 def test_block_gets_no_per_k_figure_and_names_its_floor(mixed_log: Path) -> None:
     data = audit_json(str(mixed_log), "--cost-ratio", str(COST))
     advice = data["rule_advice"]["block"]
     assert advice["model"] == "at-least-chain" and advice["by_depth"] == [] and advice["best_depth"] is None
-    assert "at least the chain model" in advice["floor"] and advice["speedup_bound"] == "at most"
+    assert "at least the chain model" in advice["floor"] and advice["speedup_bound"] == "exact"
+    # Every draft was 4 long: sum(a + 1) / sum(1 + 4 c) over the block runs.
+    assert advice["draft_passes_per_verify_pass"] == 4
+    assert advice["speedup"] == pytest.approx(advice["tokens_per_pass"] / (1 + 4 * COST), rel=1e-12)
     assert advice["tokens_per_pass"] == pytest.approx(data["outside_alpha"]["block"]["tokens_per_pass"])
     assert "rule_advice" not in audit_json(str(mixed_log))  # the cost ratio is a question: no question, no key
 
@@ -79,7 +105,9 @@ def test_the_first_screen_draws_each_rules_advice_and_no_chain_table(mixed_log: 
     assert "tree-target-cdf cut at depth D" in text and "best" in text
     assert "Deeper than 3 is not known from this input" in text
     assert "block decides jointly" in text and "expect --rule block --alpha A --k K" in text
-    assert "observed speedup tokens per pass / (1 + c x draft passes) = at most" in text
+    assert "observed speedup tokens per pass / (1 + c x draft passes) = at most" not in text
+    assert "3 draft passes per verify pass on average (one per level of each tree)" in text
+    assert "4 draft passes per verify pass on average (one per drafted position)" in text
 
 
 def test_the_html_report_has_a_speedup_card_per_rule(mixed_log: Path, tmp_path: Path) -> None:
@@ -141,3 +169,21 @@ def test_expect_says_what_the_best_k_means_under_the_rule() -> None:
     # One rate at every depth and a draft pass per level: the tree's model marks the chain's best k.
     marked = [line.split()[1] for line in tree.splitlines() if line.rstrip("│ ").endswith("best")]
     assert marked and marked == [line.split()[1] for line in chain.splitlines() if line.rstrip("│ ").endswith("best")]
+
+
+def test_a_report_of_summaries_refuses_the_options_it_would_not_use(mixed_log: Path, tmp_path: Path) -> None:
+    """`report --summary` only draws: a --summary-out or a gate given to it would be silently ignored, so they
+    are refused by name (exit 2), and nothing is written; the options it uses still work."""
+    saved, page, out = tmp_path / "s.json", tmp_path / "r.html", tmp_path / "out.json"
+    assert invoke("audit", str(mixed_log), "--summary-out", str(saved)).exit_code == 0
+    refused = invoke(
+        "report", "--summary", str(saved), "-o", str(page), "--summary-out", str(out), "--min-alpha", "0.5"
+    )
+    assert refused.exit_code == 2
+    assert "--min-alpha, --summary-out have no effect with --summary" in " ".join(refused.stderr.split())
+    assert not page.exists() and not out.exists()
+    args = ("report", "--summary", str(saved), "-o", str(page), "--cost-ratio", str(COST))
+    # A scheduler set in the environment is set for every command: not refused.
+    drawn = run_process(*args, env={"DASK_SCHEDULER_ADDRESS": "tcp://127.0.0.1:1"})
+    assert drawn.returncode == 0, drawn.stderr.decode()
+    assert "speedup, tree-target-cdf" in html.unescape(page.read_text())
