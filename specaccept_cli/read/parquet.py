@@ -6,6 +6,7 @@ Accepts list, large_list and fixed_size_list columns of any float or integer typ
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Iterator
@@ -124,13 +125,17 @@ def read_parquet_file(
         raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
     columns = columns_to_read(schema_names, source, fields)
     try:
-        batches = _prefetched(parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns))
-        for record_batch in batches:
-            batch, errors = runs_of_record_batch(record_batch, first_row, source, fields)
-            for error in errors:
-                on_error(error)
-            yield batch
-            first_row += record_batch.num_rows
+        # Closed on every way out, an error raised here included: the prefetch thread is stopped and joined
+        # before the error travels on, never left decoding while the process ends (a C++ abort at exit).
+        with contextlib.closing(
+            _prefetched(parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns))
+        ) as batches:
+            for record_batch in batches:
+                batch, errors = runs_of_record_batch(record_batch, first_row, source, fields)
+                for error in errors:
+                    on_error(error)
+                yield batch
+                first_row += record_batch.num_rows
     except _DAMAGED as exc:
         read = first_row - 1
         group = _damaged_group(parquet, groups, first_row, columns)

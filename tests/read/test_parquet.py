@@ -14,6 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specaccept_cli.errors import InputError
+from specaccept_cli.read.parquet import read_parquet_file
+from specaccept_cli.rule.batch import FieldSpec
 from tests.helpers import (
     CORPUS,
     ROWS,
@@ -163,6 +166,17 @@ def test_parquet_column_that_is_not_a_list(tmp_path: Path) -> None:
     result = invoke("audit", str(tmp_path / "flat.parquet"))
     assert result.exit_code == 2
     assert "column 'p' is " in result.stderr and ", not a list of numbers" in result.stderr  # the type: pyarrow's name
+
+
+def test_a_column_error_stops_the_prefetch_thread_before_it_travels_on(tmp_path: Path) -> None:
+    """The error is raised while the prefetch thread decodes ahead; the thread is joined before the error leaves
+    the reader, even while the error (and its traceback, which holds the reader's frame) is still alive."""
+    path = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"p": ["x"] * 200_000, "q": [[0.5]] * 200_000, "r": [[0.1]] * 200_000}), path)
+    with pytest.raises(InputError) as caught:
+        list(read_parquet_file(path, str(path), FieldSpec(), on_error=lambda error: None))
+    assert "not a list of numbers" in str(caught.value)
+    assert not [thread for thread in threading.enumerate() if thread.name == "parquet-prefetch"]
 
 
 def test_parquet_column_error_always_exits_2(tmp_path: Path) -> None:
