@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -268,7 +268,7 @@ def _to_rule_batch(
 _END = object()
 
 
-def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
+def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Generator[pa.RecordBatch, None, None]:
     """The same record batches, decoded one or two ahead by a background thread.
 
     Arrow decodes (decompression, Parquet pages) without holding the GIL, so the next batch is
