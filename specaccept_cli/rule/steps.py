@@ -16,6 +16,7 @@ import numpy.typing as npt
 from msgspec import Struct, field
 
 from specaccept_cli.rule.batch import FloatArray, IntArray
+from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 
 Column = npt.NDArray[Any]  # float64 for probabilities and coins, int64 for token ids
 # One step as the scalar routines take it: per-position (or per-node) values, and per-step parameters.
@@ -89,9 +90,16 @@ def param_column(params: Mapping[str, FloatArray], name: str, default: float | N
 def tree_problem(parent: Sequence[int]) -> str | None:
     """Why a step's parent indices are not a tree in tried order, or None.
 
-    A parent is listed before its children (so every walk ends); -1 marks a node of depth 1.
+    A parent is listed before its children (so every walk ends); -1 marks a node of depth 1. A tree deeper
+    than the longest draft a run may have is refused as an overlong chain is: its depth is the run's capacity,
+    which the summary's (capacity, accepted) counts are square in.
     """
+    depth: list[int] = []
     for index, value in enumerate(parent):
         if not -1 <= value < index:
             return f"nodes[{index}].parent = {value} is not -1 or the index of an earlier node"
+        depth.append(1 if value < 0 else depth[value] + 1)
+        if depth[-1] > MAX_DRAFT_LENGTH:
+            limit = MAX_DRAFT_LENGTH
+            return f"nodes[{index}] lies at depth {depth[-1]}: a tree is no deeper than the {limit} a run may be"
     return None

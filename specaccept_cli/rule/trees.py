@@ -117,7 +117,8 @@ def _parent_keys(steps: TreeSteps) -> IntArray:
 
 
 def walk_batch(steps: TreeSteps, passed: npt.NDArray[np.bool_], keys: IntArray | None = None) -> IntArray:
-    """Accepted depth per step from per-node pass flags: one numpy step per depth level, not per node."""
+    """Accepted depth per step from per-node pass flags: one numpy step per depth level, over the walks still
+    going (so a batch costs its nodes plus the depths walked, not its steps times its deepest walk)."""
     keys = _parent_keys(steps) if keys is None else keys
     total = int(steps.parent.shape[0])
     steps_count = len(steps)
@@ -125,13 +126,14 @@ def walk_batch(steps: TreeSteps, passed: npt.NDArray[np.bool_], keys: IntArray |
     first = np.full(ended + 1, ended, dtype=np.int64)  # first passing child per parent key
     passing = np.flatnonzero(passed)
     np.minimum.at(first, keys[passing], passing)
-    current = first[total + np.arange(steps_count, dtype=np.int64)]
     depth = np.zeros(steps_count, dtype=np.int64)
-    live = current < total
-    while live.any():
-        depth += live
-        current = first[current]
+    walking = np.arange(steps_count, dtype=np.int64)
+    current = first[total + walking]
+    while walking.shape[0]:
         live = current < total
+        walking, current = walking[live], current[live]
+        depth[walking] += 1
+        current = first[current]
     return depth
 
 
@@ -142,20 +144,34 @@ def residual_batch(steps: TreeSteps) -> IntArray:
 
 def sibling_sums(keys: IntArray, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per node, the sum of `values` over its earlier siblings and itself, added one sibling at a time in tried
-    order (as the scalar routine and the engine add them: no prefix-sum subtraction, so the same doubles)."""
+    order (as the scalar routine and the engine add them: no prefix-sum subtraction, so the same doubles).
+
+    The first few siblings of every parent are added one rank at a time over the whole batch; a parent with
+    more children than that has the rest added by `np.cumsum` (a sequential accumulate: the same doubles) over
+    its own run, so a node list of any width costs time linear in its length.
+    """
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]) if keys.shape[0] else keys
-    rank = np.arange(keys.shape[0]) - np.repeat(starts, np.diff(np.r_[starts, keys.shape[0]]))
-    sums = np.empty_like(values)
+    count = keys.shape[0]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]) if count else keys
+    widths = np.diff(np.r_[starts, count])
+    rank = np.arange(count) - np.repeat(starts, widths)
     sorted_values = values[order]
     running = np.empty_like(sorted_values)
-    longest = int(rank.max()) + 1 if rank.shape[0] else 0
-    for level in range(longest):
-        at = np.flatnonzero(rank == level)
+    by_rank = np.argsort(rank, kind="stable")  # the nodes of rank 0, then of rank 1, ...: one slice per rank
+    bounds = np.searchsorted(rank[by_rank], np.arange(_RANKS_AT_ONCE + 1))
+    for level in range(min(_RANKS_AT_ONCE, int(widths.max()) if count else 0)):
+        at = by_rank[bounds[level] : bounds[level + 1]]
         running[at] = (running[at - 1] if level else 0.0) + sorted_values[at]
+    for start, width in zip(starts[widths > _RANKS_AT_ONCE].tolist(), widths[widths > _RANKS_AT_ONCE].tolist()):
+        tail = slice(start + _RANKS_AT_ONCE - 1, start + width)  # from the last sibling already summed
+        running[tail] = np.cumsum(np.r_[running[tail.start], sorted_values[tail.start + 1 : tail.stop]])
+    sums = np.empty_like(values)
     sums[order] = running
     return sums
+
+
+_RANKS_AT_ONCE = 32  # siblings added a rank at a time across the batch before wider parents go one by one
 
 
 def target_cdf_batch(steps: TreeSteps) -> IntArray:
@@ -175,20 +191,25 @@ def token_match_batch(steps: TreeSteps) -> IntArray:
 
 
 def longest_match_batch(steps: TreeSteps) -> IntArray:
-    """`deepest_path` over a batch: depths and whole-path passes propagated one level per numpy step."""
+    """`deepest_path` over a batch: from the passing depth-1 nodes, one level at a time into the passing
+    children of the nodes reached, so each node is visited once."""
     passed = steps.columns["token"] == steps.columns["target_token"]
     lengths = np.diff(steps.offsets)
     step_of = np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)
-    root = steps.parent < 0
-    up = np.where(root, 0, steps.offsets[:-1][step_of] + steps.parent)
-    depth = np.ones(passed.shape[0], dtype=np.int64)
-    whole = passed.copy()
-    for _ in range(int(lengths.max()) if lengths.shape[0] else 0):  # a path is no longer than its step's nodes
-        deeper = np.where(root, 1, depth[up] + 1)
-        wider = passed & (root | whole[up])
-        if np.array_equal(deeper, depth) and np.array_equal(wider, whole):
-            break
-        depth, whole = deeper, wider
+    keys = _parent_keys(steps)
+    order = np.argsort(keys, kind="stable")  # nodes grouped by parent key: node n's children are a slice
+    sorted_keys = keys[order]
+    nodes = np.arange(passed.shape[0], dtype=np.int64)
+    child_start = np.searchsorted(sorted_keys, nodes, side="left")
+    child_end = np.searchsorted(sorted_keys, nodes, side="right")
     accepted = np.zeros(lengths.shape[0], dtype=np.int64)
-    np.maximum.at(accepted, step_of[whole], depth[whole])
+    reached = np.flatnonzero(passed & (steps.parent < 0))
+    depth = 0
+    while reached.shape[0]:
+        depth += 1
+        accepted[step_of[reached]] = depth  # every level reached is deeper than the one before
+        counts = child_end[reached] - child_start[reached]
+        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        children = order[np.repeat(child_start[reached], counts) + within]
+        reached = children[passed[children]]
     return accepted

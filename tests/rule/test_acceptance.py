@@ -157,7 +157,7 @@ def tree_target_cdf_truth(row: Row) -> int:
         total = 0.0
         for sibling in [*tried, node]:
             total += nodes[sibling]["p"]
-        return nodes[node]["coin"] <= total / acc or nodes[node]["p"] >= single
+        return bool(nodes[node]["coin"] <= total / acc or nodes[node]["p"] >= single)
 
     return walk(nodes, passes)
 

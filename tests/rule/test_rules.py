@@ -345,3 +345,27 @@ def test_block_one_draft_length_path_equals_the_scalar(k: int, data: st.DataObje
     rule = rule_named("block")
     steps = data.draw(st.lists(chain_step(rule, k), min_size=2, max_size=6))
     assert rule.accepted(chain_steps(steps)).tolist() == [block.block_scalar(f, p) for f, p in steps]
+
+
+def test_wide_sibling_lists_sum_one_sibling_at_a_time_as_the_scalar_does() -> None:
+    """Parents with hundreds of children (past the ranks summed across the batch at once): the same doubles as
+    adding one sibling at a time, and the same decisions as the scalar routine, coins sitting on the sums."""
+    rng = np.random.default_rng(3)
+    steps = []
+    for width in (1, 31, 32, 33, 64, 300):
+        parent = [-1] * width + [0] * width + [width] * 3  # depth 1, node 0's children, node width's children
+        p = (rng.random(len(parent)) / len(parent)).tolist()
+        coin = [float(rng.random())] * len(parent)
+        tie = int(rng.integers(0, width))
+        coin[:width] = [sum(p[: tie + 1], 0.0)] * width  # sits exactly on the (tie + 1)-th sibling's sum
+        steps.append((parent, {"p": p, "coin": coin}, {"threshold_single": 1.0, "threshold_acc": 1.0}))
+    batch = tree_steps(steps)
+    sums = trees.sibling_sums(trees._parent_keys(batch), batch.columns["p"])
+    for (parent, fields, _), start in zip(steps, batch.offsets[:-1].tolist()):
+        running: dict[int, float] = {}
+        for index, up in enumerate(parent):
+            running[up] = running.get(up, 0.0) + fields["p"][index]
+            assert sums[start + index] == running[up]
+    rule = rule_named("tree-target-cdf")
+    assert rule.tree_scalar is not None
+    assert rule.accepted(batch).tolist() == [rule.tree_scalar(*step) for step in steps]
