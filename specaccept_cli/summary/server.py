@@ -198,6 +198,9 @@ class ReportedTally(Struct):
     # Mismatches only a lowered threshold reproduces (no rule of RULES does), and the first of their lines.
     lowered_only: int | None = 0
     lowered_lines: list[tuple[str, int]] = field(default_factory=list)
+    # Per rule, the first MAX_EVIDENCE lines of the mismatches it alone explains: its evidence when named
+    # (absent from summaries saved before they were kept: the kept examples stand in).
+    alone_lines: dict[str, list[tuple[str, int]]] | None = field(default_factory=dict)
     thresholds: dict[str, tuple[float, float]] | None = field(
         default_factory=lambda: dict.fromkeys(THRESHOLDS, (0.0, 1.0))
     )
@@ -216,10 +219,13 @@ class ReportedTally(Struct):
             where = np.flatnonzero(mismatch)
             alternatives = {rule: counts[where] == reported[where] for rule, counts in faulty.counts.items()}
             rules_per_run = np.sum(list(alternatives.values()), axis=0)
+            assert tally.alone is not None and tally.alone_lines is not None
             for rule, hits in alternatives.items():
                 tally.explains[rule] = int(hits.sum())
-                assert tally.alone is not None
-                tally.alone[rule] = int((hits & (rules_per_run == 1)).sum())
+                lone = where[hits & (rules_per_run == 1)]
+                tally.alone[rule] = int(lone.shape[0])
+                if lone.shape[0]:
+                    tally.alone_lines[rule] = [(batch.source, int(batch.lines[run])) for run in lone[:MAX_EVIDENCE]]
             tally.unexplained = int((rules_per_run == 0).sum())
             tally.several = int((rules_per_run >= 2).sum())
             below = np.zeros(where.shape[0], dtype=bool)
@@ -263,6 +269,13 @@ class ReportedTally(Struct):
             if self.lowered_only is None or other.lowered_only is None
             else self.lowered_only + other.lowered_only,
             lowered_lines=(self.lowered_lines + other.lowered_lines)[:MAX_EVIDENCE],
+            alone_lines=None
+            if self.alone_lines is None or other.alone_lines is None
+            else {
+                rule: (self.alone_lines.get(rule, []) + other.alone_lines.get(rule, []))[:MAX_EVIDENCE]
+                for rule in RULES
+                if rule in self.alone_lines or rule in other.alone_lines
+            },
             thresholds=None
             if self.thresholds is None or other.thresholds is None
             else {
@@ -311,7 +324,7 @@ class ReportedTally(Struct):
         """The rule that explains the reported counts, its evidence and its verdict; None when none explains any.
 
         It is the headline's rule (the most runs it alone explains); its evidence is those runs (`alone`,
-        and the lines of the first of them among the kept examples), since a run several rules reproduce
+        and the lines of the first of them, `alone_lines`), since a run several rules reproduce
         tells them apart no more than a run none does.
         """
         ranked = self.diagnosis()
@@ -322,14 +335,17 @@ class ReportedTally(Struct):
         if lowered is not None:
             return lowered
         rule = str(top["rule"])
-        only = [example for example in self.examples if example.rules == (rule,)][:MAX_EVIDENCE]
+        if self.alone_lines is not None:
+            lines = self.alone_lines.get(rule, [])
+        else:  # a summary saved before the lines were kept: the first of them among the kept examples
+            lines = [(example.source, example.line) for example in self.examples if example.rules == (rule,)]
         verdict = VERDICTS[rule]
         named = {
             "rule": rule,
             "test": RULES[rule],
             "explains": top["explains"],
             "alone": top.get("alone"),
-            "evidence": [{"source": example.source, "line": example.line} for example in only],
+            "evidence": [{"source": source, "line": line} for source, line in lines[:MAX_EVIDENCE]],
             "verdict": verdict.kind,
             "in_short": VERDICT_WORDS[verdict.kind],
             "meaning": verdict.meaning,
@@ -391,6 +407,11 @@ class ReportedTally(Struct):
             "lowered_lines": [[source, line] for source, line in self.lowered_lines],
             **(
                 {}
+                if self.alone_lines is None
+                else {"alone_lines": {rule: [[s, n] for s, n in lines] for rule, lines in self.alone_lines.items()}}
+            ),
+            **(
+                {}
                 if self.thresholds is None
                 else {"thresholds": {name: list(self.thresholds[name]) for name in THRESHOLDS}}
             ),
@@ -416,6 +437,7 @@ class ReportedTally(Struct):
             near_ties=int(data["near_ties"]) if "near_ties" in data else None,
             lowered_only=_saved_count(data["lowered_only"], "lowered_only") if "lowered_only" in data else None,
             lowered_lines=[_saved_line(item) for item in data.get("lowered_lines", [])][:MAX_EVIDENCE],
+            alone_lines=_saved_alone_lines(data["alone_lines"]) if "alone_lines" in data else None,
             thresholds=_saved_thresholds(data.get("thresholds")),  # absent from files of earlier versions: unknown
         )
 
@@ -424,6 +446,15 @@ def _saved_count(value: object, key: str) -> int:
     if type(value) is not int or not 0 <= value <= 2**63 - 1:
         raise ValueError(f"reported {key} must be a whole number from 0")
     return value
+
+
+def _saved_alone_lines(data: object) -> dict[str, list[tuple[str, int]]]:
+    """Per rule of RULES, up to MAX_EVIDENCE [source, line] pairs."""
+    if not isinstance(data, dict) or any(
+        rule not in RULES or not isinstance(lines, list) for rule, lines in data.items()
+    ):
+        raise ValueError("reported alone_lines must map rules to lists of [source, line] pairs")
+    return {rule: [_saved_line(item) for item in lines][:MAX_EVIDENCE] for rule, lines in data.items()}
 
 
 def _saved_line(item: object) -> tuple[str, int]:
