@@ -38,6 +38,10 @@ _NAMES_ITS_WAY_OUT = re.compile(r"--|\binstead\b|pip install|\bgive\b")
 
 ONE_OBJECT_PER_LINE = "the input must hold one JSON object per line (JSONL)"
 SKIP = "--on-error skip reads past bad rows and counts them"
+NO_DRAFT_PROBABILITIES = (
+    "--rule greedy-draft for rows of a server that verifies without draft probabilities "
+    "(vLLM's EAGLE, MTP and n-gram drafts keep a token iff r <= p)"
+)
 
 
 def field_options(fields: Mapping[str, str]) -> dict[str, str]:
@@ -70,7 +74,10 @@ def way_out(error: SpecacceptError, meta: Mapping[str, object]) -> str | None:
         option = known.get(path) if isinstance(known, dict) else None
         if option is not None:
             role = option.removeprefix("--").removesuffix("-field").replace("-", " ")
-            return f"name the field that holds {role} with {option} NAME (a dotted path reaches inside objects)"
+            fix = f"name the field that holds {role} with {option} NAME (a dotted path reaches inside objects)"
+            if option == "--q-field" and field.group("missing"):  # a server that verifies without q logs none
+                fix += f", or {NO_DRAFT_PROBABILITIES}"
+            return fix
         return None  # an extra field of the command's own: its message names the option already
     if _NOT_OBJECT.match(message):
         return f"{ONE_OBJECT_PER_LINE}; {SKIP}"

@@ -163,3 +163,21 @@ def test_a_tree_of_a_hundred_thousand_nodes_in_one_row(tmp_path: Path, rule: str
     assert result.returncode == 2 and "Traceback" not in stderr and "log.jsonl:1:" in stderr, stderr
     too_deep = f"nodes[{MAX_DRAFT_LENGTH}] lies at depth {MAX_DRAFT_LENGTH + 1}: a tree is no deeper than the"
     assert too_deep in stderr, stderr
+
+
+def test_rows_without_q_and_without_a_rule_name_the_rule_that_takes_none(tmp_path: Path) -> None:
+    """A vLLM EAGLE / MTP / n-gram log carries no q: the way out names `--rule greedy-draft` beside `--q-field`,
+    in JSONL and in Parquet, and the rule then reads the rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    jsonl = tmp_path / "log.jsonl"
+    jsonl.write_bytes(b'{"p": [0.5, 0.2], "r": [0.1, 0.3]}\n')
+    parquet = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"p": [[0.5, 0.2]], "r": [[0.1, 0.3]]}), parquet)
+    for path in (jsonl, parquet):
+        result = invoke("audit", str(path))
+        assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert "--q-field NAME" in result.stderr and "--rule greedy-draft" in result.stderr, result.stderr
+        named = invoke("audit", str(path), "--rule", "greedy-draft", "-o", "jsonl")
+        assert orjson.loads(named.stdout_bytes)["accepted"] == 1
