@@ -466,10 +466,14 @@ def test_each_rules_hidden_log_gives_every_rows_true_accepted_length(tmp_path: P
     assert named.exit_code in (0, 1), named.stderr
     assert accepted_of(named.stdout_bytes) == truth
     assert audit_json(str(bare), "--rule", name).get("rules", {"standard": len(rows)}) == {name: len(rows)}
-    # and in Parquet, nested lists and structs
+    # and in Parquet, nested lists and structs, with its rule column and without (a null rule: --rule names it)
     parquet = write_parquet(tmp_path / "log.parquet", rows)
     from_parquet = invoke("audit", str(parquet), "-o", "jsonl")
     assert records(from_parquet.stdout_bytes) == records(result.stdout_bytes)
+    untagged = write_parquet(tmp_path / "bare.parquet", [{**row, "rule": None} for row in rows])
+    named = invoke("audit", str(untagged), "-o", "jsonl", "--rule", name)
+    assert named.exit_code in (0, 1), named.stderr
+    assert records(named.stdout_bytes) == records(result.stdout_bytes)
 
 
 def test_a_log_mixing_every_rule_row_by_row_gives_the_same_runs_and_summary_on_every_path(tmp_path: Path) -> None:

@@ -181,3 +181,22 @@ def test_rows_without_q_and_without_a_rule_name_the_rule_that_takes_none(tmp_pat
         assert "--q-field NAME" in result.stderr and "--rule greedy-draft" in result.stderr, result.stderr
         named = invoke("audit", str(path), "--rule", "greedy-draft", "-o", "jsonl")
         assert orjson.loads(named.stdout_bytes)["accepted"] == 1
+
+
+@pytest.mark.parametrize(("rule", "field"), [(rule, field) for rule, fields in NEEDS.items() for field in fields])
+def test_a_parquet_row_missing_a_field_its_rule_needs(tmp_path: Path, rule: str, field: str) -> None:
+    """The same rows in Parquet (nested lists and structs): the missing value is a null, named as in JSONL."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.rule.test_acceptance import SCHEMA
+
+    good = {"rule": rule, **GOOD[rule]}
+    path = tmp_path / "log.parquet"
+    pq.write_table(pa.Table.from_pylist([good, with_change(rule, field, None, drop=True), good], schema=SCHEMA), path)
+    result = invoke("audit", str(path))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "log.parquet:2:" in result.stderr, result.stderr
+    assert field.split(".")[-1] in result.stderr, result.stderr
+    skipped = invoke("audit", str(path), "--on-error", "skip", "-o", "json")
+    assert skipped.exit_code in (0, 1) and orjson.loads(skipped.stdout_bytes)["skipped_rows"] == 1, skipped.stderr
