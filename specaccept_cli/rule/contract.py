@@ -65,17 +65,19 @@ def _param_problem(name: str, value: object) -> str | None:
 
 def step_problem(rule: Rule, fields: StepFields, params: StepParams, parent: Sequence[int] | None = None) -> str | None:
     """The first thing wrong with a step under its rule, or None: a missing field, unequal lengths, a bad value
-    or parameter, a tree whose parents are not listed before their children."""
+    or parameter, a tree whose parents are not listed before their children. An optional field (sample-match's
+    p) is held to the same when the step carries it: a value out of range there is a corrupt log as well."""
     missing = missing_fields(rule, {*fields, *params})
     if missing:
         return f"rule '{rule.name}' needs {', '.join(repr(name) for name in missing)}"
-    lengths = {name: len(fields[name]) for name in rule.fields}
+    checked = [*rule.fields, *(name for name in rule.optional if name in fields)]  # an optional one, when given
+    lengths = {name: len(fields[name]) for name in checked}
     if rule.kind == "tree" and parent is not None:
         lengths["parent"] = len(parent)
     if len(set(lengths.values())) > 1:
         shown = ", ".join(f"{name} {length}" for name, length in lengths.items())
         return f"the fields of rule '{rule.name}' differ in length ({shown})"
-    for name in rule.fields:
+    for name in checked:
         values = fields[name]
         for index, value in enumerate(values):
             problem = _field_problem(name, value, index == len(values) - 1)

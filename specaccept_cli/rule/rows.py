@@ -138,7 +138,7 @@ class RuleRows:
         needed = missing_fields(rule, {*found, *params})  # a parameter without a default (typical's epsilon)
         if needed:
             return _way_out(rule, needed[0], self.fields)
-        problem = step_problem(rule, {name: found[name] for name in rule.fields}, params, parent)  # type: ignore[misc]
+        problem = step_problem(rule, found, params, parent)  # type: ignore[arg-type]
         if problem is not None:
             return problem
         steps = self._steps.setdefault(rule.name, [])

@@ -49,7 +49,12 @@ NEEDS = {
 BAD: dict[str, list[tuple[str, object, str]]] = {
     "standard": [("q", [0.0, 0.4], "q[0]"), ("r", [0.1, "x"], "r[1]")],
     "greedy-draft": [("p", [1.5, 0.2], "p[0]"), ("r", [0.1, -0.1], "r[1]")],
-    "sample-match": [("draft_tokens", [3, -1], "draft_tokens[1]"), ("target_tokens", [3], "length")],
+    "sample-match": [
+        ("draft_tokens", [3, -1], "draft_tokens[1]"),
+        ("target_tokens", [3], "length"),
+        ("p", [1.5, 0.2], "p[0]"),  # optional, held to its range when given
+        ("p", [0.5], "length"),
+    ],
     "block": [("residual", [-0.25, None], "residual[0]"), ("q", [0.0, 0.3], "q[0]"), ("residual", 0.25, "not a list")],
     "typical": [("entropy", [0.1, "x"], "entropy[1]"), ("epsilon", -1.0, "epsilon"), ("delta", "x", "delta")],
     "argmax": [("target_tokens", [3, 1.5], "target_tokens[1]"), ("draft_tokens", "34", "not a list")],
