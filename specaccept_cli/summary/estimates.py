@@ -94,6 +94,8 @@ class Clustering(Struct, frozen=True):
 
     field: str | None  # the request field the runs are clustered by (named, or found in the first row)
     requests: int | None  # how many distinct values it took: the independent units
+    # The requests of every run, block and tree runs kept apart from alpha too (None: the same as `requests`).
+    every_request: int | None = None
 
     @property
     def over_runs(self) -> bool:
@@ -103,7 +105,11 @@ class Clustering(Struct, frozen=True):
         """The headline's words: 'clustered by request_id: 1,234 requests', or what holding over runs means."""
         if self.field is None:
             return "over runs: they hold only for a replayed prompt set"
-        return f"clustered by {self.field}: {self.requests or 0:,} request{'s' if self.requests != 1 else ''}"
+        requests = self.requests or 0
+        text = f"clustered by {self.field}: {requests:,} request{'s' if requests != 1 else ''}"
+        if self.every_request is not None and self.every_request != requests:  # block and tree runs apart
+            text = f"clustered by {self.field}: {self.every_request:,} requests, {requests:,} with runs in alpha"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {"over": "runs" if self.field is None else "requests", "field": self.field, "requests": self.requests}
@@ -147,6 +153,9 @@ class Estimates(Struct, frozen=True):
     # units hold most of the tokens): the Student t of its interval and of a baseline test.
     alpha_degrees_of_freedom: float | None = None
     tokens_per_pass_degrees_of_freedom: float | None = None
+    # Distinct requests over every run, block and tree runs kept apart from alpha included (None: no such runs
+    # per request, so `clusters` counts them all).
+    every_request: int | None = None
 
     def identification_keys(self) -> dict[str, Any]:
         """How each figure is identified and the bounds of those only bounded, for the machine formats."""
@@ -162,7 +171,7 @@ class Estimates(Struct, frozen=True):
     @property
     def clustering(self) -> Clustering:
         """The units every interval and test here is over (plain data, for views and verdicts)."""
-        return Clustering(self.cluster_field, self.clusters)
+        return Clustering(self.cluster_field, self.clusters, self.every_request)
 
     def sides(self, metric: str) -> tuple[tuple[float, float], tuple[float, float]] | None:
         """((low, its standard error), (high, its standard error)) of a metric for a comparison: the value
@@ -296,7 +305,17 @@ def _estimate_runs(summary: Summary) -> Estimates:
         expected_alpha_drafted=summary.threshold_sum_fixed / THRESHOLD_SCALE / sampled if sampled else None,
         runs_by_k=tuple(int(n) for n in summary.runs_by_k[: summary.max_k + 1].tolist()),
         fingerprints=fingerprints(summary),
+        every_request=_every_request(summary),
     )
+
+
+def _every_request(summary: Summary) -> int | None:
+    """How many requests the runs of every rule come from, where block or tree runs are kept per request: the
+    chain runs' requests alone leave out a request whose runs are all apart (a tree log has none in alpha)."""
+    if summary.clusters is None or summary.rules is None or not summary.rules.clusters:
+        return None
+    keys = [summary.clusters.sums.keys, *(tally.sums.keys for tally in summary.rules.clusters.values())]
+    return int(np.unique(np.concatenate(keys)).shape[0])
 
 
 def _tokens_per_pass_predicted(summary: Summary, alpha: float | None) -> float | None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import invoke, per_run, run_process
+from tests.helpers import invoke, invoke_env, per_run, run_process
 
 Row = dict[str, Any]
 Rng = np.random.Generator
@@ -538,3 +538,16 @@ def test_a_log_mixing_every_rule_on_a_dask_cluster(tmp_path: Path) -> None:
         assert merged[key] == here[key], key
     doubled = expected_summary(rows + rows, truth + truth)
     same_figures(summary_of(merged), doubled)
+
+
+def test_the_first_screen_counts_the_requests_of_runs_kept_apart_from_alpha(tmp_path: Path) -> None:
+    """A tree log's runs come from 7 requests, none of them in alpha: the headline says 7, not 0."""
+    rows, _ = hidden_log("tree-target-cdf", seed=3)
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(jsonl(rows))
+    wide = {"COLUMNS": "250"}  # one line whatever the terminal: the words are what is checked
+    shown = " ".join(invoke_env(wide, "audit", str(path)).stdout.split())
+    assert "clustered by request_id: 7 requests, 0 with runs in alpha" in shown
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(jsonl(rows + hidden_log("standard", seed=4)[0]))
+    assert "clustered by request_id: 7 requests " in " ".join(invoke_env(wide, "audit", str(mixed)).stdout.split())

@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.helpers import invoke
+from tests.helpers import invoke, invoke_env
 
 
 def first_failure(passes: list[bool]) -> int:
@@ -77,7 +77,7 @@ def test_the_rule_the_server_ran_is_named_with_its_verdict_and_evidence(
     lone = lone_lines(log, kind)
     assert named["alone"] == len(lone) > 5
     assert [item["line"] for item in named["evidence"]] == lone[:5]  # the first runs only it explains
-    terminal = invoke("audit", str(log), "--reported-field", "reported")
+    terminal = invoke_env({"COLUMNS": "250"}, "audit", str(log), "--reported-field", "reported")
     assert terminal.exit_code in (0, 1), terminal.stderr
     shown = " ".join((terminal.stdout + terminal.stderr).split())
     assert rule in shown and named["in_short"] in shown
