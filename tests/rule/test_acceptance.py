@@ -319,10 +319,34 @@ def hidden_log(name: str, seed: int, runs: int = ROWS_PER_RULE) -> tuple[list[Ro
     return rows, [truth(row) for row in rows]
 
 
+# Another spelling of each rule's name a row may carry (docs/rules.md: aliases, any case, `_` for `-`).
+SPELLINGS = {
+    "standard": "Seed",
+    "greedy-draft": "R_LE_P",
+    "sample-match": "match",
+    "block": "block-verification",
+    "typical": "Medusa_Typical",
+    "argmax": "greedy",
+    "tree-residual": "SpecInfer",
+    "tree-target-cdf": "sglang-tree",
+    "tree-argmax": "TREE_GREEDY",
+    "tree-match": "Tree_Match",
+}
+CANONICAL = {spelling: name for name, spelling in SPELLINGS.items()}
+
+
+def canonical(row: Row) -> str:
+    return CANONICAL.get(row["rule"], row["rule"])
+
+
 def mixed_log() -> tuple[list[Row], list[int]]:
-    """Every rule's rows, in a random order (seeded)."""
+    """Every rule's rows, in a random order (seeded), a fifth of them naming their rule by another spelling."""
     pairs = [pair for index, name in enumerate(RULES) for pair in zip(*hidden_log(name, 100 + index), strict=True)]
-    order = np.random.default_rng(7).permutation(len(pairs))
+    rng = np.random.default_rng(7)
+    for row, _ in pairs:
+        if rng.random() < 0.2:
+            row["rule"] = SPELLINGS[row["rule"]]
+    order = rng.permutation(len(pairs))
     return [pairs[i][0] for i in order], [pairs[i][1] for i in order]
 
 
@@ -335,13 +359,13 @@ def capacity(row: Row) -> int:
 def expected_summary(rows: list[Row], accepted: list[int]) -> dict[str, Any]:
     """What the JSON summary must say, from the independent readings alone."""
     pairs = list(zip(rows, accepted, strict=True))
-    chain = [(capacity(row), a) for row, a in pairs if row["rule"] != "block" and "nodes" not in row]
+    chain = [(capacity(row), a) for row, a in pairs if canonical(row) != "block" and "nodes" not in row]
     rules: dict[str, int] = {}
     for row in rows:
-        rules[row["rule"]] = rules.get(row["rule"], 0) + 1
+        rules[canonical(row)] = rules.get(canonical(row), 0) + 1
     apart: dict[str, dict[str, Any]] = {}
     for name in ("block", "tree-residual", "tree-target-cdf", "tree-argmax", "tree-match"):
-        runs = [(capacity(row), a) for row, a in zip(rows, accepted, strict=True) if row["rule"] == name]
+        runs = [(capacity(row), a) for row, a in zip(rows, accepted, strict=True) if canonical(row) == name]
         if not runs:
             continue
         histogram: dict[str, int] = {}

@@ -61,7 +61,15 @@ BAD: dict[str, list[tuple[str, object, str]]] = {
     "tree-residual": [("nodes[1].q", 0.0, "nodes[1].q"), ("nodes[0].r", 2.0, "nodes[0].r")],
     "tree-target-cdf": [("nodes[1].coin", 1.5, "nodes[1].coin"), ("threshold_acc", "x", "threshold_acc")],
     "tree-argmax": [("nodes[0].token", "a", "nodes[0].token"), ("nodes[1].parent", 1, "nodes[1].parent")],
-    "tree-match": [("nodes[1].parent", 5, "nodes[1].parent"), ("nodes", {"parent": -1}, "not a list")],
+    "tree-match": [
+        ("nodes[1].parent", 5, "nodes[1].parent"),
+        ("nodes", {"parent": -1}, "not a list"),
+        ("nodes", [1, 2], "not a list of objects"),
+        ("nodes", "abc", "not a list"),
+        ("nodes", [], "empty"),
+        ("nodes[0].parent", True, "nodes[0].parent"),
+        ("nodes[0].parent", -1.0, "nodes[0].parent"),
+    ],
 }
 
 
