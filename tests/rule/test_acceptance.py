@@ -490,6 +490,8 @@ def test_each_rules_hidden_log_gives_every_rows_true_accepted_length(tmp_path: P
     assert named.exit_code in (0, 1), named.stderr
     assert accepted_of(named.stdout_bytes) == truth
     assert audit_json(str(bare), "--rule", name).get("rules", {"standard": len(rows)}) == {name: len(rows)}
+    spread = invoke("audit", str(bare), "-o", "jsonl", "--rule", name, "--jobs", "2")
+    assert records(spread.stdout_bytes) == records(named.stdout_bytes)
     # and in Parquet, nested lists and structs, with its rule column and without (a null rule: --rule names it)
     parquet = write_parquet(tmp_path / "log.parquet", rows)
     from_parquet = invoke("audit", str(parquet), "-o", "jsonl")
@@ -513,6 +515,9 @@ def test_a_log_mixing_every_rule_row_by_row_gives_the_same_runs_and_summary_on_e
     same_figures(summary_of(whole), wanted)
     runs = invoke("audit", str(plain), "-o", "jsonl").stdout_bytes
     assert accepted_of(runs) == truth
+    table = invoke("audit", str(plain), "-o", "csv", "--id-field", "rule").stdout.splitlines()
+    assert table[0] == "source,line,k,accepted,emitted,rule"
+    assert [int(line.split(",")[3]) for line in table[1:]] == truth
 
     def figures(summary: dict[str, Any]) -> dict[str, Any]:
         kept = {key: value for key, value in summary.items() if key not in ("provenance", "windows", "drift")}
@@ -524,7 +529,7 @@ def test_a_log_mixing_every_rule_row_by_row_gives_the_same_runs_and_summary_on_e
         assert result.exit_code in (0, 1), (args, result.stderr)
         assert records(result.stdout_bytes) == records(runs), args
         assert figures(audit_json(*args)) == figures(whole), args
-    for source in (data, parquet.read_bytes()):  # a real pipe into stdin
+    for source in (data, gzip.compress(data), parquet.read_bytes()):  # a real pipe into stdin
         piped = run_process("audit", "-", "-o", "jsonl", input=source)
         assert piped.returncode in (0, 1), piped.stderr
         assert accepted_of(piped.stdout) == truth
