@@ -382,8 +382,21 @@ def expected_summary(rows: list[Row], accepted: list[int]) -> dict[str, Any]:
             "rates": [rate for rate in rates if rate[1]],
             "tokens_per_pass": sum(a + 1 for _, a in runs) / len(runs),
         }
+    deepest_chain = max((k for k, _ in chain), default=0)
+    positions = [
+        (
+            j,
+            sum(1 for k, _ in chain if k >= j),
+            sum(1 for k, a in chain if k >= j and a >= j - 1),
+            sum(1 for _, a in chain if a >= j),
+        )
+        for j in range(1, deepest_chain + 1)
+    ]
+    histogram = {str(a): sum(1 for _, b in chain if b == a) for a in range(deepest_chain + 1)}
     return {
         "runs": len(chain),
+        "positions": positions,
+        "histogram": histogram,
         "drafted_tokens": sum(k for k, _ in chain),
         "accepted_tokens": sum(a for _, a in chain),
         "examined_tokens": sum(min(a + 1, k) for k, a in chain),
@@ -406,6 +419,10 @@ def summary_of(data: dict[str, Any]) -> dict[str, Any]:
         }
     return {
         "runs": data["runs"],
+        "positions": [
+            (row["position"], row["drafts"], row["reached"], row["accepted"]) for row in data["per_position"]
+        ],
+        "histogram": data["accepted_histogram"],
         "drafted_tokens": data["drafted_tokens"],
         "accepted_tokens": data["accepted_tokens"],
         "examined_tokens": data["examined_tokens"],
