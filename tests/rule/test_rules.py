@@ -369,3 +369,41 @@ def test_wide_sibling_lists_sum_one_sibling_at_a_time_as_the_scalar_does() -> No
     rule = rule_named("tree-target-cdf")
     assert rule.tree_scalar is not None
     assert rule.accepted(batch).tolist() == [rule.tree_scalar(*step) for step in steps]
+
+
+@pytest.mark.parametrize("rule", TREE_RULES, ids=lambda rule: rule.name)
+def test_large_trees_of_every_shape_walk_as_the_scalar_does(rule: registry.Rule) -> None:
+    """Trees of up to 300 nodes, deep chains, wide stars and random shapes in one batch: the vectorized walk
+    (level by level over the walks still going) decides every step as the scalar routine does."""
+    rng = np.random.default_rng(17)
+    steps = []
+    for index in range(120):
+        n = int(rng.integers(1, 300))
+        shape = index % 3
+        if shape == 0:
+            parent = [node - 1 for node in range(n)]  # a chain
+        elif shape == 1:
+            parent = [-1] * (n // 2) + [int(rng.integers(0, n // 2 or 1)) for _ in range(n - n // 2)]
+            parent = [up if up < position else -1 for position, up in enumerate(parent)]
+        else:
+            parent = [int(rng.integers(-1, position)) for position in range(n)]
+        if rule.name in ("tree-argmax", "tree-match"):
+            target = rng.integers(0, 2, n).tolist()
+            fields: dict[str, list[float]] = {
+                "token": [t if rng.random() < 0.9 else 1 - t for t in target],
+                "target_token": target,
+            }
+            params: dict[str, float] = {}
+        elif rule.name == "tree-residual":
+            fields = {
+                "p": rng.random(n).tolist(),
+                "q": (1.0 - rng.random(n)).tolist(),
+                "r": (rng.random(n) * 0.3).tolist(),
+            }
+            params = {}
+        else:
+            fields = {"p": (rng.random(n) / 8).tolist(), "coin": (rng.random(n) * 0.3).tolist()}
+            params = {"threshold_single": 1.0, "threshold_acc": 1.0}
+        steps.append((parent, fields, params))
+    assert rule.tree_scalar is not None
+    assert rule.accepted(tree_steps(steps)).tolist() == [rule.tree_scalar(*step) for step in steps]
