@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 
 from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
+from specaccept_cli.rule.registry import DEFAULT_RULE
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
 from specaccept_cli.summary.advice import advice_of
@@ -133,6 +134,8 @@ def summary_object(
     if summary.rules is not None:  # written only when a run is not `standard`: such files stay as they were
         state["rules"] = summary.rules.to_dict()
         data |= _rule_keys(summary)
+    elif summary.engine is None and summary.runs:  # logged runs of one rule, saved without a tally
+        data |= _one_rule(summary)
     if summary.reported is not None:
         data |= summary.reported.summary_keys()
         state["reported"] = summary.reported.to_dict()
@@ -291,6 +294,16 @@ def _rule_keys(summary: Summary) -> dict[str, Any]:
     tally = summary.rules
     outside = {figures.name: figures.to_dict() for figures in rule_figures(tally, summary.clusters is not None)}
     return {"rules": tally.runs_by_rule(summary.runs), "outside_alpha": outside}
+
+
+def _one_rule(summary: Summary) -> dict[str, Any]:
+    """The rule of logged runs that keep no tally: `standard` where every drafted token had its (p, q, r),
+    `argmax` where none had (token ids: a summary saved before token-id runs were tallied); none otherwise."""
+    if summary.sampled_tokens == summary.drafted_tokens:
+        return {"rules": {DEFAULT_RULE: summary.runs}}
+    if not summary.sampled_tokens:
+        return {"rules": {"argmax": summary.runs}}
+    return {}
 
 
 def _whole(value: object, key: str) -> int:

@@ -15,6 +15,8 @@ from specaccept_cli.summary.rules import RuleTally, in_counts
 from tests.helpers import invoke, invoke_env, per_run
 from tests.read.test_rule_rows import mixed_rows, rule_rows, write
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
 
 def test_which_rules_feed_the_counts() -> None:
     assert all(in_counts(name) for name in ("standard", "greedy-draft", "sample-match", "argmax", "typical"))
@@ -63,8 +65,11 @@ def test_a_standard_log_writes_no_tally_and_an_old_file_reads_as_standard_only(t
     data = orjson.loads(
         invoke("audit", str(write(tmp_path / "s.jsonl", rule_rows("standard"))), "-o", "json").stdout_bytes
     )
-    assert "rules" not in data and "rules" not in data["state"]
+    # The summary names the rule its runs were recomputed by; the state keeps no tally, as files always had.
+    assert data["rules"] == {"standard": data["runs"]} and "rules" not in data["state"]
     assert summary_from_object(data).rules is None
+    engine = orjson.loads(invoke("audit", str(EXAMPLES / "vllm-server.log"), "-o", "json").stdout_bytes)
+    assert "rules" not in engine  # an engine's own counts: no run was recomputed by any rule
 
 
 def test_merge_of_two_halves_is_the_whole(tmp_path: Path) -> None:
@@ -287,12 +292,12 @@ def test_greedy_token_id_runs_are_named_argmax(tmp_path: Path) -> None:
     assert both["rules"] == {"standard": 60, "argmax": 3} and both["runs"] == 63
     assert summary_object(standard + token_ids)["rules"] == both["rules"]
     invoke("audit", str(greedy), *fields, "--summary-out", str(tmp_path / "g.json"), "-q")
-    # A saved summary from before the tally (no `rules`) reads as it did: no rules named.
+    # A saved summary from before the tally (no `rules`) reads as it did, its token-id runs named argmax.
     old = orjson.loads((tmp_path / "g.json").read_bytes())
     del old["state"]["rules"]
     (tmp_path / "old.json").write_bytes(orjson.dumps(old))
     again = orjson.loads(invoke("merge", str(tmp_path / "old.json")).stdout_bytes)
-    assert "rules" not in again and again["runs"] == 3
+    assert again["rules"] == {"argmax": 3} and "rules" not in again["state"] and again["runs"] == 3
 
 
 def test_each_group_carries_its_block_and_tree_runs(tmp_path: Path) -> None:
@@ -310,7 +315,9 @@ def test_each_group_carries_its_block_and_tree_runs(tmp_path: Path) -> None:
     assert tree["outside_alpha"]["tree-match"]["tokens_per_pass"] == sum(mine) / len(mine) + 1
     assert tree["outside_alpha"]["tree-match"]["intervals_over"] == "requests"
     assert tree["outside_alpha"] == {"tree-match": data["outside_alpha"]["tree-match"]}
-    assert data["groups"]["argmax"]["rules"] == {"argmax": 25} and "rules" not in data["groups"]["standard"]
+    assert data["groups"]["argmax"]["rules"] == {"argmax": 25} and data["groups"]["standard"]["rules"] == {
+        "standard": 25
+    }
     # Groups by request: each request's rule tallies add up to the whole's.
     by_request = orjson.loads(invoke("audit", str(path), "--group-by", "request_id", "-o", "json").stdout_bytes)
     for name in ("block", "tree-residual"):
