@@ -31,7 +31,7 @@ from specaccept_cli.rule.batch import (
     parse_field_path,
 )
 from specaccept_cli.rule.registry import Rule
-from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, row_rule
+from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 16_384
@@ -220,7 +220,7 @@ def _to_rule_batch(
     standard: list[int] = []
     others: list[tuple[int, Rule]] = []
     for index, value in enumerate(values):
-        rule = row_rule(value, rule_rows.default)
+        rule = rule_rows.rule_of(value)
         if isinstance(rule, str):
             bad[index] = rule
         elif rule is STANDARD:
@@ -231,13 +231,22 @@ def _to_rule_batch(
     other_index = [index for index, _ in others]
     taken = record_batch.take(pa.array(other_index, pa.int64()))
     extras = _extras(taken, source, fields, extras_bad)
-    kept: list[int] = []
-    for place, ((index, rule), obj) in enumerate(zip(others, taken.to_pylist())):
-        problem = extras_bad.get(place) or rule_rows.add(obj, rule)
+    offered = [
+        (index, rule, obj)
+        for place, ((index, rule), obj) in enumerate(zip(others, taken.to_pylist()))
+        if place not in extras_bad
+    ]
+    bad.update((others[place][0], problem) for place, problem in extras_bad.items())
+    problems = rule_rows.add([obj for _, _, obj in offered], [rule for _, rule, _ in offered])
+    added: list[int] = []
+    for (index, _, _), problem in zip(offered, problems):
         if problem is not None:
             bad[index] = problem
         else:
-            kept.append(index)
+            added.append(index)
+    values_bad = rule_rows.check()
+    kept = [index for place, index in enumerate(added) if place not in values_bad]
+    bad.update((added[place], problem) for place, problem in values_bad.items())
     position = {index: place for place, index in enumerate(other_index)}
     kept_extras = {name: [column[position[index]] for index in kept] for name, column in extras.items()}
     errors: list[InputError] = []

@@ -39,12 +39,16 @@ def _field_problem(name: str, value: object, last: bool) -> str | None:
     if type(value) is float and name in _UNIT_FIELDS and (0.0 < value <= 1.0 if name == "q" else 0.0 <= value <= 1.0):
         return None  # the common case, decided without wording a message (NaN fails the comparison)
     if name in TOKEN_FIELDS:
-        return None if type(value) is int and value >= 0 else "is not a token id (a whole number >= 0)"
+        # below 2^63: the columns hold token ids as int64
+        return None if type(value) is int and 0 <= value < 2**63 else "is not a token id (a whole number >= 0)"
     if name == "residual" and last and (value is None or (isinstance(value, float) and math.isnan(value))):
         return None  # the last position has no next one: its residual is null
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number"
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond a double
+        return "is not a finite number"
     if name in _UNIT_FIELDS:
         message = value_problem("r" if name == "coin" else name, 0, number, name)
         if message is None:
