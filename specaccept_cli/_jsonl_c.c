@@ -13,8 +13,9 @@
  * or written with escapes, a list element that is not a number, a number that does not fit, an integer
  * of more than 18 digits, a list value out of its range (p and r in [0, 1], q in (0, 1]: the exact path
  * reports it), nesting deeper than MAX_DEPTH, an over-long, blank or whitespace-padded line, a
- * byte order mark, an extra value that is a list, an object or an escaped string, or a `rule` key that is not
- * among the extra keys (a row of another verification rule, maybe). A declined block
+ * byte order mark, an extra value that is a list, an object or an escaped string, or a rule key (the optional
+ * sixth argument, b"rule" by default, b"" for none: the top-level key of the field naming a row's verification
+ * rule) that is not among the extra keys (a row of another verification rule, maybe). A declined block
  * goes unchanged to the exact path, which words every error; this reader never has to.
  *
  * Numbers: the JSON grammar is checked here, then a token with a fraction or an exponent is converted by
@@ -30,7 +31,8 @@
 #include <string.h>
 
 #define MAX_DEPTH 64
-/* The key of a row's verification rule: a row holding it is declined unless the caller asks for it as an extra. */
+/* The default key of a row's verification rule: a row holding it is declined unless the caller asks for it as an
+ * extra. */
 #define RULE_KEY "rule"
 #define RULE_KEY_SIZE 4
 #if defined(__GNUC__) || defined(__clang__)
@@ -726,8 +728,10 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
     Py_buffer text;
     PyObject *keys_tuple, *extra_tuple, *missing;
     Py_ssize_t max_line_bytes;
-    if (!PyArg_ParseTuple(args, "y*O!O!nO", &text, &PyTuple_Type, &keys_tuple, &PyTuple_Type, &extra_tuple,
-                          &max_line_bytes, &missing))
+    const char *rule_key = RULE_KEY;
+    Py_ssize_t rule_key_size = RULE_KEY_SIZE;
+    if (!PyArg_ParseTuple(args, "y*O!O!nO|y#", &text, &PyTuple_Type, &keys_tuple, &PyTuple_Type, &extra_tuple,
+                          &max_line_bytes, &missing, &rule_key, &rule_key_size))
         return NULL;
     PyObject *result = NULL, *extras = NULL;
     Doubles lists[3] = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}};
@@ -825,7 +829,8 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
                     break;
                 }
                 int which = key_index(start, length, keys, key_count);
-                if (which < 0 && length == RULE_KEY_SIZE && memcmp(start, RULE_KEY, RULE_KEY_SIZE) == 0) {
+                if (which < 0 && rule_key_size > 0 && length == rule_key_size &&
+                    memcmp(start, rule_key, (size_t)rule_key_size) == 0) {
                     declined = 1; /* a row naming its rule: jsonl_fast checks it is `standard` (docs/rules.md) */
                     break;
                 }

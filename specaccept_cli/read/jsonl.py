@@ -18,7 +18,6 @@ import orjson
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch
 from specaccept_cli.rule.batch import (
-    RULE_FIELD,
     FieldPath,
     FieldSpec,
     FloatArray,
@@ -30,7 +29,7 @@ from specaccept_cli.rule.batch import (
     parse_field_path,
 )
 from specaccept_cli.rule.registry import Rule
-from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule
+from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, rule_value
 from specaccept_cli.rule.validate import (
     DEFAULT_MAX_LINE_BYTES,
     count_problem,
@@ -581,11 +580,14 @@ def parse_block(
 
 def _may_name_rules(lines: Lines, fields: FieldSpec) -> bool:
     """Whether a row of the block may be of another rule than `standard`: `--rule` names one, or a line holds
-    the word `rule` or a `\\u` escape (which could spell it)."""
+    the rule field's key (`rule` by default) or a `\\u` escape (which could spell it)."""
     if names_other_rule(fields.rule):
         return True
+    if fields.rule_key is None:
+        return False
+    key = fields.rule_key.encode()
     texts = [lines] if isinstance(lines, bytes) else [line for line in lines if line is not None]
-    return any(b"rule" in text or b"\\u" in text for text in texts)
+    return any(key in text or b"\\u" in text for text in texts)
 
 
 def _parse_rules(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[InputError]]:
@@ -599,8 +601,9 @@ def _parse_rules(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[In
     offered: list[dict[str, object]] = []
     rules: list[Rule] = []
     named = rows.named
+    key = fields.rule_field if fields.rule_field is None or "." not in fields.rule_field else None
     for line, obj in frame.objects():
-        value = obj.get(RULE_FIELD)
+        value = obj.get(key) if key is not None else rule_value(obj, fields)
         rule = named.get(value) if value is None or type(value) is str else None
         if rule is None:
             rule = rows.rule_of(value)

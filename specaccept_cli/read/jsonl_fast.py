@@ -32,9 +32,10 @@ orjson would read the same three lists:
   occur at most once per line (a missing one is None, as on the exact path), and its values must be
   numbers, strings, booleans or nulls (counts must be counts);
 - a row of another rule than `standard` (docs/rules.md): `--rule` naming another rule declines every block;
-  a block holding the string `"rule"` is read with `rule` as one more field carried per run and declined
-  unless every row's is absent, null or a name of `standard` (so standard logs that name their rule stay
-  on this path; an escaped key is declined as above);
+  a block holding the rule field's key (`"rule"`, or `--rule-field`'s first part; none with `--rule-field
+  none`) is read with the rule field as one more field carried per run and declined unless every row's is
+  absent, null or a name of `standard` (so standard logs that name their rule stay on this path; an escaped
+  key is declined as above, and a dotted rule field declines such a block);
 - values out of range, lists of different lengths, drafts longer than MAX_DRAFT_LENGTH, over-long,
   blank or whitespace-padded lines, a byte order mark, CRLF line ends, greedy logs, dotted paths and
   field names outside [A-Za-z0-9_-]: declined.
@@ -64,7 +65,7 @@ import numpy.typing as npt
 from msgspec.structs import replace
 
 from specaccept_cli.native import extension, in_use
-from specaccept_cli.rule.batch import RULE_FIELD, FieldSpec, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.rule.batch import FieldSpec, RunBatch, find_bad_runs, parse_field_path
 from specaccept_cli.rule.rows import is_standard, names_other_rule
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem
 
@@ -108,6 +109,7 @@ def _compiled_batch(
         tuple(key.encode() for key in keys.extras),
         max_line_bytes,
         _MISSING,
+        fields.rule_key.encode() if fields.rule_key is not None else b"",
     )
     if parsed is None:
         return None
@@ -226,13 +228,17 @@ def _is_plain_block(data: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp],
     )
 
 
-_RULE_KEY = f'"{RULE_FIELD}"'.encode()
+@cache
+def _rule_key(fields: FieldSpec) -> bytes | None:
+    """The rule field's top-level key as it stands in a line (`"rule"`, quoted), or None when rows name none."""
+    return None if fields.rule_key is None else f'"{fields.rule_key}"'.encode()
 
 
 @cache
 def _with_rule(fields: FieldSpec) -> FieldSpec:
-    """`fields` with the rows' `rule` field carried per run, for the fast path to check it."""
-    return replace(fields, extras=(*fields.extras, RULE_FIELD))
+    """`fields` with the rows' rule field carried per run, for the fast path to check it."""
+    assert fields.rule_field is not None
+    return replace(fields, extras=(*fields.extras, fields.rule_field))
 
 
 def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max_line_bytes: int) -> RunBatch | None:
@@ -241,19 +247,23 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
     `text` is the block's lines joined by newlines (no newline at the end); its first line is line
     `first_line` of `source`.
 
-    Both readers decline a row with a `rule` key unless `rule` is a field carried per run: a block they
-    decline that holds the key is read once more with it carried, and taken when every row's is absent,
-    null or a name of `standard` (so logs naming their rule keep this path; no scan of the block else).
+    Both readers decline a row with the rule field's key (`rule` by default) unless the rule field is carried
+    per run: a block they decline that holds the key is read once more with it carried, and taken when every
+    row's is absent, null or a name of `standard` (so logs naming their rule keep this path; no scan of the
+    block else). With no rule field (`--rule-field none`) such a key is a row's like any other.
     """
     batch = _fast_batch(text, first_line, source, fields, max_line_bytes)
-    if RULE_FIELD in fields.extras:
-        return batch if batch is None or all(map(is_standard, batch.extras[RULE_FIELD])) else None
-    if batch is not None or text.find(_RULE_KEY) < 0:
+    rule_field, key = fields.rule_field, _rule_key(fields)
+    if rule_field is None or key is None:
+        return batch
+    if rule_field in fields.extras:
+        return batch if batch is None or all(map(is_standard, batch.extras[rule_field])) else None
+    if batch is not None or text.find(key) < 0:
         return batch
     batch = _fast_batch(text, first_line, source, _with_rule(fields), max_line_bytes)
-    if batch is None or not all(map(is_standard, batch.extras[RULE_FIELD])):
+    if batch is None or not all(map(is_standard, batch.extras[rule_field])):
         return None  # a row of another rule: the exact path reads it by its rule
-    del batch.extras[RULE_FIELD]
+    del batch.extras[rule_field]
     return batch
 
 
@@ -264,7 +274,10 @@ def _fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, ma
     compiled = compiled_reader()
     if compiled:
         return _compiled_batch(compiled, text, first_line, source, fields, keys, max_line_bytes)
-    if text.find(b"\\") >= 0 or (RULE_FIELD not in fields.extras and text.find(_RULE_KEY) >= 0):
+    rule_key = _rule_key(fields)
+    if text.find(b"\\") >= 0 or (
+        rule_key is not None and fields.rule_field not in fields.extras and text.find(rule_key) >= 0
+    ):
         return None
     p_key, q_key, r_key = keys.lists
     parser = _get_parser()

@@ -22,7 +22,6 @@ with signals_stay_with_main():  # pyarrow starts threads of its own (jemalloc's)
     import pyarrow as pa
     import pyarrow.parquet as pq
 from specaccept_cli.rule.batch import (
-    RULE_FIELD,
     FieldSpec,
     IntArray,
     RunBatch,
@@ -170,7 +169,7 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
     None (every column) when rows may be of other rules than `standard` (a `rule` column, or `--rule`): each
     rule reads its own fields, and the (p, q, r) columns are needed only by the `standard` rows there are.
     """
-    if not fields.greedy and (RULE_FIELD in schema_names or names_other_rule(fields.rule)):
+    if not fields.greedy and (_names_rules(schema_names, fields) or names_other_rule(fields.rule)):
         for name in fields.extras:
             if _top_level(name, schema_names) not in schema_names:
                 shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
@@ -189,6 +188,11 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
     return list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
 
 
+def _names_rules(schema_names: list[str], fields: FieldSpec) -> bool:
+    """Whether the rows may name their rule: the rule field's column (or the struct holding it) is there."""
+    return fields.rule_field is not None and _top_level(fields.rule_field, schema_names) in schema_names
+
+
 def runs_of_record_batch(
     record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec
 ) -> tuple[RunBatch, list[InputError]]:
@@ -199,7 +203,7 @@ def runs_of_record_batch(
     """
     if fields.greedy:
         return _to_greedy_batch(record_batch, first_row, source, fields)
-    if RULE_FIELD in record_batch.schema.names or names_other_rule(fields.rule):
+    if _names_rules(record_batch.schema.names, fields) or names_other_rule(fields.rule):
         return _to_rule_batch(record_batch, first_row, source, fields)
     return _to_run_batch(record_batch, first_row, source, fields)
 
@@ -213,7 +217,9 @@ def _to_rule_batch(
     n = record_batch.num_rows
     rows = np.arange(first_row, first_row + n, dtype=np.int64)
     values: list[object] = (
-        python_values(record_batch.column(RULE_FIELD)) if RULE_FIELD in record_batch.schema.names else [None] * n
+        python_values(_column(record_batch, fields.rule_field, source))
+        if fields.rule_field is not None and _names_rules(record_batch.schema.names, fields)
+        else [None] * n
     )
     rule_rows = RuleRows(fields)
     bad: dict[int, str] = {}

@@ -24,13 +24,14 @@ def missing_fields(rule: Rule, present: Collection[str]) -> list[str]:
     return [name for name in needed if name not in present]
 
 
-def missing_field_problem(rule: Rule, name: str, option: str | None = None) -> str:
+def missing_field_problem(rule: Rule, name: str, option: str | None = None, rule_field: str | None = "rule") -> str:
     """A row of `rule` without field `name`: the field, the rule, and the ways out (the row's rule named
-    otherwise, or `option`, the reader's option that points at where the row keeps the field)."""
+    otherwise, in its `rule_field` or with --rule, or `option`, the reader's option that points at where the row
+    keeps the field)."""
     where = f", or point {option} at where the row keeps it" if option else ""
+    named = f"in a '{rule_field}' field or " if rule_field else ""
     return (
-        f"rule '{rule.name}' needs '{name}': is this row another rule's? name its rule in a 'rule' field or with "
-        f"--rule NAME{where}"
+        f"rule '{rule.name}' needs '{name}': is this row another rule's? name its rule {named}with --rule NAME{where}"
     )
 
 

@@ -36,16 +36,25 @@ def known_rules() -> str:
     return ", ".join(rule.name for rule in RULES)
 
 
-def row_rule(value: object, default: Rule) -> Rule | str:
-    """The rule a row's `rule` value names (absent or null: `default`), or why it names none."""
+def row_rule(value: object, default: Rule, field: str = RULE_FIELD) -> Rule | str:
+    """The rule a row's rule value (its `field`'s) names (absent or null: `default`), or why it names none."""
     if value is None:
         return default
     if type(value) is not str:
-        return f"'{RULE_FIELD}' is {describe_value(value)}, not a rule name (known: {known_rules()})"
+        return f"'{field}' is {describe_value(value)}, not a rule name (known: {known_rules()})"
     try:
         return rule_named(value)
     except KeyError:
-        return f"'{RULE_FIELD}' is {describe_value(value)}, not a rule this audit knows (known: {known_rules()})"
+        return f"'{field}' is {describe_value(value)}, not a rule this audit knows (known: {known_rules()})"
+
+
+def rule_value(obj: Mapping[str, Any], fields: FieldSpec) -> object:
+    """A row's rule value: its rule field's (a dotted path reaches inside objects), None when absent or ignored."""
+    if fields.rule_field is None:
+        return None
+    if fields.rule_field in obj:
+        return obj[fields.rule_field]
+    return _lookup(obj, tuple(fields.rule_field.split(".")))
 
 
 def names_other_rule(name: str) -> bool:
@@ -62,7 +71,7 @@ def _way_out(rule: Rule, missing: str, fields: FieldSpec) -> str:
     option = {"p": "--p-field", "q": "--q-field", "r": "--r-field"}.get(missing)
     if missing in ("draft_tokens", "target_tokens"):
         option = f"--{missing.replace('_', '-')}-field"
-    return missing_field_problem(rule, missing, option)
+    return missing_field_problem(rule, missing, option, fields.rule_field)
 
 
 def _path_of(name: str, fields: FieldSpec) -> tuple[str, ...]:
@@ -167,14 +176,15 @@ class RuleRows:
         self._dropped: set[int] = set()
         # `row_rule` of the values seen (a log names a handful): absent or null, and names
         self.named: dict[object, Rule | str] = {None: self.default}
+        self.field = fields.rule_field or RULE_FIELD
 
     def rule_of(self, value: object) -> Rule | str:
         """`row_rule` of a row's `rule` value, remembered per name."""
         if value is not None and type(value) is not str:
-            return row_rule(value, self.default)
+            return row_rule(value, self.default, self.field)
         found = self.named.get(value)
         if found is None:
-            found = self.named[value] = row_rule(value, self.default)
+            found = self.named[value] = row_rule(value, self.default, self.field)
         return found
 
     def add(self, rows: Sequence[Mapping[str, Any]], rules: Sequence[Rule]) -> list[str | None]:

@@ -20,7 +20,9 @@ OTHER_RULES = [rule for rule in RULES if rule.name != "standard"]
 
 unit = st.floats(min_value=0.0, max_value=1.0)
 # Values a row may hold where a number belongs: mostly good ones, and every kind of bad one now and then.
-odd: st.SearchStrategy[object] = st.sampled_from([None, True, False, "0.5", -0.25, 1.5, math.inf, -math.inf, math.nan, 0, 1, 2, -1, [], {}])
+odd: st.SearchStrategy[object] = st.sampled_from(
+    [None, True, False, "0.5", -0.25, 1.5, math.inf, -math.inf, math.nan, 0, 1, 2, -1, [], {}]
+)
 number = st.one_of(unit, unit, unit, unit, unit, unit, st.sampled_from([0.0, 1.0, 5e-324, 0.5, 0]), odd)
 token = st.one_of(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3), st.integers(0, 2**64), odd)
 entropy = st.one_of(st.floats(min_value=0.0, max_value=50.0), odd)
