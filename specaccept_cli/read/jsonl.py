@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from specaccept_cli.errors import InputError, OnError
-from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch
+from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch, fast_rule_batch
 from specaccept_cli.rule.batch import (
     FieldPath,
     FieldSpec,
@@ -568,6 +568,8 @@ def parse_block(
     """
     if isinstance(lines, bytes):
         batch = fast_batch(lines, first_line, source, fields, max_line_bytes)
+        if batch is None:
+            batch = fast_rule_batch(lines, first_line, source, fields, max_line_bytes)
         if batch is not None:
             return batch, []
     frame = _RowFrame(split_lines(lines), first_line, source, fields, max_line_bytes)

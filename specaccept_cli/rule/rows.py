@@ -74,7 +74,8 @@ def _way_out(rule: Rule, missing: str, fields: FieldSpec) -> str:
     return missing_field_problem(rule, missing, option, fields.rule_field)
 
 
-def _path_of(name: str, fields: FieldSpec) -> tuple[str, ...]:
+def field_path(name: str, fields: FieldSpec) -> tuple[str, ...]:
+    """Where a row keeps a rule's field: the field options (`--p-field`, ...) point at it, else its own name."""
     dotted = {"p": fields.p, "q": fields.q, "r": fields.r}.get(name, name)
     if name == "draft_tokens" and fields.draft_tokens:
         dotted = fields.draft_tokens
@@ -128,7 +129,7 @@ def row_step(obj: Mapping[str, Any], rule: Rule, fields: FieldSpec) -> Step | st
             found[name] = [node[name] for node in nodes]
     else:
         for name in (*rule.fields, *rule.optional):
-            value = _lookup(obj, _path_of(name, fields))
+            value = _lookup(obj, field_path(name, fields))
             if value is None:
                 if name in rule.optional:
                     continue
@@ -274,7 +275,7 @@ class _Columns:
         self.tree = rule.kind == "tree"
         self.names = rule.fields
         wanted = (*rule.fields, *rule.optional)
-        self.paths = [_path_of(name, fields) for name in wanted]
+        self.paths = [field_path(name, fields) for name in wanted]
         # The fields as plain keys when no option points at a dotted path (the common case: one dict look-up).
         self.keys = [path[0] for path in self.paths] if all(len(path) == 1 for path in self.paths) else None
         self.required = len(rule.fields)
@@ -410,7 +411,7 @@ class _Columns:
             converted, unreadable = _as_array(name, values, offsets)
             self.arrays[name] = converted
             doubted |= unreadable
-            doubted |= _rows_of(np.flatnonzero(_bad_values(name, converted, offsets)), offsets)
+            doubted |= _rows_of(np.flatnonzero(bad_values(name, converted, offsets)), offsets)
         if self.tree:
             parent, unreadable = _as_array("parent", self.parent, offsets)
             self.arrays["parent"] = parent
@@ -479,7 +480,7 @@ def _as_array(name: str, values: list[object], offsets: IntArray) -> tuple[npt.N
     return converted, unreadable
 
 
-def _bad_values(name: str, values: npt.NDArray[Any], offsets: IntArray) -> npt.NDArray[np.bool_]:
+def bad_values(name: str, values: npt.NDArray[Any], offsets: IntArray) -> npt.NDArray[np.bool_]:
     """Where a value may be out of its field's range (`contract.step_problem` decides: this never misses one)."""
     if name in TOKEN_FIELDS:
         bad: npt.NDArray[np.bool_] = values < 0
