@@ -10,9 +10,10 @@ import queue
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.arrow_values import column_time_problem, python_values
@@ -30,7 +31,7 @@ from specaccept_cli.rule.batch import (
     parse_field_path,
 )
 from specaccept_cli.rule.registry import Rule
-from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule
+from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, rule_keys
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 16_384
@@ -188,6 +189,27 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
     return list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
 
 
+def _rule_codes(
+    record_batch: pa.RecordBatch, source: str, fields: FieldSpec, rule_rows: RuleRows
+) -> tuple[npt.NDArray[np.intp], list[Rule | str]]:
+    """Each row's rule as an index into a table of rules (or of what is wrong with a row's rule value), the
+    rules looked up once per distinct name."""
+    n = record_batch.num_rows
+    if fields.rule_field is None or not _names_rules(record_batch.schema.names, fields):
+        return np.zeros(n, dtype=np.intp), [rule_rows.default]
+    table: list[Rule | str] = []
+    index: dict[object, int] = {}
+    codes = np.empty(n, dtype=np.intp)
+    for row, value in enumerate(python_values(_column(record_batch, fields.rule_field, source))):
+        key = value if value is None or type(value) is str else ("row", row)  # a value that is no name: its own
+        code = index.get(key)
+        if code is None:
+            code = index[key] = len(table)
+            table.append(rule_rows.rule_of(value))
+        codes[row] = code
+    return codes, table
+
+
 def _names_rules(schema_names: list[str], fields: FieldSpec) -> bool:
     """Whether the rows may name their rule: the rule field's column (or the struct holding it) is there."""
     return fields.rule_field is not None and _top_level(fields.rule_field, schema_names) in schema_names
@@ -216,45 +238,38 @@ def _to_rule_batch(
     checked and recomputed by their own rules (`rule.rows`), then put back in row order."""
     n = record_batch.num_rows
     rows = np.arange(first_row, first_row + n, dtype=np.int64)
-    values: list[object] = (
-        python_values(_column(record_batch, fields.rule_field, source))
-        if fields.rule_field is not None and _names_rules(record_batch.schema.names, fields)
-        else [None] * n
-    )
     rule_rows = RuleRows(fields)
-    bad: dict[int, str] = {}
-    standard: list[int] = []
-    others: list[tuple[int, Rule]] = []
-    for index, value in enumerate(values):
-        rule = rule_rows.rule_of(value)
-        if isinstance(rule, str):
-            bad[index] = rule
-        elif rule is STANDARD:
-            standard.append(index)
-        else:
-            others.append((index, rule))
+    codes, table = _rule_codes(record_batch, source, fields, rule_rows)
+    kind = np.array([0 if isinstance(rule, str) else 1 if rule is STANDARD else 2 for rule in table], dtype=np.int8)
+    row_kind = kind[codes] if n else np.zeros(0, dtype=np.int8)
+    bad: dict[int, str] = {index: cast(str, table[codes[index]]) for index in np.flatnonzero(row_kind == 0).tolist()}
+    standard = np.flatnonzero(row_kind == 1).tolist()
+    other_index = np.flatnonzero(row_kind == 2)
+    other_rules = [cast(Rule, table[code]) for code in codes[other_index].tolist()]
     extras_bad: dict[int, str] = {}
-    other_index = [index for index, _ in others]
     taken = record_batch.take(pa.array(other_index, pa.int64()))
     extras = _extras(taken, source, fields, extras_bad)
-    offered = [
-        (index, rule, obj)
-        for place, ((index, rule), obj) in enumerate(zip(others, taken.to_pylist()))
-        if place not in extras_bad
-    ]
-    bad.update((others[place][0], problem) for place, problem in extras_bad.items())
-    problems = rule_rows.add([obj for _, _, obj in offered], [rule for _, rule, _ in offered])
-    added: list[int] = []
-    for (index, _, _), problem in zip(offered, problems):
-        if problem is not None:
-            bad[index] = problem
-        else:
-            added.append(index)
+    # Each row as the columns its rule reads (its fields, parameters, nodes): no dict of every column per row.
+    present = {rule.name: rule for rule in other_rules}.values()
+    wanted = {_top_level(name, taken.schema.names) for rule in present for name in rule_keys(rule, fields)}
+    objects = taken.select([name for name in taken.schema.names if name in wanted]).to_pylist()
+    places = [place for place in range(len(other_rules)) if place not in extras_bad] if extras_bad else None
+    if places is not None:
+        objects = [objects[place] for place in places]
+        other_rules = [other_rules[place] for place in places]
+        bad.update((int(other_index[place]), problem) for place, problem in extras_bad.items())
+    offered = other_index if places is None else other_index[places]
+    problems = rule_rows.add(objects, other_rules)
+    taken_mask = np.array([problem is None for problem in problems], dtype=bool)
+    bad.update((int(index), problem) for index, problem in zip(offered, problems) if problem is not None)
+    added = offered[taken_mask]
     values_bad = rule_rows.check()
-    kept = [index for place, index in enumerate(added) if place not in values_bad]
-    bad.update((added[place], problem) for place, problem in values_bad.items())
-    position = {index: place for place, index in enumerate(other_index)}
-    kept_extras = {name: [column[position[index]] for index in kept] for name, column in extras.items()}
+    kept_mask = np.ones(added.shape[0], dtype=bool)
+    kept_mask[list(values_bad)] = False
+    bad.update((int(added[place]), problem) for place, problem in values_bad.items())
+    kept = added[kept_mask]
+    place_of = np.searchsorted(other_index, kept).tolist()  # each kept row's place among `taken`'s
+    kept_extras = {name: [column[place] for place in place_of] for name, column in extras.items()}
     errors: list[InputError] = []
     if standard:
         batch, errors = _to_run_batch(record_batch.take(pa.array(standard, pa.int64())), 0, source, fields)

@@ -84,6 +84,14 @@ def field_path(name: str, fields: FieldSpec) -> tuple[str, ...]:
     return tuple(dotted.split("."))
 
 
+def rule_keys(rule: Rule, fields: FieldSpec) -> tuple[str, ...]:
+    """Every field path `row_step` may read from a row of `rule`: its fields, the lists it may carry, its
+    parameters, and a tree's `nodes`."""
+    names = ("nodes",) if rule.kind == "tree" else (*rule.fields, *rule.optional)
+    paths = ["nodes"] if rule.kind == "tree" else [".".join(field_path(name, fields)) for name in names]
+    return (*paths, *(param.name for param in rule.params))
+
+
 def _lookup(obj: Mapping[str, Any], path: tuple[str, ...]) -> object:
     value: object = obj
     for key in path:

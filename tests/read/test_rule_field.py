@@ -158,3 +158,31 @@ def test_report_takes_rule_field(tmp_path: Path) -> None:
     done = run_process("report", str(path), "--rule-field", "meta.verifier", "-o", str(page))
     assert done.returncode in (0, 1), done.stderr
     assert page.read_text().count("tree-target-cdf") >= 1
+
+
+def test_parquet_and_jsonl_refuse_and_skip_the_same_rows(tmp_path: Path) -> None:
+    """Bad rows of other rules (a value out of range, a missing field, an unknown rule, an integer rule value):
+    the same first error and, with --on-error skip, the same runs left, from a Parquet file as from JSONL."""
+    from tests.read.test_rule_rows import write_parquet
+
+    rows = mixed_rows()
+    spoiled = [dict(row) for row in rows]
+    for index, row in enumerate(spoiled):
+        if index % 17 == 3 and row["rule"] == "block":
+            row["residual"] = None
+        elif index % 13 == 5 and isinstance(row.get("p"), list) and row["p"]:
+            row["p"] = [1.5, *row["p"][1:]]  # type: ignore[index]
+        elif index % 29 == 7:
+            row["rule"] = "nope"
+        elif index % 31 == 11 and isinstance(row.get("q"), list) and row["q"]:
+            row["q"] = [0.0, *row["q"][1:]]  # type: ignore[index]
+    jsonl, parquet = write(tmp_path / "bad.jsonl", spoiled), write_parquet(tmp_path / "bad.parquet", spoiled)
+    first = [run_process("audit", str(path), "-o", "jsonl") for path in (jsonl, parquet)]
+    assert all(done.returncode == 2 for done in first)
+    messages = [done.stderr.decode().split(":", 2)[2] for done in first]
+    assert messages[0] == messages[1] and "Traceback" not in messages[0]
+    skipped = [run_process("audit", str(path), "-o", "jsonl", "--on-error", "skip") for path in (jsonl, parquet)]
+    records = [records_without_source(done.stdout) for done in skipped]
+    assert records[0] == records[1] and 0 < len(records[0]) < len(rows)
+    kept_lines = [record["line"] for record in records[0]]
+    assert all(rows[line - 1]["accepted"] == record["accepted"] for line, record in zip(kept_lines, records[0]))
