@@ -6,11 +6,12 @@ Accepts list, large_list and fixed_size_list columns of any float or integer typ
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -24,14 +25,24 @@ with signals_stay_with_main():  # pyarrow starts threads of its own (jemalloc's)
     import pyarrow.parquet as pq
 from specaccept_cli.rule.batch import (
     FieldSpec,
+    FloatArray,
     IntArray,
     RunBatch,
     find_bad_runs,
     greedy_batch,
     parse_field_path,
 )
+from specaccept_cli.rule.contract import TOKEN_FIELDS
 from specaccept_cli.rule.registry import Rule
-from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, rule_keys
+from specaccept_cli.rule.rows import (
+    STANDARD,
+    Gathered,
+    RuleRows,
+    field_path,
+    interleave,
+    names_other_rule,
+    rule_keys,
+)
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 16_384
@@ -189,6 +200,23 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
     return list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
 
 
+class _LazyRows(Sequence[dict[str, Any]]):
+    """A record batch's rows as Python dicts, made when a row is first asked for (all at once: when the columns
+    give every row, none is)."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+        self.rows: list[dict[str, Any]] | None = None
+
+    def __len__(self) -> int:
+        return int(self.batch.num_rows)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:  # type: ignore[override]
+        if self.rows is None:
+            self.rows = self.batch.to_pylist()
+        return self.rows[index]
+
+
 def _rule_codes(
     record_batch: pa.RecordBatch, source: str, fields: FieldSpec, rule_rows: RuleRows
 ) -> tuple[npt.NDArray[np.intp], list[Rule | str]]:
@@ -249,17 +277,24 @@ def _to_rule_batch(
     extras_bad: dict[int, str] = {}
     taken = record_batch.take(pa.array(other_index, pa.int64()))
     extras = _extras(taken, source, fields, extras_bad)
-    # Each row as the columns its rule reads (its fields, parameters, nodes): no dict of every column per row.
+    # Each row as the columns its rule reads (its fields, parameters, nodes), made only for the rows the
+    # columns do not give (`_gather_chain`): no dict of every column per row.
     present = {rule.name: rule for rule in other_rules}.values()
     wanted = {_top_level(name, taken.schema.names) for rule in present for name in rule_keys(rule, fields)}
-    objects = taken.select([name for name in taken.schema.names if name in wanted]).to_pylist()
     places = [place for place in range(len(other_rules)) if place not in extras_bad] if extras_bad else None
     if places is not None:
-        objects = [objects[place] for place in places]
+        taken = taken.take(pa.array(places, pa.int64()))
         other_rules = [other_rules[place] for place in places]
         bad.update((int(other_index[place]), problem) for place, problem in extras_bad.items())
+    objects = _LazyRows(taken.select([name for name in taken.schema.names if name in wanted]))
     offered = other_index if places is None else other_index[places]
-    problems = rule_rows.add(objects, other_rules)
+
+    def gather(rule: Rule, rows_of_rule: list[int]) -> Gathered | None:
+        if rule.kind != "chain":
+            return None
+        return _gather_chain(taken.take(pa.array(rows_of_rule, pa.int64())), rule, fields)
+
+    problems = rule_rows.add(objects, other_rules, gather)
     taken_mask = np.array([problem is None for problem in problems], dtype=bool)
     bad.update((int(index), problem) for index, problem in zip(offered, problems) if problem is not None)
     added = offered[taken_mask]
@@ -482,3 +517,95 @@ def _to_greedy_batch(
     extras = _extras(record_batch, source, fields, bad)
     batch = greedy_batch(source, rows, draft_offsets, matches, extras)
     return _without_bad_rows(batch, record_batch, bad)
+
+
+# --- rows of other rules, read from their columns --------------------------------------------------------------
+
+
+def _valid_bits(array: pa.Array) -> npt.NDArray[np.bool_]:
+    """Which entries of `array` are not null (its validity bitmap, read without pyarrow.compute)."""
+    if array.null_count == 0:
+        return np.ones(len(array), dtype=bool)
+    bitmap = np.frombuffer(array.buffers()[0], dtype=np.uint8)
+    bits = np.unpackbits(bitmap, bitorder="little")[array.offset : array.offset + len(array)]
+    return bits.astype(bool)
+
+
+def _plain_numbers(array: pa.Array, tokens: bool) -> npt.NDArray[Any] | None:
+    """A flat numeric array's values (a null's slot holds whatever its buffer holds), or None for a type whose
+    Python values are not the numbers `row_step` takes alike (floats other than float64, unsigned 64-bit,
+    booleans, strings)."""
+    kind = array.type
+    if tokens:
+        if not pa.types.is_integer(kind) or kind == pa.uint64():
+            return None
+    elif not (kind == pa.float64() or (pa.types.is_integer(kind) and kind != pa.uint64())):
+        return None
+    values = np.frombuffer(array.buffers()[1], dtype=kind.to_pandas_dtype())[array.offset : array.offset + len(array)]
+    return values.astype(np.int64 if tokens else np.float64)
+
+
+def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gathered | None:
+    """A chain rule's rows (`part`) read column-wise: the rows whose lists are there, of one length (the
+    target's bonus token dropped), with no null inside (but a residual's last), and whose parameters are
+    numbers or null; None when a column is not of a type read here (`row_step` then reads every row)."""
+    if rule.kind != "chain":
+        return None
+    rows = part.num_rows
+    ok = np.ones(rows, dtype=bool)
+    names = part.schema.names
+    found: dict[str, tuple[IntArray, npt.NDArray[Any], npt.NDArray[np.bool_]]] = {}
+    for name in (*rule.fields, *rule.optional):
+        path = field_path(name, fields)
+        if len(path) != 1 or path[0] not in names:
+            return None
+        array = part.column(path[0])
+        if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            return None
+        if name in rule.optional:
+            continue  # a list or null in every row: all the rule asks of it
+        ok &= _valid_bits(array)
+        raw = array.offsets.to_numpy().astype(np.int64)
+        values = array.values.slice(int(raw[0]), int(raw[-1] - raw[0]))
+        numbers = _plain_numbers(values, name in TOKEN_FIELDS)
+        if numbers is None:
+            return None
+        found[name] = (np.diff(raw), numbers, _valid_bits(values))
+    if "target_tokens" in found:
+        draft, (lengths, numbers, valid) = found["draft_tokens"][0], found["target_tokens"]
+        bonus = lengths == draft + 1
+        if bonus.any():  # the bonus position's token: dropped
+            keep = np.ones(numbers.shape[0], dtype=bool)
+            keep[(np.cumsum(lengths) - 1)[bonus]] = False
+            found["target_tokens"] = (lengths - bonus, numbers[keep], valid[keep])
+    lengths = found[rule.fields[0]][0]
+    ok &= lengths <= MAX_DRAFT_LENGTH
+    for name, (own, numbers, valid) in found.items():
+        ok &= own == lengths
+        missing = ~valid
+        if name == "residual":  # the last position's residual is null: no position follows
+            ends = np.cumsum(own)[own > 0] - 1
+            missing[ends] = False
+            numbers[ends[~valid[ends]]] = math.nan
+        if missing.any():
+            ok[np.searchsorted(np.cumsum(own), np.flatnonzero(missing), side="right")] = False
+    params: dict[str, FloatArray] = {}
+    for param in rule.params:
+        if param.name not in names:
+            if param.default is None:
+                ok[:] = False
+            continue
+        array = part.column(param.name)
+        numbers = None if pa.types.is_list(array.type) else _plain_numbers(array, tokens=False)
+        if numbers is None:
+            return None
+        valid = _valid_bits(array)
+        if param.default is None:
+            ok &= valid
+        elif not valid.any():
+            continue  # no row carries it: the rule's default
+        params[param.name] = np.where(valid, numbers, math.nan if param.default is None else param.default)
+    columns = {}
+    for name, (own, numbers, _) in found.items():
+        columns[name] = numbers[np.repeat(ok, own)]
+    return Gathered(ok, lengths[ok], columns, {name: values[ok] for name, values in params.items()})

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import array
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import Struct
 
 from specaccept_cli.rule.batch import RULE_FIELD, FieldSpec, FloatArray, IntArray, RunBatch
 from specaccept_cli.rule.contract import TOKEN_FIELDS, missing_field_problem, missing_fields, step_problem
@@ -167,6 +168,17 @@ def _finite(value: float) -> bool:
         return False
 
 
+class Gathered(Struct):
+    """One rule's rows of a block read column-wise by a reader that has columns (Parquet): for the rows `ok`,
+    each field's values (token ids int64, else float64, a null residual NaN) and lengths, and each parameter per
+    row (its default where null); the other rows are left to `row_step`, read from their row objects."""
+
+    ok: npt.NDArray[np.bool_]
+    lengths: IntArray  # of the rows ok
+    columns: dict[str, npt.NDArray[Any]]
+    params: dict[str, FloatArray]  # the parameters some row carries (or that have no default)
+
+
 class RuleRows:
     """The non-standard rows of one block, gathered per rule into flat columns, checked column by column
     (`check`) and recomputed all at once (`accepted`).
@@ -196,10 +208,18 @@ class RuleRows:
             found = self.named[value] = row_rule(value, self.default, self.field)
         return found
 
-    def add(self, rows: Sequence[Mapping[str, Any]], rules: Sequence[Rule]) -> list[str | None]:
+    def add(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        rules: Sequence[Rule],
+        gather: Callable[[Rule, list[int]], Gathered | None] | None = None,
+    ) -> list[str | None]:
         """Take a block's rows of other rules than `standard` (`rules[i]` is row i's), each rule's rows a column
         at a time; for each row, None (taken) or what is wrong with its shape (not taken). The rows taken are
-        numbered in the order given, for `check` and `drop`."""
+        numbered in the order given, for `check` and `drop`.
+
+        `gather(rule, places)` reads a rule's rows (by their places in `rows`) from a reader's columns, or gives
+        None; `rows[i]` is then only asked for the rows it leaves (a reader may make them on demand)."""
         by_rule: dict[str, list[int]] = {}
         for place, rule in enumerate(rules):
             by_rule.setdefault(rule.name, []).append(place)
@@ -209,7 +229,11 @@ class RuleRows:
             columns = self._columns.get(name)
             if columns is None:
                 columns = self._columns[name] = _Columns(rule_named(name), self.fields)
-            gathered = columns.take([rows[place] for place in places])
+            found = gather(columns.rule, places) if gather is not None and not columns.lengths else None
+            if found is not None:
+                gathered = columns.take_gathered(found, rows, places)
+            else:
+                gathered = columns.take([rows[place] for place in places])
             for place, index in zip(places, gathered):
                 if index is not None:
                     local[place] = index
@@ -298,10 +322,14 @@ class _Columns:
         self.params: list[list[object]] = [[] for _ in rule.params]
         self.given = [False] * len(rule.params)  # whether some row carries the parameter (else its default)
         self.lengths: list[int] = []
-        self.objects: list[Mapping[str, Any]] = []
+        self.objects: list[Mapping[str, Any]] = []  # the rows `take` and `put_step` took, after the head's
         self.index: list[int] = []  # each row's place among the rows `RuleRows` took
         self.arrays: dict[str, npt.NDArray[Any]] = {}
         self.param_arrays: dict[str, FloatArray] = {}
+        # The first rows, read column-wise (`take_gathered`): their values, before those of `flat`.
+        self.head: Gathered | None = None
+        self.head_rows = 0
+        self.head_objects: tuple[Sequence[Mapping[str, Any]], list[int]] = ((), [])  # where its rows are
 
     def take(self, rows: list[Mapping[str, Any]]) -> list[int | None]:
         """Gather the rows of the usual shape (their fields lists of one length, their parameters numbers or
@@ -395,6 +423,20 @@ class _Columns:
                 except (KeyError, TypeError):
                     ok[row] = False
 
+    def take_gathered(
+        self, gathered: Gathered, rows: Sequence[Mapping[str, Any]], places: list[int]
+    ) -> list[int | None]:
+        """The rows a reader read column-wise (`rows[place]` for each of `places`: this rule's first), as `take`;
+        a row object is made only for a row `check` doubts."""
+        self.head, self.head_rows = gathered, int(gathered.ok.sum())
+        self.lengths += gathered.lengths.tolist()
+        taken = np.flatnonzero(gathered.ok)
+        self.head_objects = (rows, np.asarray(places, dtype=np.int64)[taken].tolist())
+        local: list[int | None] = [None] * len(places)
+        for index, row in enumerate(taken.tolist()):
+            local[row] = index
+        return local
+
     def put_step(self, step: Step, obj: Mapping[str, Any]) -> int:
         """A row `row_step` read and found valid: its index among this rule's rows."""
         found, params, parent = step
@@ -414,21 +456,30 @@ class _Columns:
     def check(self) -> dict[int, str]:
         """Convert every column, and ask `row_step` about each row holding a doubtful value: the bad ones."""
         offsets = offsets_of(self.lengths)
+        head, first = self.head, self.head_rows
+        rest = offsets[first:] - offsets[first]  # the rows gathered from `flat`
         doubted: set[int] = set()
         for name, values in zip(self.names, self.flat):
-            converted, unreadable = _as_array(name, values, offsets)
+            converted, unreadable = _as_array(name, values, rest)
+            if head is not None:
+                converted = np.concatenate([head.columns[name].astype(converted.dtype), converted])
             self.arrays[name] = converted
-            doubted |= unreadable
+            doubted |= {row + first for row in unreadable}
             doubted |= _rows_of(np.flatnonzero(bad_values(name, converted, offsets)), offsets)
         if self.tree:
             parent, unreadable = _as_array("parent", self.parent, offsets)
             self.arrays["parent"] = parent
             local = np.arange(parent.shape[0], dtype=np.int64) - np.repeat(offsets[:-1], self.lengths)
             doubted |= unreadable | _rows_of(np.flatnonzero((parent < -1) | (parent >= local)), offsets)
-        rows = np.arange(len(self.lengths) + 1, dtype=np.int64)
+        rows = np.arange(len(self.lengths) - first + 1, dtype=np.int64)
         for param, values, given in zip(self.rule.params, self.params, self.given):
             converted, unreadable = _as_array(param.name, values, rows)
-            doubted |= unreadable
+            if head is not None:
+                default = math.nan if param.default is None else param.default
+                column = head.params.get(param.name, np.full(first, default))
+                converted = np.concatenate([column, converted])
+                given = given or param.name in head.params
+            doubted |= {row + first for row in unreadable}
             bad = ~np.isfinite(converted)
             if param.name in ("epsilon", "delta"):
                 bad |= ~(converted >= 0)
@@ -437,7 +488,12 @@ class _Columns:
                 self.param_arrays[param.name] = converted
         problems: dict[int, str] = {}
         for row in sorted(doubted):
-            step = row_step(self.objects[row], self.rule, self.fields)
+            if row < first:
+                source, at = self.head_objects
+                obj = source[at[row]]
+            else:
+                obj = self.objects[row - first]
+            step = row_step(obj, self.rule, self.fields)
             # A value the arrays cannot hold (a string, a null, a boolean) is one `row_step` refuses.
             problems[row] = step if isinstance(step, str) else _unheld(self.rule)
         return problems

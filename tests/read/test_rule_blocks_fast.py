@@ -138,3 +138,47 @@ def test_declines_what_the_exact_path_words_a_message_about() -> None:
     typical = {"rule": "typical", "p": [0.5], "entropy": [1.0], "epsilon": 0.3}
     assert fast_rule_batch(orjson.dumps(typical), 1, "x", FieldSpec(), MAX_LINE) is None  # delta has no default
     assert "needs 'delta'" in str(exact(orjson.dumps(typical), 1, FieldSpec())[1][0])
+
+
+# --- Parquet: a rule's rows read from their columns (`parquet._gather_chain`) ----------------------------------
+
+nullable_unit = st.one_of(*[st.floats(min_value=0.0, max_value=1.0)] * 20, st.sampled_from([None, -0.5, 1.5, 0.0]))
+nullable_token = st.one_of(*[st.integers(0, 6)] * 20, st.sampled_from([None, -1]))
+
+
+@st.composite
+def parquet_row(draw: st.DrawFn) -> dict[str, object]:
+    rule = draw(st.sampled_from(CHAIN_RULES))
+    k = draw(st.integers(0, 4))
+    row: dict[str, object] = {"rule": draw(st.sampled_from([rule.name] * 10 + ["nope"]))}  # no standard row
+    for name in (*rule.fields, *rule.optional):
+        size = k + (name == "target_tokens" and draw(st.booleans())) if draw(st.integers(0, 25)) else k + 1
+        strategy = nullable_token if "token" in name else nullable_unit
+        values = draw(st.lists(strategy, min_size=size, max_size=size))
+        if name == "residual" and values and draw(st.booleans()):
+            values[-1] = None
+        row[name] = values if draw(st.integers(0, 40)) else None
+    for param in rule.params:
+        row[param.name] = draw(
+            st.one_of(*[st.floats(min_value=0.0, max_value=1.0)] * 10, st.sampled_from([None, -1.0]))
+        )
+    return row
+
+
+@given(st.lists(parquet_row(), min_size=1, max_size=25))
+def test_parquet_rows_read_from_columns_give_what_their_jsonl_gives(rows: list[dict[str, object]]) -> None:
+    """The same rows as Parquet (nested lists) and as JSONL: the same runs, the same bad rows and messages."""
+    import pyarrow as pa
+
+    from specaccept_cli.read.parquet import runs_of_record_batch
+    from tests.read.test_rule_rows import EVERY_RULES_SCHEMA
+
+    table = pa.Table.from_pylist(rows, schema=EVERY_RULES_SCHEMA)
+    from_parquet, parquet_errors = runs_of_record_batch(table.to_batches()[0], 1, "x", FieldSpec())
+    from_jsonl, jsonl_errors = exact(b"\n".join(orjson.dumps(row) for row in table.to_pylist()), 1, FieldSpec())
+    assert [(error.line, error.message) for error in parquet_errors] == [
+        (error.line, error.message) for error in jsonl_errors
+    ]
+    assert from_parquet.lines.tolist() == from_jsonl.lines.tolist() and from_parquet.rules == from_jsonl.rules
+    for name in ("offsets", "p", "q", "r"):
+        assert getattr(from_parquet, name).tobytes() == getattr(from_jsonl, name).tobytes(), name
