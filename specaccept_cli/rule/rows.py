@@ -221,8 +221,11 @@ class RuleRows:
         `gather(rule, places)` reads a rule's rows (by their places in `rows`) from a reader's columns, or gives
         None; `rows[i]` is then only asked for the rows it leaves (a reader may make them on demand)."""
         by_rule: dict[str, list[int]] = {}
-        for place, rule in enumerate(rules):
-            by_rule.setdefault(rule.name, []).append(place)
+        if rules and all(rule is rules[0] for rule in rules):  # a block of one rule, the usual case
+            by_rule[rules[0].name] = list(range(len(rules)))
+        else:
+            for place, rule in enumerate(rules):
+                by_rule.setdefault(rule.name, []).append(place)
         problems: list[str | None] = [None] * len(rows)
         local: list[int] = [0] * len(rows)  # each row's index among its rule's rows
         for name, places in by_rule.items():
@@ -234,6 +237,9 @@ class RuleRows:
                 gathered = columns.take_gathered(found, rows, places)
             else:
                 gathered = columns.take([rows[place] for place in places])
+            if None not in gathered and len(places) == len(rows):  # every row gathered: their local indices
+                local = cast(list[int], gathered)
+                continue
             for place, index in zip(places, gathered):
                 if index is not None:
                     local[place] = index
@@ -243,17 +249,23 @@ class RuleRows:
                     problems[place] = step
                 else:
                     local[place] = columns.put_step(step, rows[place])
-        taken = [place for place, problem in enumerate(problems) if problem is None]
+        taken = [place for place, problem in enumerate(problems) if problem is None] if any(problems) else None
+        if taken is None:
+            taken = list(range(len(rows)))
         numbers = np.full(len(rows), -1, dtype=np.int64)
         numbers[taken] = np.arange(len(self.order), len(self.order) + len(taken), dtype=np.int64)
         for name, places in by_rule.items():
             columns = self._columns[name]
-            kept = [place for place in places if problems[place] is None]
+            kept = places if len(taken) == len(rows) else [place for place in places if problems[place] is None]
             numbered = np.zeros(len(columns.lengths), dtype=np.int64)
             numbered[: len(columns.index)] = columns.index
             numbered[[local[place] for place in kept]] = numbers[kept]
             columns.index = numbered.tolist()
-        self.order += [rules[place].name for place in taken]
+        self.order += (
+            [rules[0].name] * len(rows)
+            if len(by_rule) == 1 and len(taken) == len(rows)
+            else [rules[place].name for place in taken]
+        )
         return problems
 
     def __len__(self) -> int:
