@@ -18,6 +18,12 @@
  * rule) that is not among the extra keys (a row of another verification rule, maybe). A declined block
  * goes unchanged to the exact path, which words every error; this reader never has to.
  *
+ * Rows of another verification rule (docs/rules.md): with `kinds` (the seventh argument, a byte per list key)
+ * and `bonus` (the eighth), `keys` may be one to MAX_LISTS list keys, each read as its kind says (see the KIND_
+ * values), and the result is (one bytearray of float64 per list key, ..., lengths, extras): a row lacking a
+ * list key (but a skipped one) is declined, the lists of a row must have the first one's length, and list
+ * `bonus` may hold one entry more (the target's token at the bonus position), dropped here.
+ *
  * Numbers: the JSON grammar is checked here, then a token with a fraction or an exponent is converted by
  * Python's own correctly rounded PyOS_string_to_double, an integer token exactly as float(int) converts
  * (an int64 cast to double: round to nearest, ties to even), as orjson's ints become floats on the

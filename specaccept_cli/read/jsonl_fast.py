@@ -49,6 +49,11 @@ writes the three lists straight into float64 buffers. It declines whatever it is
 same way (see its header), and a block it declines goes to the exact path: the simdjson path accepts no
 block it declines but those with integers of 19 or 20 digits, which are not worth a second parse.
 `SPECACCEPT_NO_EXTENSIONS=1` in the environment turns it off (as it turns off its build).
+
+A block the standard path declines may be a block of one chain rule other than `standard` (docs/rules.md):
+`fast_rule_batch` offers it to the compiled reader with that rule's list keys and kinds, checks every row's
+rule, the parameters and each field's range with numpy, and recomputes the rule over the block; the batch is
+the exact path's (`rule.rows`: stand-in runs carrying each row's accepted length), or None on any doubt.
 """
 
 from __future__ import annotations
