@@ -290,9 +290,8 @@ def _to_rule_batch(
     offered = other_index if places is None else other_index[places]
 
     def gather(rule: Rule, rows_of_rule: list[int]) -> Gathered | None:
-        if rule.kind != "chain":
-            return None
-        return _gather_chain(taken.take(pa.array(rows_of_rule, pa.int64())), rule, fields)
+        part = taken.take(pa.array(rows_of_rule, pa.int64()))
+        return _gather_chain(part, rule, fields) if rule.kind == "chain" else _gather_tree(part, rule)
 
     problems = rule_rows.add(objects, other_rules, gather)
     taken_mask = np.array([problem is None for problem in problems], dtype=bool)
@@ -609,3 +608,58 @@ def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gather
     for name, (own, numbers, _) in found.items():
         columns[name] = numbers[np.repeat(ok, own)]
     return Gathered(ok, lengths[ok], columns, {name: values[ok] for name, values in params.items()})
+
+
+def _gather_tree(part: pa.RecordBatch, rule: Rule) -> Gathered | None:
+    """A tree rule's rows (`part`) read column-wise from `nodes`, a list of structs: the rows whose nodes are
+    there, each node with a parent and every field of its rule (not null); None when a column is not of a
+    type read here (`row_step` then reads every row)."""
+    if "nodes" not in part.schema.names:
+        return None
+    array = part.column("nodes")
+    kind = array.type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_struct(kind.value_type):
+        return None
+    node_type = kind.value_type
+    if any(node_type.get_field_index(name) < 0 for name in ("parent", *rule.fields)):
+        return None
+    raw = array.offsets.to_numpy().astype(np.int64)
+    lengths = np.diff(raw)
+    ok = _valid_bits(array) & (lengths > 0)
+    nodes = array.values.slice(int(raw[0]), int(raw[-1] - raw[0]))
+    good_node = _valid_bits(nodes)
+    children = nodes.flatten()  # each field's values for the nodes in view
+    columns: dict[str, npt.NDArray[Any]] = {}
+    for name in ("parent", *rule.fields):
+        child = children[node_type.get_field_index(name)]
+        numbers = _plain_numbers(child, tokens=name == "parent" or name in TOKEN_FIELDS)
+        if numbers is None:
+            return None
+        columns[name] = numbers
+        good_node = good_node & _valid_bits(child)
+    if not good_node.all():
+        ends = np.cumsum(lengths)
+        ok[np.searchsorted(ends, np.flatnonzero(~good_node), side="right")] = False
+    params: dict[str, FloatArray] = {}
+    for param in rule.params:
+        if param.name not in part.schema.names:
+            if param.default is None:
+                ok[:] = False
+            continue
+        column = part.column(param.name)
+        numbers = None if pa.types.is_list(column.type) else _plain_numbers(column, tokens=False)
+        if numbers is None:
+            return None
+        valid = _valid_bits(column)
+        if param.default is None:
+            ok &= valid
+        elif not valid.any():
+            continue
+        params[param.name] = np.where(valid, numbers, math.nan if param.default is None else param.default)
+    keep = np.repeat(ok, lengths)
+    return Gathered(
+        ok,
+        lengths[ok],
+        {name: values[keep] for name, values in columns.items()},
+        {name: values[ok] for name, values in params.items()},
+    )

@@ -479,7 +479,10 @@ class _Columns:
             doubted |= {row + first for row in unreadable}
             doubted |= _rows_of(np.flatnonzero(bad_values(name, converted, offsets)), offsets)
         if self.tree:
-            parent, unreadable = _as_array("parent", self.parent, offsets)
+            parent, unreadable = _as_array("parent", self.parent, rest)
+            if head is not None:
+                parent = np.concatenate([head.columns["parent"], parent])
+            unreadable = {row + first for row in unreadable}
             self.arrays["parent"] = parent
             local = np.arange(parent.shape[0], dtype=np.int64) - np.repeat(offsets[:-1], self.lengths)
             doubted |= unreadable | _rows_of(np.flatnonzero((parent < -1) | (parent >= local)), offsets)

@@ -182,3 +182,44 @@ def test_parquet_rows_read_from_columns_give_what_their_jsonl_gives(rows: list[d
     assert from_parquet.lines.tolist() == from_jsonl.lines.tolist() and from_parquet.rules == from_jsonl.rules
     for name in ("offsets", "p", "q", "r"):
         assert getattr(from_parquet, name).tobytes() == getattr(from_jsonl, name).tobytes(), name
+
+
+TREE_RULES = [rule for rule in RULES if rule.kind == "tree"]
+
+
+@st.composite
+def parquet_tree_row(draw: st.DrawFn) -> dict[str, object]:
+    rule = draw(st.sampled_from(TREE_RULES))
+    size = draw(st.integers(0, 7))
+    nodes: list[object] = []
+    for index in range(size):
+        node: dict[str, object] = {
+            "parent": draw(st.one_of(*[st.integers(-1, index - 1)] * 12, st.sampled_from([None, index, -2])))
+        }
+        for name in rule.fields:
+            node[name] = draw(nullable_token if "token" in name else nullable_unit)
+        nodes.append(node if draw(st.integers(0, 40)) else None)
+    row: dict[str, object] = {"rule": rule.name, "nodes": nodes if draw(st.integers(0, 30)) else None}
+    for param in rule.params:
+        row[param.name] = draw(st.one_of(*[st.floats(min_value=0.0, max_value=1.0)] * 10, st.just(None)))
+    return row
+
+
+@given(st.lists(parquet_tree_row(), min_size=1, max_size=20))
+def test_parquet_trees_read_from_columns_give_what_their_jsonl_gives(rows: list[dict[str, object]]) -> None:
+    """Tree rows as Parquet (`nodes` a list of structs) and as JSONL: the same runs, bad rows and messages."""
+    import pyarrow as pa
+
+    from specaccept_cli.read.parquet import runs_of_record_batch
+    from tests.read.test_rule_rows import EVERY_RULES_SCHEMA
+
+    table = pa.Table.from_pylist(rows, schema=EVERY_RULES_SCHEMA)
+    from_parquet, parquet_errors = runs_of_record_batch(table.to_batches()[0], 1, "x", FieldSpec())
+    text = b"\n".join(orjson.dumps({k: v for k, v in row.items() if v is not None}) for row in table.to_pylist())
+    from_jsonl, jsonl_errors = exact(text, 1, FieldSpec())
+    assert [(error.line, error.message) for error in parquet_errors] == [
+        (error.line, error.message) for error in jsonl_errors
+    ]
+    assert from_parquet.lines.tolist() == from_jsonl.lines.tolist() and from_parquet.rules == from_jsonl.rules
+    for name in ("offsets", "p", "q", "r"):
+        assert getattr(from_parquet, name).tobytes() == getattr(from_jsonl, name).tobytes(), name
