@@ -1,10 +1,13 @@
 """Rows of any rule -> their accepted lengths: the row contract of docs/rules.md, for every reader.
 
-A row names its rule in its `rule` field (a name or alias of `registry.RULES`); `--rule NAME` names it for
-rows without one, and a row without either is `standard`. `standard` rows keep the readers' own (p, q, r)
-path; every other row is checked against its rule here (`contract.step_problem`: the missing field named
-with its rule, the first bad value with its place), its fields gathered into `ChainSteps` / `TreeSteps`
-per rule, and the whole block's steps of a rule recomputed at once by the rule's vectorized path.
+A row names its rule in its rule field (`rule`, or `--rule-field`; a name or alias of `registry.RULES`);
+`--rule NAME` names it for rows without one, and a row without either is `standard`. `standard` rows keep
+the readers' own (p, q, r) path. The other rows of a block are gathered per rule a column at a time
+(`RuleRows`: each field of every row into one flat column, or straight from a reader's columns), checked
+column by column, and the whole block's steps of a rule recomputed at once by the rule's vectorized path.
+`row_step` reads one row on its own (`contract.step_problem`: the missing field named with its rule, the
+first bad value with its place); it is asked only about the rows whose shape is unusual or whose values a
+column check doubts, so every message is its own, and it is the reference the columns are tested against.
 
 What a reader gets back for such a row is its drafted length (a chain's k, a tree's depth) and its accepted
 length (a tree's accepted depth), which it carries in the batch as a stand-in run (see `stand_in_tokens`).
@@ -471,21 +474,22 @@ class _Columns:
         head, first = self.head, self.head_rows
         rest = offsets[first:] - offsets[first]  # the rows gathered from `flat`
         doubted: set[int] = set()
+        unheld: set[int] = set()  # rows holding a value the arrays cannot (a string, a null, a boolean)
         for name, values in zip(self.names, self.flat):
             converted, unreadable = _as_array(name, values, rest)
             if head is not None:
                 converted = np.concatenate([head.columns[name].astype(converted.dtype), converted])
             self.arrays[name] = converted
-            doubted |= {row + first for row in unreadable}
+            unheld |= {row + first for row in unreadable}
             doubted |= _rows_of(np.flatnonzero(bad_values(name, converted, offsets)), offsets)
         if self.tree:
             parent, unreadable = _as_array("parent", self.parent, rest)
             if head is not None:
                 parent = np.concatenate([head.columns["parent"], parent])
-            unreadable = {row + first for row in unreadable}
+            unheld |= {row + first for row in unreadable}
             self.arrays["parent"] = parent
             local = np.arange(parent.shape[0], dtype=np.int64) - np.repeat(offsets[:-1], self.lengths)
-            doubted |= unreadable | _rows_of(np.flatnonzero((parent < -1) | (parent >= local)), offsets)
+            doubted |= _rows_of(np.flatnonzero((parent < -1) | (parent >= local)), offsets)
         rows = np.arange(len(self.lengths) - first + 1, dtype=np.int64)
         for param, values, given in zip(self.rule.params, self.params, self.given):
             converted, unreadable = _as_array(param.name, values, rows)
@@ -494,7 +498,7 @@ class _Columns:
                 column = head.params.get(param.name, np.full(first, default))
                 converted = np.concatenate([column, converted])
                 given = given or param.name in head.params
-            doubted |= {row + first for row in unreadable}
+            unheld |= {row + first for row in unreadable}
             bad = ~np.isfinite(converted)
             if param.name in ("epsilon", "delta"):
                 bad |= ~(converted >= 0)
@@ -502,15 +506,17 @@ class _Columns:
             if given or param.default is None:
                 self.param_arrays[param.name] = converted
         problems: dict[int, str] = {}
-        for row in sorted(doubted):
+        for row in sorted(doubted | unheld):
             if row < first:
                 source, at = self.head_objects
                 obj = source[at[row]]
             else:
                 obj = self.objects[row - first]
             step = row_step(obj, self.rule, self.fields)
-            # A value the arrays cannot hold (a string, a null, a boolean) is one `row_step` refuses.
-            problems[row] = step if isinstance(step, str) else _unheld(self.rule)
+            if isinstance(step, str):
+                problems[row] = step
+            elif row in unheld:  # pragma: no cover - a value the arrays cannot hold is one `row_step` refuses
+                problems[row] = _unheld(self.rule)
         return problems
 
     def steps(self, kept: npt.NDArray[np.bool_]) -> tuple[ChainSteps | TreeSteps, IntArray]:
@@ -530,7 +536,7 @@ class _Columns:
         return TreeSteps(offsets, parent, columns, params), _depths(parent, offsets)
 
 
-def _unheld(rule: Rule) -> str:  # pragma: no cover - `row_step` refuses every value `_as_array` cannot hold
+def _unheld(rule: Rule) -> str:  # pragma: no cover - see `_Columns.check`
     return f"a value of rule '{rule.name}' is not one a column can hold"
 
 
