@@ -371,11 +371,12 @@ def _rule_plan(fields: FieldSpec, name: str) -> _RulePlan | None:
     """How the compiled reader reads a block of chain rule `name`'s rows, or None when it cannot (a tree rule,
     a dotted path, a field name outside [A-Za-z0-9_-])."""
     rule = rule_named(name)
-    if rule.kind != "chain" or rule.name == STANDARD.name or fields.greedy or fields.rule_field is None:
+    if rule.kind != "chain" or rule.name == STANDARD.name or fields.greedy:
         return None
     wanted = (*rule.fields, *rule.optional)
     paths = [field_path(field, fields) for field in wanted]
-    extras = tuple(dict.fromkeys((*fields.extras, fields.rule_field, *(param.name for param in rule.params))))
+    named = () if fields.rule_field is None else (fields.rule_field,)  # `--rule-field none`: rows name none
+    extras = tuple(dict.fromkeys((*fields.extras, *named, *(param.name for param in rule.params))))
     keys = [path[0] for path in paths if len(path) == 1 and _PLAIN_NAME.fullmatch(path[0])]
     plain_extras = [name for name in extras if _PLAIN_NAME.fullmatch(name)]
     if len(keys) != len(wanted) or len(plain_extras) != len(extras) or len({*keys, *extras}) != len(keys) + len(extras):
@@ -423,7 +424,7 @@ def fast_rule_batch(
         return None
     rule = _first_rule(text, fields)
     plan = None if rule is None else _rule_plan(fields, rule.name)
-    if plan is None or fields.rule_field is None or fields.rule_key is None:
+    if plan is None:
         return None
     parsed = compiled.parse_block(
         text,
@@ -431,7 +432,7 @@ def fast_rule_batch(
         tuple(key.encode() for key in plan.extras),
         max_line_bytes,
         _MISSING,
-        fields.rule_key.encode(),
+        b"" if fields.rule_key is None else fields.rule_key.encode(),
         plan.kinds,
         plan.bonus,
     )
@@ -444,7 +445,7 @@ def fast_rule_batch(
         return None
     read = dict(zip(plan.extras, scalars))
     default = rule_named(fields.rule)
-    for value in set(map(_named_value, read[fields.rule_field])):
+    for value in set(map(_named_value, read[fields.rule_field] if fields.rule_field is not None else ())):
         named = default if value is None else row_rule(value, default) if type(value) is str else None
         if named is not plan.rule:
             return None  # another rule's row, or a value the exact path words a message about

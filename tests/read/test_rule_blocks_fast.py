@@ -72,7 +72,13 @@ def blocks(draw: st.DrawFn) -> tuple[bytes, FieldSpec]:
     rule = draw(st.sampled_from(CHAIN_RULES))
     spec = draw(
         st.sampled_from(
-            [FieldSpec(), FieldSpec(rule=rule.name), FieldSpec(extras=("id",)), FieldSpec(extras=("id", "rule"))]
+            [
+                FieldSpec(),
+                FieldSpec(rule=rule.name),
+                FieldSpec(rule=rule.name, rule_field=None),  # a `rule` key is then the rows' own
+                FieldSpec(extras=("id",)),
+                FieldSpec(extras=("id", "rule")),
+            ]
         )
     )
     rows = draw(
@@ -118,6 +124,10 @@ def test_valid_logs_of_every_chain_rule_take_the_compiled_path(rule: str) -> Non
     assert fast_rule_batch(untagged, 1, "x", FieldSpec(), MAX_LINE) is None  # `standard` rows lacking p, q, r
     by_option = fast_rule_batch(untagged, 1, "x", FieldSpec(rule=rule), MAX_LINE)
     assert by_option is not None and by_option.rules == [rule] * len(rows)
+    teams = b"\n".join(orjson.dumps({**row, "rule": "team-a"}) for row in rows)
+    ignored = fast_rule_batch(teams, 1, "x", FieldSpec(rule=rule, rule_field=None), MAX_LINE)
+    assert ignored is not None and ignored.rules == [rule] * len(rows)
+    assert_same(ignored, exact(teams, 1, FieldSpec(rule=rule, rule_field=None))[0])
     assert by_option.offsets.tobytes() == fast.offsets.tobytes() and by_option.p.tobytes() == fast.p.tobytes()
 
 
