@@ -559,7 +559,7 @@ def _as_array(name: str, values: list[object], offsets: IntArray) -> tuple[npt.N
                 buffer.extend(array.array(code, [0] * len(part)))
     converted = np.frombuffer(buffer, dtype=dtype) if len(buffer) else np.zeros(0, dtype=dtype)
     suspects = np.flatnonzero((converted == 0) | (converted == 1)).tolist()  # array() takes booleans as 0 and 1
-    if suspects:
+    if suspects and bool in set(map(type, map(values.__getitem__, suspects))):
         booleans = [index for index in suspects if type(values[index]) is bool]
         unreadable |= _rows_of(np.asarray(booleans, dtype=np.int64), offsets)
     return converted, unreadable
