@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.dev-installed
 
-.PHONY: demo test lint docs engines fuzz fuzz-c bench bench-dask bench-live bench-capture bench-groups study examples clean
+.PHONY: demo test lint docs engines fuzz fuzz-c bench bench-dask bench-live bench-capture bench-groups bench-rules study examples clean
 
 # setup.py and the C sources too: `pip install -e` builds the compiled parts in place, once per change.
 $(RUNTIME): pyproject.toml setup.py specaccept_cli/_jsonl_c.c specaccept_cli/_rule_c.c
@@ -28,8 +28,13 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
 	$(BIN)/python benchmarks/bench_known_line.py
+	$(BIN)/python benchmarks/bench_rules.py
 	$(BIN)/python benchmarks/bench_capture.py
 	$(BIN)/python benchmarks/bench_live.py --seconds $(LIVE_SECONDS)
+
+# Rows of each verification rule against standard rows, JSONL and Parquet (benchmarks/latest-rules.md).
+bench-rules: $(STAMP)
+	$(BIN)/python benchmarks/bench_rules.py
 
 # The recorder's cost per verify step and its disk bytes per 1B steps (benchmarks/latest-capture.md).
 bench-capture: $(STAMP)

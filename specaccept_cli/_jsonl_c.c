@@ -13,9 +13,16 @@
  * or written with escapes, a list element that is not a number, a number that does not fit, an integer
  * of more than 18 digits, a list value out of its range (p and r in [0, 1], q in (0, 1]: the exact path
  * reports it), nesting deeper than MAX_DEPTH, an over-long, blank or whitespace-padded line, a
- * byte order mark, an extra value that is a list, an object or an escaped string, or a `rule` key that is not
- * among the extra keys (a row of another verification rule, maybe). A declined block
+ * byte order mark, an extra value that is a list, an object or an escaped string, or a rule key (the optional
+ * sixth argument, b"rule" by default, b"" for none: the top-level key of the field naming a row's verification
+ * rule) that is not among the extra keys (a row of another verification rule, maybe). A declined block
  * goes unchanged to the exact path, which words every error; this reader never has to.
+ *
+ * Rows of another verification rule (docs/rules.md): with `kinds` (the seventh argument, a byte per list key)
+ * and `bonus` (the eighth), `keys` may be one to MAX_LISTS list keys, each read as its kind says (see the KIND_
+ * values), and the result is (one bytearray of float64 per list key, ..., lengths, extras): a row lacking a
+ * list key (but a skipped one) is declined, the lists of a row must have the first one's length, and list
+ * `bonus` may hold one entry more (the target's token at the bonus position), dropped here.
  *
  * Numbers: the JSON grammar is checked here, then a token with a fraction or an exponent is converted by
  * Python's own correctly rounded PyOS_string_to_double, an integer token exactly as float(int) converts
@@ -30,7 +37,8 @@
 #include <string.h>
 
 #define MAX_DEPTH 64
-/* The key of a row's verification rule: a row holding it is declined unless the caller asks for it as an extra. */
+/* The default key of a row's verification rule: a row holding it is declined unless the caller asks for it as an
+ * extra. */
 #define RULE_KEY "rule"
 #define RULE_KEY_SIZE 4
 #if defined(__GNUC__) || defined(__clang__)
@@ -670,6 +678,72 @@ static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *
     }
 }
 
+/* What a list key holds (parse_block's `kinds`, one byte per key): the standard (p, q, r) lists are KIND_UNIT,
+ * KIND_Q, KIND_UNIT; the other rules' lists (docs/rules.md) any number (their ranges are checked by the caller),
+ * a residual whose elements may be null (stored as NaN: JSON has no NaN, so NaN stands for null alone), token
+ * ids (whole numbers >= 0 of at most 15 digits, stored exactly as doubles), or a list the rule may carry and does
+ * not use (a list or null, skipped). */
+enum { KIND_UNIT = 0, KIND_Q = 1, KIND_NUMBER = 2, KIND_NULLABLE = 3, KIND_TOKEN = 4, KIND_SKIPPED = 5 };
+#define MAX_LISTS 8
+#define MAX_TOKEN_DIGITS 15
+
+/* A token id: digits only (no sign, fraction or exponent: orjson's int), at most MAX_TOKEN_DIGITS. */
+static int read_token(Cursor *c, double *out) {
+    const unsigned char *s = c->s, *end = c->end;
+    if (s >= end || (unsigned)(*s - '0') >= 10) return 0;
+    if (*s == '0' && s + 1 < end && (unsigned)(s[1] - '0') < 10) return 0; /* a leading zero: not JSON */
+    uint64_t w = 0;
+    int digits = 0;
+    while (s < end && (unsigned)(*s - '0') < 10) {
+        if (++digits > MAX_TOKEN_DIGITS) return 0;
+        w = w * 10 + (uint64_t)(*s++ - '0');
+    }
+    if (s < end && (*s == '.' || *s == 'e' || *s == 'E')) return 0;
+    c->s = s;
+    *out = (double)w; /* below 2^53: exact */
+    return 1;
+}
+
+/* A list of `kind` into `buffer` (KIND_UNIT and KIND_Q checked here, like read_number_list); 0 to decline. */
+static int read_kind_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *failed, int kind) {
+    if (kind == KIND_UNIT || kind == KIND_Q) return read_number_list(c, buffer, count, failed, kind == KIND_Q);
+    *count = 0;
+    if (c->s >= c->end || *c->s != '[') return 0;
+    c->s++;
+    skip_space(c);
+    if (c->s < c->end && *c->s == ']') {
+        c->s++;
+        return 1;
+    }
+    for (;;) {
+        skip_space(c);
+        double value;
+        if (kind == KIND_TOKEN) {
+            if (!read_token(c, &value)) return 0;
+        } else if (kind == KIND_NULLABLE && skip_literal(c, "null", 4)) {
+            value = NAN;
+        } else if (!read_list_number(c, &value)) {
+            return 0;
+        }
+        if (doubles_push(buffer, value) < 0) {
+            *failed = 1;
+            return 0;
+        }
+        (*count)++;
+        skip_space(c);
+        if (c->s >= c->end) return 0;
+        if (*c->s == ',') {
+            c->s++;
+            continue;
+        }
+        if (*c->s == ']') {
+            c->s++;
+            return 1;
+        }
+        return 0;
+    }
+}
+
 /* An extra field's value as orjson gives it (str, int, float, bool, None); NULL to decline (or on error). */
 static PyObject *read_scalar(Cursor *c) {
     if (c->s >= c->end) return NULL;
@@ -726,20 +800,34 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
     Py_buffer text;
     PyObject *keys_tuple, *extra_tuple, *missing;
     Py_ssize_t max_line_bytes;
-    if (!PyArg_ParseTuple(args, "y*O!O!nO", &text, &PyTuple_Type, &keys_tuple, &PyTuple_Type, &extra_tuple,
-                          &max_line_bytes, &missing))
+    const char *rule_key = RULE_KEY;
+    Py_ssize_t rule_key_size = RULE_KEY_SIZE;
+    const char *kinds = "\x00\x01\x00"; /* p, q, r */
+    Py_ssize_t kinds_size = 3, bonus = -1;
+    if (!PyArg_ParseTuple(args, "y*O!O!nO|y#y#n", &text, &PyTuple_Type, &keys_tuple, &PyTuple_Type, &extra_tuple,
+                          &max_line_bytes, &missing, &rule_key, &rule_key_size, &kinds, &kinds_size, &bonus))
         return NULL;
     PyObject *result = NULL, *extras = NULL;
-    Doubles lists[3] = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}};
+    Doubles lists[MAX_LISTS];
+    memset(lists, 0, sizeof(lists));
     int64_t *lengths = NULL;
-    Py_ssize_t extra_count = PyTuple_GET_SIZE(extra_tuple), key_count = 3 + extra_count;
+    Py_ssize_t list_count = PyTuple_GET_SIZE(keys_tuple);
+    Py_ssize_t extra_count = PyTuple_GET_SIZE(extra_tuple), key_count = list_count + extra_count;
     Key *keys = NULL;
     PyObject **row_values = NULL;
     int failed = 0, declined = 0;
 
-    if (PyTuple_GET_SIZE(keys_tuple) != 3) {
-        PyErr_SetString(PyExc_ValueError, "keys: the keys of p, q and r");
-        goto done;
+    if (list_count < 1 || list_count > MAX_LISTS || kinds_size != list_count || bonus >= list_count) {
+        PyErr_SetString(PyExc_ValueError, "keys: one to eight list keys, and one kind for each");
+        PyBuffer_Release(&text);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < list_count; i++) {
+        if ((unsigned char)kinds[i] > KIND_SKIPPED || (i == 0 && kinds[i] == KIND_SKIPPED)) {
+            PyErr_SetString(PyExc_ValueError, "kinds: 0 to 5, and the first key's not 5 (its lengths are the rows')");
+            PyBuffer_Release(&text);
+            return NULL;
+        }
     }
     keys = (Key *)PyMem_Calloc((size_t)key_count, sizeof(Key));
     row_values = (PyObject **)PyMem_Calloc((size_t)(extra_count ? extra_count : 1), sizeof(PyObject *));
@@ -749,7 +837,7 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < key_count; i++) {
-        PyObject *key = i < 3 ? PyTuple_GET_ITEM(keys_tuple, i) : PyTuple_GET_ITEM(extra_tuple, i - 3);
+        PyObject *key = i < list_count ? PyTuple_GET_ITEM(keys_tuple, i) : PyTuple_GET_ITEM(extra_tuple, i - list_count);
         if (!PyBytes_Check(key)) {
             PyErr_SetString(PyExc_TypeError, "keys must be bytes");
             goto done;
@@ -798,7 +886,8 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
             lengths = grown;
         }
         Cursor c = {line + 1, block_end};
-        Py_ssize_t counts[3] = {-1, -1, -1};
+        Py_ssize_t counts[MAX_LISTS];
+        for (Py_ssize_t i = 0; i < list_count; i++) counts[i] = -1;
         for (Py_ssize_t i = 0; i < extra_count; i++) row_values[i] = NULL;
         skip_space(&c);
         if (c.s < c.end && *c.s == '}') {
@@ -825,17 +914,29 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
                     break;
                 }
                 int which = key_index(start, length, keys, key_count);
-                if (which < 0 && length == RULE_KEY_SIZE && memcmp(start, RULE_KEY, RULE_KEY_SIZE) == 0) {
+                if (which < 0 && rule_key_size > 0 && length == rule_key_size &&
+                    memcmp(start, rule_key, (size_t)rule_key_size) == 0) {
                     declined = 1; /* a row naming its rule: jsonl_fast checks it is `standard` (docs/rules.md) */
                     break;
                 }
-                if (which >= 0 && which < 3) {
-                    if (counts[which] >= 0 || !read_number_list(&c, &lists[which], &counts[which], &failed, which == 1)) {
+                if (which >= 0 && which < list_count) {
+                    int kind = (unsigned char)kinds[which];
+                    if (counts[which] >= 0) {
                         declined = 1;
                         break;
                     }
-                } else if (which >= 3) {
-                    if (row_values[which - 3] != NULL) {
+                    if (kind == KIND_SKIPPED) { /* a list or null, not read */
+                        counts[which] = 0;
+                        if (!skip_literal(&c, "null", 4) && (c.s >= c.end || *c.s != '[' || !skip_value(&c, 1))) {
+                            declined = 1;
+                            break;
+                        }
+                    } else if (!read_kind_list(&c, &lists[which], &counts[which], &failed, kind)) {
+                        declined = 1;
+                        break;
+                    }
+                } else if (which >= list_count) {
+                    if (row_values[which - list_count] != NULL) {
                         declined = 1;
                         break;
                     }
@@ -848,7 +949,7 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
                         declined = 1;
                         break;
                     }
-                    row_values[which - 3] = value;
+                    row_values[which - list_count] = value;
                 } else if (!skip_value(&c, 1)) {
                     declined = 1;
                     break;
@@ -868,7 +969,16 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
         }
         /* the object ends its line: a newline or the block's end next, and the line not over-long */
         if (!declined && ((c.s != block_end && *c.s != '\n') || c.s - line > max_line_bytes)) declined = 1;
-        if (!declined && (counts[0] < 0 || counts[0] != counts[1] || counts[0] != counts[2])) declined = 1;
+        for (Py_ssize_t i = 0; i < list_count && !declined; i++) {
+            if ((unsigned char)kinds[i] == KIND_SKIPPED) continue; /* absent, null or a list: all fine */
+            if (counts[i] < 0) {
+                declined = 1; /* a list key the row lacks */
+            } else if (i == bonus && counts[i] == counts[0] + 1) {
+                lists[i].size--; /* the bonus position's token: not drafted */
+            } else if (counts[i] != counts[0]) {
+                declined = 1;
+            }
+        }
         for (Py_ssize_t i = 0; i < extra_count; i++) {
             PyObject *value = row_values[i];
             if (!declined && !failed) {
@@ -885,21 +995,34 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
         line = c.s + 1;
     }
 
+    /* (each list's values, ..., lengths, extras): (p, q, r, lengths, extras) for the standard keys */
+    result = PyTuple_New(list_count + 2);
+    if (result == NULL) {
+        failed = 1;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < list_count; i++) {
+        PyObject *values =
+            PyByteArray_FromStringAndSize((const char *)lists[i].data, lists[i].size * (Py_ssize_t)sizeof(double));
+        if (values == NULL) {
+            failed = 1;
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, values);
+    }
     {
-        PyObject *p = PyByteArray_FromStringAndSize((const char *)lists[0].data, lists[0].size * (Py_ssize_t)sizeof(double));
-        PyObject *q = PyByteArray_FromStringAndSize((const char *)lists[1].data, lists[1].size * (Py_ssize_t)sizeof(double));
-        PyObject *r = PyByteArray_FromStringAndSize((const char *)lists[2].data, lists[2].size * (Py_ssize_t)sizeof(double));
         PyObject *sizes = PyByteArray_FromStringAndSize((const char *)lengths, lines * (Py_ssize_t)sizeof(int64_t));
-        if (p && q && r && sizes) result = PyTuple_Pack(5, p, q, r, sizes, extras);
-        Py_XDECREF(p);
-        Py_XDECREF(q);
-        Py_XDECREF(r);
-        Py_XDECREF(sizes);
-        if (result == NULL) failed = 1;
+        if (sizes == NULL) {
+            failed = 1;
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, list_count, sizes);
+        Py_INCREF(extras);
+        PyTuple_SET_ITEM(result, list_count + 1, extras);
     }
 
 done:
-    for (int i = 0; i < 3; i++) PyMem_Free(lists[i].data);
+    for (int i = 0; i < MAX_LISTS; i++) PyMem_Free(lists[i].data);
     PyMem_Free(lengths);
     PyMem_Free(keys);
     PyMem_Free(row_values);
@@ -1012,7 +1135,8 @@ static PyMethodDef methods[] = {
     {"format_runs", format_runs, METH_VARARGS,
      "format_runs(prefix, lines, k, accepted) -> the per-run JSON lines (int64 arrays), or None"},
     {"parse_block", parse_block, METH_VARARGS,
-     "parse_block(text, keys, extra_keys, max_line_bytes, missing) -> (p, q, r, lengths, extras) or None"},
+     "parse_block(text, keys, extra_keys, max_line_bytes, missing[, rule_key, kinds, bonus]) -> "
+     "(each list's doubles, ..., lengths, extras) or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import click
 from msgspec.structs import replace
 
-from specaccept_cli.cli.audit_options import AUDIT_OPTION_GROUPS, AuditOptions, audit_options
+from specaccept_cli.cli.audit_options import AUDIT_OPTION_GROUPS, NO_RULE_FIELD, AuditOptions, audit_options
 from specaccept_cli.cli.hints import GATE_OPTIONS, hinted, warning_text
 from specaccept_cli.cli.options import GroupedCommand, window_spec
 from specaccept_cli.cli.output import (
@@ -315,6 +315,7 @@ def _reading_plan(options: AuditOptions) -> tuple[FieldSpec, Plan]:
         draft_tokens=options.draft_tokens_field,
         target_tokens=options.target_tokens_field,
         rule=options.rule,
+        rule_field=None if options.rule_field == NO_RULE_FIELD else options.rule_field,
     )
     # For the way out of a missing field (`cli.ways_out`): which option names each path.
     named_by = {"--p-field": fields.p, "--q-field": fields.q, "--r-field": fields.r}

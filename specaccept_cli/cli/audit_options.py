@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 Command = TypeVar("Command", bound=Callable[..., None])
 DEFAULT_MAX_ROWS = 10  # runs the first screen shows: all of a small log, the first of a large one
+NO_RULE_FIELD = "none"  # `--rule-field none`: no row names its rule, each is --rule's
 MAX_ROWS = 10_000  # a preview held in memory stays a preview: every run streams out through -o jsonl or csv
 
 
@@ -60,6 +61,7 @@ AUDIT_OPTION_GROUPS: OptionGroups = (
         "What to compute",
         (
             "rule",
+            "rule_field",
             "tree",
             "group_by",
             "max_groups",
@@ -226,6 +228,16 @@ _OPTIONS: list[Callable[[Command], Command]] = [
         show_default=True,
         callback=lambda context, param, value: _rule_name(context, param, value),
         help="The verification rule of rows without a 'rule' field (docs/rules.md); a row's own 'rule' wins.",
+    ),
+    click.option(
+        "--rule-field",
+        "rule_field",
+        metavar="NAME",
+        default="rule",
+        show_default=True,
+        callback=check_field_path,
+        help="Dotted path of the field naming a row's verification rule; none: rows name none (each row is "
+        "--rule's), for rows whose own 'rule' field means something else.",
     ),
     click.option(
         "--tree",
@@ -429,5 +441,6 @@ class AuditOptions(Struct, frozen=True):
     timeout: float = 5.0
     retries: int = 2
     rule: str = "standard"  # the rule of rows without a `rule` field
+    rule_field: str = "rule"  # the field naming a row's rule (`none`: no field does)
     tree: TreeShape | None = None  # the engine's counts come from this tree (--tree)
     keep_duplicate_lines: bool = False  # engine metrics: vLLM lines repeated exactly are counted, not dropped

@@ -33,6 +33,7 @@ _NOT_A_SUMMARY = re.compile(  # a file that is no summary at all (a corrupt one 
     r"^(?:not a JSON summary|(?:not a usable summary: )?not a specaccept\.summary/\S+ object)"
 )
 _PARQUET_FOLLOWED = re.compile(r"^is Parquet: only text")
+_NOT_A_RULE = re.compile(r"^'(?P<field>[^']+)' is .*, not a rule (?:name|this audit knows) \(known: ")
 # A message that already says what to do (an option, another input, an install): no second way out after it.
 _NAMES_ITS_WAY_OUT = re.compile(r"--|\binstead\b|pip install|\bgive\b")
 
@@ -79,6 +80,13 @@ def way_out(error: SpecacceptError, meta: Mapping[str, object]) -> str | None:
                 fix += f", or {NO_DRAFT_PROBABILITIES}"
             return fix
         return None  # an extra field of the command's own: its message names the option already
+    not_a_rule = _NOT_A_RULE.match(message)
+    if not_a_rule is not None:
+        field_name = not_a_rule.group("field")
+        return (
+            f"if the rows' '{field_name}' means something else, --rule-field NAME names the field that holds the "
+            f"verification rule (--rule-field none: rows name none, each is --rule's); {SKIP}"
+        )
     if _NOT_OBJECT.match(message):
         return f"{ONE_OBJECT_PER_LINE}; {SKIP}"
     if _NOT_JSON.match(message):

@@ -16,9 +16,8 @@ import numpy as np
 import orjson
 
 from specaccept_cli.errors import InputError, OnError
-from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch
+from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch, fast_rule_batch
 from specaccept_cli.rule.batch import (
-    RULE_FIELD,
     FieldPath,
     FieldSpec,
     FloatArray,
@@ -29,7 +28,8 @@ from specaccept_cli.rule.batch import (
     greedy_batch,
     parse_field_path,
 )
-from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, row_rule
+from specaccept_cli.rule.registry import Rule
+from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, rule_value
 from specaccept_cli.rule.validate import (
     DEFAULT_MAX_LINE_BYTES,
     count_problem,
@@ -568,6 +568,8 @@ def parse_block(
     """
     if isinstance(lines, bytes):
         batch = fast_batch(lines, first_line, source, fields, max_line_bytes)
+        if batch is None:
+            batch = fast_rule_batch(lines, first_line, source, fields, max_line_bytes)
         if batch is not None:
             return batch, []
     frame = _RowFrame(split_lines(lines), first_line, source, fields, max_line_bytes)
@@ -580,11 +582,14 @@ def parse_block(
 
 def _may_name_rules(lines: Lines, fields: FieldSpec) -> bool:
     """Whether a row of the block may be of another rule than `standard`: `--rule` names one, or a line holds
-    the word `rule` or a `\\u` escape (which could spell it)."""
+    the rule field's key (`rule` by default) or a `\\u` escape (which could spell it)."""
     if names_other_rule(fields.rule):
         return True
+    if fields.rule_key is None:
+        return False
+    key = fields.rule_key.encode()
     texts = [lines] if isinstance(lines, bytes) else [line for line in lines if line is not None]
-    return any(b"rule" in text or b"\\u" in text for text in texts)
+    return any(key in text or b"\\u" in text for text in texts)
 
 
 def _parse_rules(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[InputError]]:
@@ -594,25 +599,45 @@ def _parse_rules(frame: _RowFrame, fields: FieldSpec) -> tuple[RunBatch, list[In
     standard: list[tuple[int, dict[str, object]]] = []
     others = _RowFrame(frame.lines, frame.first_line, frame.source, fields, frame.max_line_bytes)
     others.problems = frame.problems  # one list of problems, put in line order by `errors`
+    lines: list[int] = []
+    offered: list[dict[str, object]] = []
+    rules: list[Rule] = []
+    named = rows.named
+    key = fields.rule_field if fields.rule_field is None or "." not in fields.rule_field else None
     for line, obj in frame.objects():
-        rule = row_rule(obj.get(RULE_FIELD), rows.default)
+        value = obj.get(key) if key is not None else rule_value(obj, fields)
+        rule = named.get(value) if value is None or type(value) is str else None
+        if rule is None:
+            rule = rows.rule_of(value)
         if isinstance(rule, str):
             frame.problems.append((line, rule))
-            continue
-        if rule is STANDARD:
+        elif rule is STANDARD:
             standard.append((line, obj))
-            continue
-        problem = rows.add(obj, rule)
-        if problem is not None:
-            frame.problems.append((line, problem))
-        elif not others.keep(line, obj, 0):
-            rows.drop_last()
+        else:
+            lines.append(line)
+            offered.append(obj)
+            rules.append(rule)
+    problems = rows.add(offered, rules)
+    if any(problems):
+        frame.problems += [(line, problem) for line, problem in zip(lines, problems) if problem is not None]
+        lines = [line for line, problem in zip(lines, problems) if problem is None]
+        offered = [obj for obj, problem in zip(offered, problems) if problem is None]
+    bad = rows.check()  # the values, column by column: a bad row's message before its extras' (as row by row)
+    if bad or others.extra_paths:
+        for index, (line, obj) in enumerate(zip(lines, offered)):
+            problem = bad.get(index)
+            if problem is not None:
+                frame.problems.append((line, problem))
+            elif not others.keep(line, obj, 0):
+                rows.drop(index)
+    else:  # every row taken, and no extras to look up: `keep` for each at once
+        others.line_numbers += lines
+        others.lengths += [0] * len(lines)
     sampled = _RowFrame(frame.lines, frame.first_line, frame.source, fields, frame.max_line_bytes)
     sampled.rows, sampled.problems = standard, frame.problems
     batch, _ = _parse_sampled(sampled, fields)
     k, accepted, names = rows.accepted()
-    lines = np.array(others.line_numbers, dtype=np.int64)
-    batch = interleave(batch, lines, k, accepted, others.extras, names)
+    batch = interleave(batch, np.array(others.line_numbers, dtype=np.int64), k, accepted, others.extras, names)
     if names:
         batch.absent = absent_from_both(sampled.absent(), others.absent()) if standard else others.absent()
     return batch, frame.errors()

@@ -32,9 +32,10 @@ orjson would read the same three lists:
   occur at most once per line (a missing one is None, as on the exact path), and its values must be
   numbers, strings, booleans or nulls (counts must be counts);
 - a row of another rule than `standard` (docs/rules.md): `--rule` naming another rule declines every block;
-  a block holding the string `"rule"` is read with `rule` as one more field carried per run and declined
-  unless every row's is absent, null or a name of `standard` (so standard logs that name their rule stay
-  on this path; an escaped key is declined as above);
+  a block holding the rule field's key (`"rule"`, or `--rule-field`'s first part; none with `--rule-field
+  none`) is read with the rule field as one more field carried per run and declined unless every row's is
+  absent, null or a name of `standard` (so standard logs that name their rule stay on this path; an escaped
+  key is declined as above, and a dotted rule field declines such a block);
 - values out of range, lists of different lengths, drafts longer than MAX_DRAFT_LENGTH, over-long,
   blank or whitespace-padded lines, a byte order mark, CRLF line ends, greedy logs, dotted paths and
   field names outside [A-Za-z0-9_-]: declined.
@@ -48,6 +49,11 @@ writes the three lists straight into float64 buffers. It declines whatever it is
 same way (see its header), and a block it declines goes to the exact path: the simdjson path accepts no
 block it declines but those with integers of 19 or 20 digits, which are not worth a second parse.
 `SPECACCEPT_NO_EXTENSIONS=1` in the environment turns it off (as it turns off its build).
+
+A block the standard path declines may be a block of one chain rule other than `standard` (docs/rules.md):
+`fast_rule_batch` offers it to the compiled reader with that rule's list keys and kinds, checks every row's
+rule, the parameters and each field's range with numpy, and recomputes the rule over the block; the batch is
+the exact path's (`rule.rows`: stand-in runs carrying each row's accepted length), or None on any doubt.
 """
 
 from __future__ import annotations
@@ -64,8 +70,19 @@ import numpy.typing as npt
 from msgspec.structs import replace
 
 from specaccept_cli.native import extension, in_use
-from specaccept_cli.rule.batch import RULE_FIELD, FieldSpec, RunBatch, find_bad_runs, parse_field_path
-from specaccept_cli.rule.rows import is_standard, names_other_rule
+from specaccept_cli.rule.batch import FieldSpec, FloatArray, RunBatch, find_bad_runs, parse_field_path
+from specaccept_cli.rule.contract import TOKEN_FIELDS
+from specaccept_cli.rule.registry import Rule, rule_named
+from specaccept_cli.rule.rows import (
+    STANDARD,
+    bad_values,
+    field_path,
+    interleave,
+    is_standard,
+    names_other_rule,
+    row_rule,
+)
+from specaccept_cli.rule.steps import ChainSteps
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -108,6 +125,7 @@ def _compiled_batch(
         tuple(key.encode() for key in keys.extras),
         max_line_bytes,
         _MISSING,
+        fields.rule_key.encode() if fields.rule_key is not None else b"",
     )
     if parsed is None:
         return None
@@ -226,13 +244,17 @@ def _is_plain_block(data: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp],
     )
 
 
-_RULE_KEY = f'"{RULE_FIELD}"'.encode()
+@cache
+def _rule_key(fields: FieldSpec) -> bytes | None:
+    """The rule field's top-level key as it stands in a line (`"rule"`, quoted), or None when rows name none."""
+    return None if fields.rule_key is None else f'"{fields.rule_key}"'.encode()
 
 
 @cache
 def _with_rule(fields: FieldSpec) -> FieldSpec:
-    """`fields` with the rows' `rule` field carried per run, for the fast path to check it."""
-    return replace(fields, extras=(*fields.extras, RULE_FIELD))
+    """`fields` with the rows' rule field carried per run, for the fast path to check it."""
+    assert fields.rule_field is not None
+    return replace(fields, extras=(*fields.extras, fields.rule_field))
 
 
 def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max_line_bytes: int) -> RunBatch | None:
@@ -241,19 +263,23 @@ def fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, max
     `text` is the block's lines joined by newlines (no newline at the end); its first line is line
     `first_line` of `source`.
 
-    Both readers decline a row with a `rule` key unless `rule` is a field carried per run: a block they
-    decline that holds the key is read once more with it carried, and taken when every row's is absent,
-    null or a name of `standard` (so logs naming their rule keep this path; no scan of the block else).
+    Both readers decline a row with the rule field's key (`rule` by default) unless the rule field is carried
+    per run: a block they decline that holds the key is read once more with it carried, and taken when every
+    row's is absent, null or a name of `standard` (so logs naming their rule keep this path; no scan of the
+    block else). With no rule field (`--rule-field none`) such a key is a row's like any other.
     """
     batch = _fast_batch(text, first_line, source, fields, max_line_bytes)
-    if RULE_FIELD in fields.extras:
-        return batch if batch is None or all(map(is_standard, batch.extras[RULE_FIELD])) else None
-    if batch is not None or text.find(_RULE_KEY) < 0:
+    rule_field, key = fields.rule_field, _rule_key(fields)
+    if rule_field is None or key is None:
+        return batch
+    if rule_field in fields.extras:
+        return batch if batch is None or all(map(is_standard, batch.extras[rule_field])) else None
+    if batch is not None or text.find(key) < 0:
         return batch
     batch = _fast_batch(text, first_line, source, _with_rule(fields), max_line_bytes)
-    if batch is None or not all(map(is_standard, batch.extras[RULE_FIELD])):
+    if batch is None or not all(map(is_standard, batch.extras[rule_field])):
         return None  # a row of another rule: the exact path reads it by its rule
-    del batch.extras[RULE_FIELD]
+    del batch.extras[rule_field]
     return batch
 
 
@@ -264,7 +290,10 @@ def _fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, ma
     compiled = compiled_reader()
     if compiled:
         return _compiled_batch(compiled, text, first_line, source, fields, keys, max_line_bytes)
-    if text.find(b"\\") >= 0 or (RULE_FIELD not in fields.extras and text.find(_RULE_KEY) >= 0):
+    rule_key = _rule_key(fields)
+    if text.find(b"\\") >= 0 or (
+        rule_key is not None and fields.rule_field not in fields.extras and text.find(rule_key) >= 0
+    ):
         return None
     p_key, q_key, r_key = keys.lists
     parser = _get_parser()
@@ -322,3 +351,166 @@ def _fast_batch(text: bytes, first_line: int, source: str, fields: FieldSpec, ma
         r=r,
         extras=extras,
     )
+
+
+# --- blocks of one other rule than `standard` (docs/rules.md), by the compiled reader ------------------------
+
+_KIND_UNIT, _KIND_Q, _KIND_NUMBER, _KIND_NULLABLE, _KIND_TOKEN, _KIND_SKIPPED = range(6)
+
+
+class _RulePlan(NamedTuple):
+    rule: Rule
+    lists: tuple[str, ...]  # the keys of the rule's list fields, then of the lists it may carry unused
+    kinds: bytes  # what each list holds (the compiled reader's KIND_ values)
+    bonus: int  # the list that may hold one more entry than drafted (the target's bonus token), or -1
+    extras: tuple[str, ...]  # the scalar keys read per row: FieldSpec.extras, the rule field, the parameters
+
+
+@cache
+def _rule_plan(fields: FieldSpec, name: str) -> _RulePlan | None:
+    """How the compiled reader reads a block of chain rule `name`'s rows, or None when it cannot (a tree rule,
+    a dotted path, a field name outside [A-Za-z0-9_-])."""
+    rule = rule_named(name)
+    if rule.kind != "chain" or rule.name == STANDARD.name or fields.greedy:
+        return None
+    wanted = (*rule.fields, *rule.optional)
+    paths = [field_path(field, fields) for field in wanted]
+    named = () if fields.rule_field is None else (fields.rule_field,)  # `--rule-field none`: rows name none
+    extras = tuple(dict.fromkeys((*fields.extras, *named, *(param.name for param in rule.params))))
+    keys = [path[0] for path in paths if len(path) == 1 and _PLAIN_NAME.fullmatch(path[0])]
+    plain_extras = [name for name in extras if _PLAIN_NAME.fullmatch(name)]
+    if len(keys) != len(wanted) or len(plain_extras) != len(extras) or len({*keys, *extras}) != len(keys) + len(extras):
+        return None
+
+    def kind(field: str, optional: bool) -> int:
+        if optional:
+            return _KIND_SKIPPED
+        if field in TOKEN_FIELDS:
+            return _KIND_TOKEN
+        return {"p": _KIND_UNIT, "r": _KIND_UNIT, "q": _KIND_Q, "residual": _KIND_NULLABLE}.get(field, _KIND_NUMBER)
+
+    kinds = bytes(kind(field, field in rule.optional) for field in wanted)
+    bonus = wanted.index("target_tokens") if "target_tokens" in wanted else -1
+    return _RulePlan(rule, tuple(keys), kinds, bonus, extras)
+
+
+_RULE_VALUE = re.compile(rb'"([A-Za-z0-9_-]+)"\s*:\s*"([A-Za-z0-9_-]+)"')
+
+
+def _first_rule(text: bytes, fields: FieldSpec) -> Rule | None:
+    """The rule the block's first row names in its rule field (or `--rule`'s when it names none)."""
+    end = text.find(b"\n")
+    first = text if end < 0 else text[:end]
+    key = fields.rule_key
+    if key is not None and first.find(f'"{key}"'.encode()) >= 0:
+        for found in _RULE_VALUE.finditer(first):
+            if found.group(1).decode() == key:
+                rule = row_rule(found.group(2).decode(), STANDARD)
+                return rule if isinstance(rule, Rule) else None
+        return None
+    return rule_named(fields.rule)
+
+
+def fast_rule_batch(
+    text: bytes, first_line: int, source: str, fields: FieldSpec, max_line_bytes: int
+) -> RunBatch | None:
+    """The batch the exact path gives for a block whose rows are all valid rows of one chain rule other than
+    `standard`, else None: the block's first row names the rule, the compiled reader reads that rule's lists
+    (declining as for (p, q, r) rows, and any row that lacks one or holds a duplicate key), and every row must
+    name the same rule; values out of their field's range, parameters that are not numbers, and extras the
+    exact path would word a message about decline the block."""
+    compiled = compiled_reader()
+    if not compiled or not text or text[-1] != _CLOSE_OBJECT:
+        return None
+    rule = _first_rule(text, fields)
+    plan = None if rule is None else _rule_plan(fields, rule.name)
+    if plan is None:
+        return None
+    parsed = compiled.parse_block(
+        text,
+        tuple(key.encode() for key in plan.lists),
+        tuple(key.encode() for key in plan.extras),
+        max_line_bytes,
+        _MISSING,
+        b"" if fields.rule_key is None else fields.rule_key.encode(),
+        plan.kinds,
+        plan.bonus,
+    )
+    if parsed is None:
+        return None
+    buffers, sizes, scalars = parsed[: len(plan.lists)], parsed[-2], parsed[-1]
+    lengths = np.frombuffer(sizes, dtype=np.int64)
+    rows = lengths.shape[0]
+    if rows and int(lengths.max()) > MAX_DRAFT_LENGTH:
+        return None
+    read = dict(zip(plan.extras, scalars))
+    default = rule_named(fields.rule)
+    for value in set(map(_named_value, read[fields.rule_field] if fields.rule_field is not None else ())):
+        named = default if value is None else row_rule(value, default) if type(value) is str else None
+        if named is not plan.rule:
+            return None  # another rule's row, or a value the exact path words a message about
+    params = _params(plan.rule, read, rows)
+    if params is None:
+        return None
+    extras = {name: list(read[name]) for name in fields.extras}
+    if not _extras_are_plain(fields, extras):
+        return None
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    columns: dict[str, npt.NDArray[Any]] = {}
+    for field, found in zip(plan.rule.fields, buffers):
+        values = np.frombuffer(found, dtype=np.float64)
+        if field in TOKEN_FIELDS:
+            columns[field] = values.astype(np.int64)
+        elif bad_values(field, values, offsets).any():
+            return None
+        else:
+            columns[field] = values
+    accepted = plan.rule.accepted(ChainSteps(offsets, columns, params))
+    empty = np.zeros(0)
+    standard = RunBatch(
+        source,
+        np.zeros(0, dtype=np.int64),
+        np.zeros(1, dtype=np.int64),
+        empty,
+        empty,
+        empty,
+        extras={name: [] for name in fields.extras},
+    )
+    lines = np.arange(first_line, first_line + rows, dtype=np.int64)
+    return interleave(standard, lines, lengths.copy(), accepted, extras, [plan.rule.name] * rows)
+
+
+def _named_value(value: object) -> object:
+    """A rule field's value as the exact path sees it (absent is None); a value it cannot hash is refused."""
+    if value is _MISSING:
+        return None
+    return value if value is None or type(value) is str else _UNNAMED
+
+
+_UNNAMED = object()  # a rule value that is not a name (a number, a boolean): the exact path words it
+
+
+def _params(rule: Rule, read: dict[str, list[object]], rows: int) -> dict[str, FloatArray] | None:
+    """The rule's per-step parameters as the exact path takes them, or None when one is not a finite number
+    (absent without a default, a string, a boolean, out of range)."""
+    params: dict[str, FloatArray] = {}
+    for param in rule.params:
+        values = read[param.name]
+        given = [value for value in values if value is not _MISSING and value is not None]
+        if any(type(value) is not float and type(value) is not int for value in given):
+            return None
+        if len(given) < rows:
+            if param.default is None:
+                return None
+            values = [param.default if value is _MISSING or value is None else value for value in values]
+        if not given and param.default is not None:
+            continue  # no row carries it: the rule's default, as the exact path leaves it
+        try:
+            column = np.array(values, dtype=np.float64)
+        except OverflowError:
+            return None
+        if not np.isfinite(column).all() or (param.name in ("epsilon", "delta") and not (column >= 0).all()):
+            return None
+        params[param.name] = column
+    return params

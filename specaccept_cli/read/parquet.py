@@ -7,13 +7,15 @@ Accepts list, large_list and fixed_size_list columns of any float or integer typ
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.read.arrow_values import column_time_problem, python_values
@@ -23,16 +25,25 @@ with signals_stay_with_main():  # pyarrow starts threads of its own (jemalloc's)
     import pyarrow as pa
     import pyarrow.parquet as pq
 from specaccept_cli.rule.batch import (
-    RULE_FIELD,
     FieldSpec,
+    FloatArray,
     IntArray,
     RunBatch,
     find_bad_runs,
     greedy_batch,
     parse_field_path,
 )
+from specaccept_cli.rule.contract import TOKEN_FIELDS
 from specaccept_cli.rule.registry import Rule
-from specaccept_cli.rule.rows import STANDARD, RuleRows, interleave, names_other_rule, row_rule
+from specaccept_cli.rule.rows import (
+    STANDARD,
+    Gathered,
+    RuleRows,
+    field_path,
+    interleave,
+    names_other_rule,
+    rule_keys,
+)
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH, count_problem, length_problem
 
 BATCH_ROWS = 16_384
@@ -175,7 +186,7 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
     None (every column) when rows may be of other rules than `standard` (a `rule` column, or `--rule`): each
     rule reads its own fields, and the (p, q, r) columns are needed only by the `standard` rows there are.
     """
-    if not fields.greedy and (RULE_FIELD in schema_names or names_other_rule(fields.rule)):
+    if not fields.greedy and (_names_rules(schema_names, fields) or names_other_rule(fields.rule)):
         for name in fields.extras:
             if _top_level(name, schema_names) not in schema_names:
                 shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
@@ -194,6 +205,49 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
     return list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
 
 
+class _LazyRows(Sequence[dict[str, Any]]):
+    """A record batch's rows as Python dicts, made when a row is first asked for (all at once: when the columns
+    give every row, none is)."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+        self.rows: list[dict[str, Any]] | None = None
+
+    def __len__(self) -> int:
+        return int(self.batch.num_rows)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:  # type: ignore[override]
+        if self.rows is None:
+            self.rows = self.batch.to_pylist()
+        return self.rows[index]
+
+
+def _rule_codes(
+    record_batch: pa.RecordBatch, source: str, fields: FieldSpec, rule_rows: RuleRows
+) -> tuple[npt.NDArray[np.intp], list[Rule | str]]:
+    """Each row's rule as an index into a table of rules (or of what is wrong with a row's rule value), the
+    rules looked up once per distinct name."""
+    n = record_batch.num_rows
+    if fields.rule_field is None or not _names_rules(record_batch.schema.names, fields):
+        return np.zeros(n, dtype=np.intp), [rule_rows.default]
+    table: list[Rule | str] = []
+    index: dict[object, int] = {}
+    codes = np.empty(n, dtype=np.intp)
+    for row, value in enumerate(python_values(_column(record_batch, fields.rule_field, source))):
+        key = value if value is None or type(value) is str else ("row", row)  # a value that is no name: its own
+        code = index.get(key)
+        if code is None:
+            code = index[key] = len(table)
+            table.append(rule_rows.rule_of(value))
+        codes[row] = code
+    return codes, table
+
+
+def _names_rules(schema_names: list[str], fields: FieldSpec) -> bool:
+    """Whether the rows may name their rule: the rule field's column (or the struct holding it) is there."""
+    return fields.rule_field is not None and _top_level(fields.rule_field, schema_names) in schema_names
+
+
 def runs_of_record_batch(
     record_batch: pa.RecordBatch, first_row: int, source: str, fields: FieldSpec
 ) -> tuple[RunBatch, list[InputError]]:
@@ -204,7 +258,7 @@ def runs_of_record_batch(
     """
     if fields.greedy:
         return _to_greedy_batch(record_batch, first_row, source, fields)
-    if RULE_FIELD in record_batch.schema.names or names_other_rule(fields.rule):
+    if _names_rules(record_batch.schema.names, fields) or names_other_rule(fields.rule):
         return _to_rule_batch(record_batch, first_row, source, fields)
     return _to_run_batch(record_batch, first_row, source, fields)
 
@@ -217,34 +271,44 @@ def _to_rule_batch(
     checked and recomputed by their own rules (`rule.rows`), then put back in row order."""
     n = record_batch.num_rows
     rows = np.arange(first_row, first_row + n, dtype=np.int64)
-    values: list[object] = (
-        python_values(record_batch.column(RULE_FIELD)) if RULE_FIELD in record_batch.schema.names else [None] * n
-    )
     rule_rows = RuleRows(fields)
-    bad: dict[int, str] = {}
-    standard: list[int] = []
-    others: list[tuple[int, Rule]] = []
-    for index, value in enumerate(values):
-        rule = row_rule(value, rule_rows.default)
-        if isinstance(rule, str):
-            bad[index] = rule
-        elif rule is STANDARD:
-            standard.append(index)
-        else:
-            others.append((index, rule))
+    codes, table = _rule_codes(record_batch, source, fields, rule_rows)
+    kind = np.array([0 if isinstance(rule, str) else 1 if rule is STANDARD else 2 for rule in table], dtype=np.int8)
+    row_kind = kind[codes] if n else np.zeros(0, dtype=np.int8)
+    bad: dict[int, str] = {index: cast(str, table[codes[index]]) for index in np.flatnonzero(row_kind == 0).tolist()}
+    standard = np.flatnonzero(row_kind == 1).tolist()
+    other_index = np.flatnonzero(row_kind == 2)
+    other_rules = [cast(Rule, table[code]) for code in codes[other_index].tolist()]
     extras_bad: dict[int, str] = {}
-    other_index = [index for index, _ in others]
     taken = record_batch.take(pa.array(other_index, pa.int64()))
     extras = _extras(taken, source, fields, extras_bad)
-    kept: list[int] = []
-    for place, ((index, rule), obj) in enumerate(zip(others, taken.to_pylist())):
-        problem = extras_bad.get(place) or rule_rows.add(obj, rule)
-        if problem is not None:
-            bad[index] = problem
-        else:
-            kept.append(index)
-    position = {index: place for place, index in enumerate(other_index)}
-    kept_extras = {name: [column[position[index]] for index in kept] for name, column in extras.items()}
+    # Each row as the columns its rule reads (its fields, parameters, nodes), made only for the rows the
+    # columns do not give (`_gather_chain`): no dict of every column per row.
+    present = {rule.name: rule for rule in other_rules}.values()
+    wanted = {_top_level(name, taken.schema.names) for rule in present for name in rule_keys(rule, fields)}
+    places = [place for place in range(len(other_rules)) if place not in extras_bad] if extras_bad else None
+    if places is not None:
+        taken = taken.take(pa.array(places, pa.int64()))
+        other_rules = [other_rules[place] for place in places]
+        bad.update((int(other_index[place]), problem) for place, problem in extras_bad.items())
+    objects = _LazyRows(taken.select([name for name in taken.schema.names if name in wanted]))
+    offered = other_index if places is None else other_index[places]
+
+    def gather(rule: Rule, rows_of_rule: list[int]) -> Gathered | None:
+        part = taken.take(pa.array(rows_of_rule, pa.int64()))
+        return _gather_chain(part, rule, fields) if rule.kind == "chain" else _gather_tree(part, rule)
+
+    problems = rule_rows.add(objects, other_rules, gather)
+    taken_mask = np.array([problem is None for problem in problems], dtype=bool)
+    bad.update((int(index), problem) for index, problem in zip(offered, problems) if problem is not None)
+    added = offered[taken_mask]
+    values_bad = rule_rows.check()
+    kept_mask = np.ones(added.shape[0], dtype=bool)
+    kept_mask[list(values_bad)] = False
+    bad.update((int(added[place]), problem) for place, problem in values_bad.items())
+    kept = added[kept_mask]
+    place_of = np.searchsorted(other_index, kept).tolist()  # each kept row's place among `taken`'s
+    kept_extras = {name: [column[place] for place in place_of] for name, column in extras.items()}
     errors: list[InputError] = []
     if standard:
         batch, errors = _to_run_batch(record_batch.take(pa.array(standard, pa.int64())), 0, source, fields)
@@ -457,3 +521,150 @@ def _to_greedy_batch(
     extras = _extras(record_batch, source, fields, bad)
     batch = greedy_batch(source, rows, draft_offsets, matches, extras)
     return _without_bad_rows(batch, record_batch, bad)
+
+
+# --- rows of other rules, read from their columns --------------------------------------------------------------
+
+
+def _valid_bits(array: pa.Array) -> npt.NDArray[np.bool_]:
+    """Which entries of `array` are not null (its validity bitmap, read without pyarrow.compute)."""
+    if array.null_count == 0:
+        return np.ones(len(array), dtype=bool)
+    bitmap = np.frombuffer(array.buffers()[0], dtype=np.uint8)
+    bits = np.unpackbits(bitmap, bitorder="little")[array.offset : array.offset + len(array)]
+    return bits.astype(bool)
+
+
+def _plain_numbers(array: pa.Array, tokens: bool) -> npt.NDArray[Any] | None:
+    """A flat numeric array's values (a null's slot holds whatever its buffer holds), or None for a type whose
+    Python values are not the numbers `row_step` takes alike (floats other than float64, unsigned 64-bit,
+    booleans, strings)."""
+    kind = array.type
+    if tokens:
+        if not pa.types.is_integer(kind) or kind == pa.uint64():
+            return None
+    elif not (kind == pa.float64() or (pa.types.is_integer(kind) and kind != pa.uint64())):
+        return None
+    values = np.frombuffer(array.buffers()[1], dtype=kind.to_pandas_dtype())[array.offset : array.offset + len(array)]
+    return values.astype(np.int64 if tokens else np.float64)
+
+
+def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gathered | None:
+    """A chain rule's rows (`part`) read column-wise: the rows whose lists are there, of one length (the
+    target's bonus token dropped), with no null inside (but a residual's last), and whose parameters are
+    numbers or null; None when a column is not of a type read here (`row_step` then reads every row)."""
+    if rule.kind != "chain":
+        return None
+    rows = part.num_rows
+    ok = np.ones(rows, dtype=bool)
+    names = part.schema.names
+    found: dict[str, tuple[IntArray, npt.NDArray[Any], npt.NDArray[np.bool_]]] = {}
+    for name in (*rule.fields, *rule.optional):
+        path = field_path(name, fields)
+        if len(path) != 1 or path[0] not in names:
+            return None
+        array = part.column(path[0])
+        if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            return None
+        if name in rule.optional:
+            continue  # a list or null in every row: all the rule asks of it
+        ok &= _valid_bits(array)
+        raw = array.offsets.to_numpy().astype(np.int64)
+        values = array.values.slice(int(raw[0]), int(raw[-1] - raw[0]))
+        numbers = _plain_numbers(values, name in TOKEN_FIELDS)
+        if numbers is None:
+            return None
+        found[name] = (np.diff(raw), numbers, _valid_bits(values))
+    if "target_tokens" in found:
+        draft, (lengths, numbers, valid) = found["draft_tokens"][0], found["target_tokens"]
+        bonus = lengths == draft + 1
+        if bonus.any():  # the bonus position's token: dropped
+            keep = np.ones(numbers.shape[0], dtype=bool)
+            keep[(np.cumsum(lengths) - 1)[bonus]] = False
+            found["target_tokens"] = (lengths - bonus, numbers[keep], valid[keep])
+    lengths = found[rule.fields[0]][0]
+    ok &= lengths <= MAX_DRAFT_LENGTH
+    for name, (own, numbers, valid) in found.items():
+        ok &= own == lengths
+        missing = ~valid
+        if name == "residual":  # the last position's residual is null: no position follows
+            ends = np.cumsum(own)[own > 0] - 1
+            missing[ends] = False
+            numbers[ends[~valid[ends]]] = math.nan
+        if missing.any():
+            ok[np.searchsorted(np.cumsum(own), np.flatnonzero(missing), side="right")] = False
+    params: dict[str, FloatArray] = {}
+    for param in rule.params:
+        if param.name not in names:
+            if param.default is None:
+                ok[:] = False
+            continue
+        array = part.column(param.name)
+        numbers = None if pa.types.is_list(array.type) else _plain_numbers(array, tokens=False)
+        if numbers is None:
+            return None
+        valid = _valid_bits(array)
+        if param.default is None:
+            ok &= valid
+        elif not valid.any():
+            continue  # no row carries it: the rule's default
+        params[param.name] = np.where(valid, numbers, math.nan if param.default is None else param.default)
+    columns = {}
+    for name, (own, numbers, _) in found.items():
+        columns[name] = numbers[np.repeat(ok, own)]
+    return Gathered(ok, lengths[ok], columns, {name: values[ok] for name, values in params.items()})
+
+
+def _gather_tree(part: pa.RecordBatch, rule: Rule) -> Gathered | None:
+    """A tree rule's rows (`part`) read column-wise from `nodes`, a list of structs: the rows whose nodes are
+    there, each node with a parent and every field of its rule (not null); None when a column is not of a
+    type read here (`row_step` then reads every row)."""
+    if "nodes" not in part.schema.names:
+        return None
+    array = part.column("nodes")
+    kind = array.type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_struct(kind.value_type):
+        return None
+    node_type = kind.value_type
+    if any(node_type.get_field_index(name) < 0 for name in ("parent", *rule.fields)):
+        return None
+    raw = array.offsets.to_numpy().astype(np.int64)
+    lengths = np.diff(raw)
+    ok = _valid_bits(array) & (lengths > 0)
+    nodes = array.values.slice(int(raw[0]), int(raw[-1] - raw[0]))
+    good_node = _valid_bits(nodes)
+    children = nodes.flatten()  # each field's values for the nodes in view
+    columns: dict[str, npt.NDArray[Any]] = {}
+    for name in ("parent", *rule.fields):
+        child = children[node_type.get_field_index(name)]
+        numbers = _plain_numbers(child, tokens=name == "parent" or name in TOKEN_FIELDS)
+        if numbers is None:
+            return None
+        columns[name] = numbers
+        good_node = good_node & _valid_bits(child)
+    if not good_node.all():
+        ends = np.cumsum(lengths)
+        ok[np.searchsorted(ends, np.flatnonzero(~good_node), side="right")] = False
+    params: dict[str, FloatArray] = {}
+    for param in rule.params:
+        if param.name not in part.schema.names:
+            if param.default is None:
+                ok[:] = False
+            continue
+        column = part.column(param.name)
+        numbers = None if pa.types.is_list(column.type) else _plain_numbers(column, tokens=False)
+        if numbers is None:
+            return None
+        valid = _valid_bits(column)
+        if param.default is None:
+            ok &= valid
+        elif not valid.any():
+            continue
+        params[param.name] = np.where(valid, numbers, math.nan if param.default is None else param.default)
+    keep = np.repeat(ok, lengths)
+    return Gathered(
+        ok,
+        lengths[ok],
+        {name: values[keep] for name, values in columns.items()},
+        {name: values[ok] for name, values in params.items()},
+    )

@@ -13,7 +13,7 @@ IntArray = npt.NDArray[np.int64]
 FieldPath = tuple[str, ...]
 
 FIELDS = ("p", "q", "r")
-RULE_FIELD = "rule"  # a row's verification rule (docs/rules.md, "The row contract"; `rule.rows`)
+RULE_FIELD = "rule"  # the field of a row's verification rule by default (docs/rules.md, "The row contract")
 STANDARD_RULE = "standard"
 
 
@@ -36,6 +36,13 @@ class FieldSpec(Struct, frozen=True):
     target_tokens: str | None = None
     # The verification rule of rows without a `rule` field (`--rule`; docs/rules.md, "The row contract").
     rule: str = STANDARD_RULE
+    # The field naming a row's verification rule (`--rule-field`, a dotted path); None: no row names its rule.
+    rule_field: str | None = RULE_FIELD
+
+    @property
+    def rule_key(self) -> str | None:
+        """The top-level key under which a row names its rule (the rule field's first part), or None."""
+        return None if self.rule_field is None else self.rule_field.split(".", 1)[0]
 
     @property
     def greedy(self) -> bool:

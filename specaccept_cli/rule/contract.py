@@ -24,13 +24,14 @@ def missing_fields(rule: Rule, present: Collection[str]) -> list[str]:
     return [name for name in needed if name not in present]
 
 
-def missing_field_problem(rule: Rule, name: str, option: str | None = None) -> str:
+def missing_field_problem(rule: Rule, name: str, option: str | None = None, rule_field: str | None = "rule") -> str:
     """A row of `rule` without field `name`: the field, the rule, and the ways out (the row's rule named
-    otherwise, or `option`, the reader's option that points at where the row keeps the field)."""
+    otherwise, in its `rule_field` or with --rule, or `option`, the reader's option that points at where the row
+    keeps the field)."""
     where = f", or point {option} at where the row keeps it" if option else ""
+    named = f"in a '{rule_field}' field or " if rule_field else ""
     return (
-        f"rule '{rule.name}' needs '{name}': is this row another rule's? name its rule in a 'rule' field or with "
-        f"--rule NAME{where}"
+        f"rule '{rule.name}' needs '{name}': is this row another rule's? name its rule {named}with --rule NAME{where}"
     )
 
 
@@ -39,12 +40,16 @@ def _field_problem(name: str, value: object, last: bool) -> str | None:
     if type(value) is float and name in _UNIT_FIELDS and (0.0 < value <= 1.0 if name == "q" else 0.0 <= value <= 1.0):
         return None  # the common case, decided without wording a message (NaN fails the comparison)
     if name in TOKEN_FIELDS:
-        return None if type(value) is int and value >= 0 else "is not a token id (a whole number >= 0)"
+        # below 2^63: the columns hold token ids as int64
+        return None if type(value) is int and 0 <= value < 2**63 else "is not a token id (a whole number >= 0)"
     if name == "residual" and last and (value is None or (isinstance(value, float) and math.isnan(value))):
         return None  # the last position has no next one: its residual is null
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number"
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond a double
+        return "is not a finite number"
     if name in _UNIT_FIELDS:
         message = value_problem("r" if name == "coin" else name, 0, number, name)
         if message is None:

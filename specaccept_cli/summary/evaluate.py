@@ -19,7 +19,7 @@ from specaccept_cli.errors import InputError, OnError
 from specaccept_cli.rule.batch import RunBatch, absent_from_both
 from specaccept_cli.rule.faulty import faulty_counts
 from specaccept_cli.rule.registry import DEFAULT_RULE
-from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch
+from specaccept_cli.rule.vectorized import BatchOutcome, accept_prefix_batch, run_sums
 from specaccept_cli.summary.clusters import ClusterTally, KeyArray
 from specaccept_cli.summary.first_runs import FirstRuns
 from specaccept_cli.summary.groups import ColumnsBuilder, GroupColumns
@@ -90,32 +90,44 @@ class Evaluated(Struct, frozen=True):
 
 def evaluate(batch: RunBatch, per_run: bool = False, tallies: bool = False) -> BatchOutcome:
     """The rule's outcome; `tallies`: with the sampler's tallies (kept for greedy runs: they bin the stand-ins)."""
+    standard = None if batch.greedy else batch.standard_runs
+    if standard is not None:  # runs of other rules hold stand-ins: the rule runs over the standard runs alone
+        return _thresholds_of(evaluate(batch.select(standard), per_run, tallies), batch, standard, per_run)
     outcome = accept_prefix_batch(batch.offsets, batch.p, batch.q, batch.r, per_run, tallies=tallies)
     if batch.greedy:  # p and q are 0/1 stand-ins, r is not logged: no threshold statistics
         return outcome.without_thresholds()
-    standard = batch.standard_runs
-    if standard is not None:  # runs of other rules hold stand-ins: the threshold sums are the standard runs'
-        return _thresholds_of(outcome, evaluate(batch.select(standard), per_run, tallies), standard)
     return outcome
 
 
-def _thresholds_of(outcome: BatchOutcome, standard_outcome: BatchOutcome, standard: BoolArray) -> BatchOutcome:
-    """`outcome` (every run's) with its threshold sums and tallies taken from its standard runs alone."""
+def _thresholds_of(standard_outcome: BatchOutcome, batch: RunBatch, standard: BoolArray, per_run: bool) -> BatchOutcome:
+    """The outcome of every run of `batch` from its standard runs' (`standard_outcome`): the threshold sums and
+    tallies are theirs alone, and a stand-in run (`rule.rows.stand_in_tokens`: p 1 on its kept positions and 0
+    after, q 1, r 0.5) keeps exactly its kept positions and passes on them alone, which is what the rule decides
+    on its tokens, so the rule need not run over them."""
+    k = np.diff(batch.offsets).astype(np.int64)
+    kept = run_sums(batch.offsets, batch.p == 1.0)  # a stand-in's kept positions; read for those runs alone
+    accepted = np.where(standard, 0, kept)
+    accepted[standard] = standard_outcome.accepted
+    others = ~standard
 
-    def spread(values: IntArray | None) -> IntArray | None:
+    def spread(values: IntArray | None, stand_in: IntArray | int) -> IntArray | None:
         if values is None:
             return None
         every = np.zeros(standard.shape[0], dtype=np.int64)
         every[standard] = values
+        every[others] = stand_in if isinstance(stand_in, int) else stand_in[others]
         return every
 
-    return replace(
-        outcome,
+    return BatchOutcome(
+        k=k,
+        accepted=accepted,
+        passing_tokens=standard_outcome.passing_tokens + int(kept[others].sum()),
         threshold_sum_fixed=standard_outcome.threshold_sum_fixed,
         sampled_tokens=standard_outcome.sampled_tokens,
         examined_threshold_sum_fixed=standard_outcome.examined_threshold_sum_fixed,
-        threshold_fixed_per_run=spread(standard_outcome.threshold_fixed_per_run),
-        examined_threshold_fixed_per_run=spread(standard_outcome.examined_threshold_fixed_per_run),
+        passing_per_run=spread(standard_outcome.passing_per_run, kept) if per_run else None,
+        threshold_fixed_per_run=spread(standard_outcome.threshold_fixed_per_run, 0),
+        examined_threshold_fixed_per_run=spread(standard_outcome.examined_threshold_fixed_per_run, 0),
         tallies=standard_outcome.tallies,
     )
 

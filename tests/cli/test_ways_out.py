@@ -157,3 +157,16 @@ def test_an_extra_field_no_row_has_names_the_option_that_named_it(tmp_path: Path
     assert line.endswith(
         f"; {option} tenant names a field no row has: give one of the row's keys (a dotted path reaches inside)"
     )
+
+
+@pytest.mark.parametrize("value", ["team-a", 3])
+def test_a_rule_field_naming_no_rule_names_rule_field_as_the_way_out(tmp_path: Path, value: object) -> None:
+    """Rows whose own `rule` field means something else: the error says how to point at another field, or none."""
+    log = write_jsonl(tmp_path / "teams.jsonl", [{**ROW, "rule": value}])
+    line = error_line("audit", str(log))
+    assert f"{log}:1: 'rule' is " in line and "not a rule" in line
+    assert "--rule-field NAME names the field that holds the verification rule" in line
+    assert "--rule-field none" in line
+    moved = write_jsonl(tmp_path / "moved.jsonl", [{**ROW, "meta": {"verifier": "nope"}}])
+    line = error_line("audit", str(moved), "--rule-field", "meta.verifier")
+    assert "'meta.verifier' is 'nope', not a rule this audit knows" in line and "--rule-field NAME" in line
