@@ -681,8 +681,9 @@ static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *
 /* What a list key holds (parse_block's `kinds`, one byte per key): the standard (p, q, r) lists are KIND_UNIT,
  * KIND_Q, KIND_UNIT; the other rules' lists (docs/rules.md) any number (their ranges are checked by the caller),
  * a residual whose elements may be null (stored as NaN: JSON has no NaN, so NaN stands for null alone), token
- * ids (whole numbers >= 0 of at most 15 digits, stored exactly as doubles), or a list the rule may carry and does
- * not use (a list or null, skipped). */
+ * ids (whole numbers >= 0 of at most 15 digits, stored exactly as doubles), or a probability list the rule may
+ * carry and does not use (absent or null; or a list, held to KIND_UNIT and the drafted length, as the exact path
+ * holds sample-match's optional p: docs/rules.md). */
 enum { KIND_UNIT = 0, KIND_Q = 1, KIND_NUMBER = 2, KIND_NULLABLE = 3, KIND_TOKEN = 4, KIND_SKIPPED = 5 };
 #define MAX_LISTS 8
 #define MAX_TOKEN_DIGITS 15
@@ -921,13 +922,14 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
                 }
                 if (which >= 0 && which < list_count) {
                     int kind = (unsigned char)kinds[which];
-                    if (counts[which] >= 0) {
+                    if (counts[which] != -1) { /* a key given twice (-2: a null given before) */
                         declined = 1;
                         break;
                     }
-                    if (kind == KIND_SKIPPED) { /* a list or null, not read */
-                        counts[which] = 0;
-                        if (!skip_literal(&c, "null", 4) && (c.s >= c.end || *c.s != '[' || !skip_value(&c, 1))) {
+                    if (kind == KIND_SKIPPED) { /* null (-2), or a list checked as KIND_UNIT */
+                        if (skip_literal(&c, "null", 4)) {
+                            counts[which] = -2;
+                        } else if (!read_kind_list(&c, &lists[which], &counts[which], &failed, KIND_UNIT)) {
                             declined = 1;
                             break;
                         }
@@ -970,7 +972,10 @@ static PyObject *parse_block(PyObject *module, PyObject *args) {
         /* the object ends its line: a newline or the block's end next, and the line not over-long */
         if (!declined && ((c.s != block_end && *c.s != '\n') || c.s - line > max_line_bytes)) declined = 1;
         for (Py_ssize_t i = 0; i < list_count && !declined; i++) {
-            if ((unsigned char)kinds[i] == KIND_SKIPPED) continue; /* absent, null or a list: all fine */
+            if ((unsigned char)kinds[i] == KIND_SKIPPED) { /* absent or null, or as long as the draft */
+                if (counts[i] >= 0 && counts[i] != counts[0]) declined = 1;
+                continue;
+            }
             if (counts[i] < 0) {
                 declined = 1; /* a list key the row lacks */
             } else if (i == bonus && counts[i] == counts[0] + 1) {

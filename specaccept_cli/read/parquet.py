@@ -559,6 +559,7 @@ def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gather
     ok = np.ones(rows, dtype=bool)
     names = part.schema.names
     found: dict[str, tuple[IntArray, npt.NDArray[Any], npt.NDArray[np.bool_]]] = {}
+    optional: dict[str, tuple[IntArray, npt.NDArray[Any], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]] = {}
     for name in (*rule.fields, *rule.optional):
         path = field_path(name, fields)
         if len(path) != 1 or path[0] not in names:
@@ -566,14 +567,16 @@ def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gather
         array = part.column(path[0])
         if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
             return None
-        if name in rule.optional:
-            continue  # a list or null in every row: all the rule asks of it
-        ok &= _valid_bits(array)
+        present = _valid_bits(array)
         raw = array.offsets.to_numpy().astype(np.int64)
         values = array.values.slice(int(raw[0]), int(raw[-1] - raw[0]))
         numbers = _plain_numbers(values, name in TOKEN_FIELDS)
         if numbers is None:
             return None
+        if name in rule.optional:  # null, or held to its contract as the row path holds it (`row_step`)
+            optional[name] = (np.diff(raw), numbers, _valid_bits(values), present)
+            continue
+        ok &= present
         found[name] = (np.diff(raw), numbers, _valid_bits(values))
     if "target_tokens" in found:
         draft, (lengths, numbers, valid) = found["draft_tokens"][0], found["target_tokens"]
@@ -584,6 +587,10 @@ def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gather
             found["target_tokens"] = (lengths - bonus, numbers[keep], valid[keep])
     lengths = found[rule.fields[0]][0]
     ok &= lengths <= MAX_DRAFT_LENGTH
+    for own, numbers, valid, present in optional.values():  # a probability in [0, 1] at every drafted position
+        fits = valid & (numbers >= 0.0) & (numbers <= 1.0)
+        unfit = np.bincount(np.repeat(np.arange(rows), own), weights=~fits, minlength=rows) > 0
+        ok &= ~present | ((own == lengths) & ~unfit)
     for name, (own, numbers, valid) in found.items():
         ok &= own == lengths
         missing = ~valid

@@ -491,7 +491,11 @@ class _Columns:
             unheld |= {row + first for row in unreadable}
             self.arrays["parent"] = parent
             local = np.arange(parent.shape[0], dtype=np.int64) - np.repeat(offsets[:-1], self.lengths)
-            doubted |= _rows_of(np.flatnonzero((parent < -1) | (parent >= local)), offsets)
+            invalid = (parent < -1) | (parent >= local)
+            doubted |= _rows_of(np.flatnonzero(invalid), offsets)
+            # A tree deeper than a run may be (`steps.tree_problem` words it): its depth is the run's capacity.
+            deep = _depths(np.where(invalid, -1, parent), offsets) > MAX_DRAFT_LENGTH
+            doubted.update(np.flatnonzero(deep).tolist())
         rows = np.arange(len(self.lengths) - first + 1, dtype=np.int64)
         for param, values, given in zip(self.rule.params, self.params, self.given):
             converted, unreadable = _as_array(param.name, values, rows)
@@ -607,19 +611,24 @@ def _rows_of(positions: npt.NDArray[np.int64], offsets: IntArray) -> set[int]:
 
 
 def _depths(parent: IntArray, offsets: IntArray) -> IntArray:
-    """Each tree step's depth (its deepest node's), one numpy step per level (parents precede children)."""
+    """Each tree step's depth (its deepest node's). Pointer jumping: each round adds the distance to the node
+    an ancestor pointer reaches and doubles how far it reaches, so a tree of depth D takes log2(D) numpy
+    rounds, linear in the nodes each (a level at a time was quadratic in a deep tree). Parents must be valid
+    (-1 or an earlier node of the step: `check` doubts the others)."""
     lengths = np.diff(offsets)
-    root = parent < 0
-    up = np.where(root, 0, np.repeat(offsets[:-1], lengths) + parent)
-    depth = np.ones(parent.shape[0], dtype=np.int64)
-    while True:
-        deeper = np.where(root, 1, depth[up] + 1)
-        if np.array_equal(deeper, depth):
-            break
-        depth = deeper
     if not lengths.shape[0]:
         return np.zeros(0, dtype=np.int64)
-    return np.maximum.reduceat(depth, offsets[:-1]).astype(np.int64)  # every tree step has a node
+    nodes = np.arange(parent.shape[0], dtype=np.int64)
+    root = parent < 0
+    up = np.where(root, nodes, np.repeat(offsets[:-1], lengths) + parent)  # a root points at itself
+    distance = (~root).astype(np.int64)  # to the node `up` names: 0 at a root
+    while True:
+        further = up[up]
+        if np.array_equal(further, up):
+            break
+        distance = distance + distance[up]
+        up = further
+    return np.maximum.reduceat(distance + 1, offsets[:-1]).astype(np.int64)  # every tree step has a node
 
 
 # --- the reference: `row_step`'s steps gathered one by one (tests compare the columns with it) ----
