@@ -59,8 +59,9 @@ VERDICTS: dict[str, Verdict] = {
         "design",
         "the engine's design, not a bug: vLLM verifies EAGLE, MTP and n-gram drafts (draft_probs=None) with r <= p, "
         "lossless when a rejection resamples from the target without the rejected token, whatever the draft "
-        "(docs/rules.md); a loss only when paired with the residual max(p - q, 0) (vllm#40149). Recompute these "
-        "rows under the rule greedy-draft",
+        "(docs/rules.md), though a sampled draft then keeps fewer tokens than r <= p/q would (vllm#40149, fixed "
+        "by #40269); a loss only when paired with the residual max(p - q, 0). Recompute these rows under the "
+        "rule greedy-draft",
     ),
     "strict-inequality": Verdict(
         "lossy",
