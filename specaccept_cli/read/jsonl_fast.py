@@ -510,7 +510,7 @@ def _params(rule: Rule, read: dict[str, list[object]], rows: int) -> dict[str, F
             column = np.array(values, dtype=np.float64)
         except OverflowError:
             return None
-        if not np.isfinite(column).all() or (param.name in ("epsilon", "delta") and not (column >= 0).all()):
+        if not np.isfinite(column).all() or (param.minimum is not None and not (column >= param.minimum).all()):
             return None
         params[param.name] = column
     return params

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-from specaccept_cli.rule.registry import Rule
+from specaccept_cli.rule.registry import Param, Rule
 from specaccept_cli.rule.steps import StepFields, StepParams, tree_problem
 from specaccept_cli.rule.validate import describe_value, value_problem
 
@@ -60,11 +60,12 @@ def _field_problem(name: str, value: object, last: bool) -> str | None:
     return None
 
 
-def _param_problem(name: str, value: object) -> str | None:
+def _param_problem(param: Param, value: object) -> str | None:
+    name = param.name
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return f"'{name}' is {describe_value(value)}, not a finite number"
-    if name in ("epsilon", "delta") and value < 0:
-        return f"'{name}' is {describe_value(value)}, not >= 0"
+    if param.minimum is not None and value < param.minimum:
+        return f"'{name}' is {describe_value(value)}, not >= {param.minimum:g}"
     return None
 
 
@@ -91,7 +92,7 @@ def step_problem(rule: Rule, fields: StepFields, params: StepParams, parent: Seq
                 return f"{place} = {describe_value(value)} {problem}"
     for param in rule.params:
         if param.name in params:
-            problem = _param_problem(param.name, params[param.name])
+            problem = _param_problem(param, params[param.name])
             if problem is not None:
                 return problem
     if rule.kind == "tree" and parent is not None:

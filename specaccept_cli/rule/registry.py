@@ -32,6 +32,7 @@ class Param(Struct, frozen=True):
     name: str
     default: float | None  # None: the row must carry it
     meaning: str
+    minimum: float | None = None  # the least value a row may give (None: any finite number)
 
 
 class Engine(Struct, frozen=True):
@@ -146,8 +147,8 @@ RULES: tuple[Rule, ...] = (
         kind="chain",
         fields=("p", "entropy"),
         params=(
-            Param("epsilon", None, "the hard threshold (Medusa `posterior_threshold`)"),
-            Param("delta", None, "the entropy-scaled threshold's factor (Medusa `posterior_alpha`)"),
+            Param("epsilon", None, "the hard threshold (Medusa `posterior_threshold`)", minimum=0.0),
+            Param("delta", None, "the entropy-scaled threshold's factor (Medusa `posterior_alpha`)", minimum=0.0),
         ),
         test="p > min(epsilon, delta * exp(-entropy)), strict; the first rejection stops",
         lossless="never",

@@ -506,8 +506,8 @@ class _Columns:
                 given = given or param.name in head.params
             unheld |= {row + first for row in unreadable}
             bad = ~np.isfinite(converted)
-            if param.name in ("epsilon", "delta"):
-                bad |= ~(converted >= 0)
+            if param.minimum is not None:
+                bad |= ~(converted >= param.minimum)
             doubted.update(np.flatnonzero(bad).tolist())
             if given or param.default is None:
                 self.param_arrays[param.name] = converted
