@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
+from specaccept_cli.rule.registry import rule_named
 from specaccept_cli.verdict.checks import MIN_UNITS, Issue, check_gates, compare
 from specaccept_cli.verdict.findings import Findings, GateSpec, SamplerTest, Status, VerdictEntry
 
@@ -221,9 +222,17 @@ def rule_entries(findings: Findings) -> list[VerdictEntry]:
         return tree_entries(findings)
     runs = ", ".join(f"{count:,} {name}" for name, count in outside.items())
     rates = ", ".join(f"{name} {tally.tokens_per_pass(name) or 0.0:.4f}" for name in outside)
+    kinds = {rule_named(name).kind for name in outside}
+    keeps = " and ".join(
+        words
+        for kind, words in (
+            ("chain", "block verification keeps the longest prefix whose joint test passes"),
+            ("tree", "a tree keeps the deepest node of its walk"),
+        )
+        if kind in kinds
+    )
     text = (
-        f"{runs} run{'s' if sum(outside.values()) != 1 else ''} left out of alpha: block verification keeps the "
-        "longest prefix whose joint test passes and a tree the deepest node of its walk, not a first-rejection "
+        f"{runs} run{'s' if sum(outside.values()) != 1 else ''} left out of alpha: {keeps}, not a first-rejection "
         f"scan, so accepted / examined is not their rate; tokens per pass from their accepted lengths: {rates}"
     )
     issue = Issue("rules", "outside_alpha", value=float(sum(outside.values())))

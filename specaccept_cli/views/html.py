@@ -150,8 +150,12 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
     numbers = findings.numbers
     check = numbers.iid_check
     identified = numbers.identified
+    apart = not numbers.runs and bool(findings.rules)  # block or tree runs alone: no chain's figures at all
     if findings.spec.tree is not None:  # a tree's counts: no chain's alpha (its per-depth table says it)
         alpha_card = _card("alpha (accepted / examined)", MISSING, tree_alpha_text(findings.spec.tree))
+    elif apart:
+        names = ", ".join(figures.name for figures in findings.rules)
+        alpha_card = _card("alpha (accepted / examined)", MISSING, f"not a chain's: {names}; see the per-depth rates")
     elif identified is not None and identified.of("alpha") == BOUNDED:
         alpha_card = _card(
             "alpha (accepted / examined), bounds", interval(identified.alpha_bounds), alpha_text(numbers)
@@ -160,8 +164,7 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
         alpha_card = _card(
             "alpha (accepted / examined)", number(numbers.alpha), f"95% interval {interval(numbers.alpha_ci)}"
         )
-    parts = [
-        alpha_card,
+    chain_tokens = (
         _card(
             "tokens per pass",
             number(numbers.tokens_per_pass, ".3f"),
@@ -171,6 +174,18 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
         if identified is None or identified.tokens_per_pass_bounds is None
         else _card(
             "tokens per pass, bounds", interval(identified.tokens_per_pass_bounds), tokens_per_pass_text(numbers)
+        )
+    )
+    parts = [
+        alpha_card,
+        *(() if apart else (chain_tokens,)),
+        *(
+            _card(
+                f"tokens per pass, {figures.name}",
+                number(figures.tokens_per_pass, ".3f"),
+                f"95% interval {interval(figures.interval)}; {figures.runs:,} runs, not in alpha",
+            )
+            for figures in findings.rules
         ),
         _card(
             "i.i.d. check",
@@ -178,7 +193,12 @@ def cards(findings: Findings, cost_ratio: float | None) -> str:
             MISSING if check is None or check.combined_p_value is None else f"p = {check.combined_p_value:.3g}",
             "" if check is None else "good" if check.consistent else "bad",
         ),
-        _card("runs", runs_text(numbers), f"{numbers.drafted_tokens:,} drafted, {numbers.accepted_tokens:,} accepted"),
+        _card(
+            "runs",
+            runs_text(numbers),
+            f"{numbers.drafted_tokens:,} drafted, {numbers.accepted_tokens:,} accepted"
+            + "".join(f"; {figures.runs:,} {figures.name} runs apart" for figures in findings.rules),
+        ),
     ]
     for check_name, label in CARDS:
         entries = findings.entries(check_name)

@@ -68,7 +68,16 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     shape = findings.spec.tree
     # A tree's counts: no chain's alpha (the per-depth rates say it), and the engine's rate is over tree nodes.
     alpha = alpha_text(numbers) if shape is None else tree_alpha_text(shape)
-    rows += [("alpha", [alpha]), ("tokens per pass", [tokens_per_pass_text(numbers)])]
+    tokens = tokens_per_pass_text(numbers)
+    if outside and not numbers.runs:  # block or tree runs alone: their figures, not a chain's dashes
+        keep = "keeps" if len(outside) == 1 else "keep"
+        alpha = f"not a chain's: {', '.join(outside)} {keep} no per-token rate (see the per-depth rates)"
+        tokens = "; ".join(_rule_tokens_text(figures) for figures in findings.rules)
+        rows += [("alpha", [alpha]), ("tokens per pass", [tokens])]
+        return rows + verdict_rows(findings, words)  # no engine's accepted / drafted: nothing was drafted in a chain
+    if findings.rules:  # beside the chain's, each rule's own
+        tokens += "; " + "; ".join(_rule_tokens_text(figures) for figures in findings.rules)
+    rows += [("alpha", [alpha]), ("tokens per pass", [tokens])]
     rate = f"{number(numbers.acceptance_rate)} accepted / drafted"
     if shape is not None:
         nodes = shape.draft_tokens - 1
@@ -76,6 +85,14 @@ def headline_rows(findings: Findings, words: Words = entry_text) -> list[Headlin
     for label, name in rate_names(findings.summary):
         rows.append((label, [f"{rate} ({name})" if name else rate]))
     return rows + verdict_rows(findings, words)  # fingerprints too: the verdict names each with its evidence
+
+
+def _rule_tokens_text(figures: RuleFigures) -> str:
+    """A rule outside alpha's tokens per pass with its interval: "3.1425 [3.0618, 3.2189] (tree-residual)"."""
+    text = number(figures.tokens_per_pass)
+    if figures.interval is not None:
+        text += f" {interval(figures.interval)}"
+    return f"{text} ({figures.name})"
 
 
 def counted_rules_text(summary: Summary) -> str:

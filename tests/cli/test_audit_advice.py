@@ -6,6 +6,7 @@ speedup and where its floor comes from; a named engine tree divides by its steps
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,19 @@ def test_a_report_of_summaries_refuses_the_options_it_would_not_use(mixed_log: P
     drawn = run_process(*args, env={"DASK_SCHEDULER_ADDRESS": "tcp://127.0.0.1:1"})
     assert drawn.returncode == 0, drawn.stderr.decode()
     assert "speedup, tree-target-cdf" in html.unescape(page.read_text())
+
+
+def test_the_html_cards_of_runs_outside_alpha_give_their_own_figures(mixed_log: Path, tmp_path: Path) -> None:
+    """Block and tree runs alone: a tokens-per-pass card per rule with its interval, no chain's tokens card of
+    dashes, and the alpha card saying why it has no value."""
+    page = tmp_path / "report.html"
+    assert invoke("report", str(mixed_log), "-o", str(page)).exit_code == 0
+    shown = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(page.read_text())).split())
+    data = audit_json(str(mixed_log))
+    for name in ("tree-target-cdf", "block"):
+        figures = data["outside_alpha"][name]
+        low, high = figures["tokens_per_pass_interval"]
+        assert f"tokens per pass, {name} {figures['tokens_per_pass']:.3f}" in shown
+        assert f"95% interval [{low:.4f}, {high:.4f}]; {figures['runs']:,} runs, not in alpha" in shown
+    assert "not a chain's: tree-target-cdf, block" in shown or "not a chain's: block, tree-target-cdf" in shown
+    assert "tokens per pass — " not in shown

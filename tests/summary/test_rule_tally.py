@@ -98,6 +98,21 @@ def test_a_log_of_tree_runs_alone_is_not_empty(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "0 in alpha; 60 more apart (tree-match)" in result.stdout
     assert "nothing was read" not in result.stdout and "60 tree-match runs left out of alpha" in result.stdout
+    # The headline gives the tree's own tokens per pass with its interval, never a chain's dashes, and no
+    # engine's accepted / drafted (no chain was drafted); the warning speaks of trees only.
+    data = orjson.loads(invoke("audit", str(path), "-o", "json").stdout_bytes)
+    figures = data["outside_alpha"]["tree-match"]
+    low, high = figures["tokens_per_pass_interval"]
+    text = " ".join(invoke_env({"COLUMNS": "400"}, "audit", str(path)).stdout.split())
+    assert f"{figures['tokens_per_pass']:.4f} [{low:.4f}, {high:.4f}] (tree-match)" in text
+    assert "not a chain's: tree-match keeps no per-token rate" in text
+    assert "Avg Draft acceptance rate" not in text and "block verification" not in text
+    # Beside chain runs, the chain's figure first and the rule's after it.
+    mixed = write(tmp_path / "mixed.jsonl", rule_rows("standard") + rule_rows("block"))
+    shown = " ".join(invoke_env({"COLUMNS": "400"}, "audit", str(mixed), "-o", "markdown").stdout.split())
+    block = orjson.loads(invoke("audit", str(mixed), "-o", "json").stdout_bytes)["outside_alpha"]["block"]
+    assert "observed" in shown and f"{block['tokens_per_pass']:.4f}" in shown and "(block)" in shown
+    assert "block verification keeps the longest prefix" in shown and "a tree keeps" not in shown
 
 
 def test_id_field_rule_writes_each_rows_own_rule_once(tmp_path: Path) -> None:
