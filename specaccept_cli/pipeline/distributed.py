@@ -330,7 +330,7 @@ def _shifted(part: Part, shift: int) -> Part:
         return part
     error = part.error
     if error is not None and error.line is not None:
-        error = InputError(error.source, error.line + shift, error.message, error.raw)
+        error = InputError(error.source, error.line + shift, error.message, error.raw, error.why)
     rows = (row if row.line is None else row._replace(line=row.line + shift) for row in part.summary.errors)
     runs = tuple((replace(batch, lines=batch.lines + shift), outcome, columns) for batch, outcome, columns in part.runs)
     return replace(part, summary=replace(part.summary, errors=tuple(rows)), error=error, runs=runs)

@@ -27,7 +27,7 @@ import numpy as np
 from msgspec import Struct
 from msgspec.structs import replace
 
-from specaccept_cli.errors import InputError, UsageError
+from specaccept_cli.errors import InputError, Reason, UsageError, Why
 from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.read.follow import FollowedStream
 from specaccept_cli.read.policy import ErrorPolicy
@@ -317,7 +317,8 @@ def open_followed(stream: FollowedStream, source: Source, requested: Format) -> 
         raise InputError(source.name, None, "is compressed: a followed stream is read as text (decompress it first)")
     found = detect_format(source, head, requested, stream.peek)
     if found == "parquet":
-        raise InputError(source.name, None, "is Parquet: only text (JSONL or server output) can be followed")
+        why = Why(Reason.PARQUET_FOLLOWED)
+        raise InputError(source.name, None, "is Parquet: only text (JSONL or server output) can be followed", why=why)
     text: BinaryIO = stream  # type: ignore[assignment]
     if found == SCAN:  # start-up lines, no known line yet: wait for one (on a terminal, saying so)
         found, text = find_known_line(source.name, text, stream.announce)

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 
 from msgspec.structs import replace
 
-from specaccept_cli.errors import UsageError
+from specaccept_cli.errors import Problem, Reason, UsageError, Why
 from specaccept_cli.pipeline.clusters import ClusterDetection
 from specaccept_cli.pipeline.parallel import default_jobs, evaluate_sources
 from specaccept_cli.pipeline.request import ReadRequest
@@ -50,8 +50,10 @@ def summarise_here(
     return summary
 
 
-def field_not_found(name: str, keys: Sequence[str]) -> str:
-    """A field no row has (a typo, most likely), with the closest keys the rows do have."""
+def field_not_found(name: str, keys: Sequence[str]) -> Problem:
+    """A field no row has (a typo, most likely), with the closest keys the rows do have (the nearest one, when
+    there is one, is the way out, named already)."""
     hint = did_you_mean(name, keys)
     shown = ", ".join(keys[:SHOWN_KEYS]) + (", ..." if len(keys) > SHOWN_KEYS else "")
-    return f"no row has the field '{name}'{hint} (a row has: {shown or 'no keys'})"
+    why = Why(Reason.ABSENT_FIELD, about=name, named=bool(hint))
+    return Problem(f"no row has the field '{name}'{hint} (a row has: {shown or 'no keys'})", why)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.errors import InputError, OnError, Reason, Why
 from specaccept_cli.read.jsonl import iter_line_blocks
 from specaccept_cli.rule.validate import did_you_mean
 from specaccept_cli.summary.engine import EngineTally
@@ -57,10 +57,10 @@ def evaluate_engine_source(
         items, tally = parse, parse.tally
     yield from interval_parts(items, plan, on_error, labels)
     if not (tally.metrics or tally.bad):  # as every engine format: an input with nothing to count says so
-        why = f"no {opened.format} metrics lines among its {tally.lines} lines"
+        words = f"no {opened.format} metrics lines among its {tally.lines} lines"
         if scrape:
-            why += f" (no sample of a speculative-decoding series: {', '.join(SCRAPE_SERIES)})"
-        raise InputError(name, None, why)
+            words += f" (no sample of a speculative-decoding series: {', '.join(SCRAPE_SERIES)})"
+        raise InputError(name, None, words, why=Why(Reason.NOTHING_OF_FORMAT, about=opened.format))
     yield lines_part(tally)
 
 
@@ -93,6 +93,7 @@ class EngineReading:
                 None,
                 f"is {opened.format} output: engine metrics count intervals of many requests, not runs, "
                 "so a cluster field has nothing to cluster; audit per-run logs for cluster-robust intervals",
+                why=Why(Reason.CLUSTERED_ENGINE),
             )
         if self.series is None:
             from specaccept_cli.read.engines import ScrapeSeries
@@ -125,7 +126,8 @@ def evaluate_payload_source(opened: OpenSource, plan: Plan, on_error: OnError) -
     yield from request_parts(parse, name, plan, on_error, labels)
     tally = parse.tally
     if not (tally.records or tally.bad or tally.null_payloads):
-        raise InputError(name, None, f"no {opened.format} payloads among its {tally.lines} lines")
+        nothing = Why(Reason.NOTHING_OF_FORMAT, about=opened.format)
+        raise InputError(name, None, f"no {opened.format} payloads among its {tally.lines} lines", why=nothing)
     yield payload_lines_part(tally)
     if plan.group_by is not None and plan.group_by not in labels and tally.records:
         known = ", ".join(sorted(labels))

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 import orjson
 
-from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.errors import InputError, OnError, Problem, Reason, Why
 from specaccept_cli.read.jsonl_fast import compiled_reader, count_newlines, fast_batch, fast_rule_batch
 from specaccept_cli.rule.batch import (
     FieldPath,
@@ -58,6 +58,9 @@ class _Missing:
 
 MISSING = _Missing()
 _NO_KEY = "\ud800"  # a dict key no parsed JSON object holds: orjson refuses lone surrogates
+# A line that is no JSON, or JSON but no object: the way out the command line adds is keyed on these.
+_NOT_JSON = Why(Reason.NOT_JSON)
+_NOT_AN_OBJECT = Why(Reason.NOT_AN_OBJECT)
 
 # Exceptions a decompressor raises on a truncated or corrupt stream.
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (EOFError, OSError, lzma.LZMAError, zlib.error)
@@ -172,7 +175,10 @@ def _text_blocks(
             read = f"{next_line - 1} line{'s' if next_line != 2 else ''}"
             if isinstance(exc, OSError) and exc.errno is not None:  # the device, not the data
                 raise InputError(source, None, f"read error after {read} ({exc.strerror})") from None
-            raise InputError(source, None, f"compressed stream is truncated or corrupt after {read} ({exc})") from None
+            why = Why(Reason.CUT, lines=next_line - 1)
+            raise InputError(
+                source, None, f"compressed stream is truncated or corrupt after {read} ({exc})", why=why
+            ) from None
         if not chunk:
             break
         cut = chunk.rfind(b"\n")
@@ -257,19 +263,22 @@ def _keys_near(obj: dict[str, object], path: FieldPath) -> tuple[str, ...]:
     return tuple(prefix + str(name) for name in value)
 
 
-def _missing_message(obj: dict[str, object], path: FieldPath) -> str:
+def _missing_message(obj: dict[str, object], path: FieldPath) -> Problem:
     value: object = obj
+    dotted = ".".join(path)
+    missing = Why(Reason.MISSING_FIELD, about=dotted)
     for depth, key in enumerate(path):
         where = ".".join(path[:depth])
         if type(value) is not dict:
-            return f"field '{where}' is {json_value(value)}, not an object (looking for '{'.'.join(path)}')"
+            wrong = Why(Reason.WRONG_FIELD, about=dotted)  # the way in is not an object: the field is another
+            return Problem(f"field '{where}' is {json_value(value)}, not an object (looking for '{dotted}')", wrong)
         if key not in value:
             keys = list(value)
             shown = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
             place = f"'{where}'" if where else "the row"
-            return f"missing field '{'.'.join(path)}' ({place} has keys: {shown or 'none'})"
+            return Problem(f"missing field '{dotted}' ({place} has keys: {shown or 'none'})", missing)
         value = value[key]
-    return f"missing field '{'.'.join(path)}'"  # pragma: no cover - only called when lookup failed
+    return Problem(f"missing field '{dotted}'", missing)  # pragma: no cover - only when lookup failed
 
 
 def _json_error_message(raw: bytes, exc: orjson.JSONDecodeError) -> str:
@@ -281,14 +290,16 @@ def _json_error_message(raw: bytes, exc: orjson.JSONDecodeError) -> str:
             raw.decode("utf-8")
         except UnicodeDecodeError as bad:
             return f"line is not valid UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})"
-        return f"invalid JSON at column {column}: a \\u escape is a lone surrogate (not a Unicode character)"
+        return Problem(
+            f"invalid JSON at column {column}: a \\u escape is a lone surrogate (not a Unicode character)", _NOT_JSON
+        )
     rest = raw[position : position + 9].lstrip(b"-")
     if rest.startswith((b"NaN", b"Infinity")):
         return f"NaN or Infinity at column {column} is not valid JSON (a numerics bug upstream?)"
     if "infinity when parsed" in text:
         return f"number at column {column} is too large for a double (it would be Infinity)"
     reason = text.split(": line ")[0]
-    return f"invalid JSON at column {column}: {reason}"
+    return Problem(f"invalid JSON at column {column}: {reason}", _NOT_JSON)
 
 
 def _find_lists(obj: dict[str, object], names: tuple[str, str, str], paths: tuple[FieldPath, ...]) -> str | list[Any]:
@@ -299,7 +310,7 @@ def _find_lists(obj: dict[str, object], names: tuple[str, str, str], paths: tupl
         if value is MISSING:
             return _missing_message(obj, path)
         if type(value) is not list:
-            return f"'{name}' is {json_value(value)}, not a list of numbers"
+            return Problem(f"'{name}' is {json_value(value)}, not a list of numbers", Why(Reason.WRONG_FIELD, name))
         found.append(value)
     return found
 
@@ -382,7 +393,7 @@ class _RowFrame:
                 problems.append((line, _json_error_message(raw, exc)))
                 continue
             if type(obj) is not dict:
-                problems.append((line, f"row is {json_value(obj)}, not a JSON object"))
+                problems.append((line, Problem(f"row is {json_value(obj)}, not a JSON object", _NOT_AN_OBJECT)))
                 continue
             yield line, obj
 
@@ -540,7 +551,9 @@ def _token_lists(
         if value is MISSING:
             return lists, _missing_message(obj, path)
         if type(value) is not list:
-            return lists, f"'{name}' is {json_value(value)}, not a list of token ids"
+            return lists, Problem(
+                f"'{name}' is {json_value(value)}, not a list of token ids", Why(Reason.WRONG_FIELD, name)
+            )
         problem = _token_problem(name, value)
         if problem is not None:
             return lists, problem

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 import numpy.typing as npt
 
-from specaccept_cli.errors import InputError, OnError
+from specaccept_cli.errors import InputError, OnError, Reason, Why
 from specaccept_cli.read.arrow_values import column_time_problem, python_values
 from specaccept_cli.threads import signals_stay_with_main
 
@@ -103,15 +103,21 @@ def _list_parts(array: pa.Array, name: str, source: str, tokens: bool = False) -
         values = array.values.slice(int(raw[0]), int(raw[-1] - raw[0]))
         offsets = raw - raw[0]
     else:
-        raise InputError(source, None, f"column '{name}' is {kind}, not a list of numbers")
+        raise InputError(
+            source, None, f"column '{name}' is {kind}, not a list of numbers", why=Why(Reason.WRONG_FIELD, name)
+        )
     value_type = values.type
     if tokens:
         if not (
             pa.types.is_integer(value_type) or pa.types.is_string(value_type) or pa.types.is_large_string(value_type)
         ):
-            raise InputError(source, None, f"column '{name}' holds {value_type}, not token ids")
+            raise InputError(
+                source, None, f"column '{name}' holds {value_type}, not token ids", why=Why(Reason.WRONG_FIELD, name)
+            )
     elif not (pa.types.is_floating(value_type) or pa.types.is_integer(value_type)):
-        raise InputError(source, None, f"column '{name}' holds {value_type}, not numbers")
+        raise InputError(
+            source, None, f"column '{name}' holds {value_type}, not numbers", why=Why(Reason.WRONG_FIELD, name)
+        )
     return offsets, values
 
 
@@ -133,7 +139,8 @@ def read_parquet_file(
         groups = None if row_groups is None else list(range(*row_groups))
         first_row = 1 + sum(parquet.metadata.row_group(index).num_rows for index in range(groups[0] if groups else 0))
     except _DAMAGED as exc:
-        raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})") from None
+        why = Why(Reason.BROKEN_PARQUET)
+        raise InputError(source, None, f"is not a Parquet file, or its footer is damaged ({exc})", why=why) from None
     columns = columns_to_read(schema_names, source, fields)
     try:
         # Closed on every way out, an error raised here included: the prefetch thread is stopped and joined
@@ -152,7 +159,10 @@ def read_parquet_file(
         group = _damaged_group(parquet, groups, first_row, columns)
         where = "" if group is None else f" in row group {group}"
         raise InputError(
-            source, None, f"cannot read Parquet data{where} after {read} row{'s' if read != 1 else ''} ({exc})"
+            source,
+            None,
+            f"cannot read Parquet data{where} after {read} row{'s' if read != 1 else ''} ({exc})",
+            why=Why(Reason.BROKEN_PARQUET),
         ) from None
 
 
@@ -190,7 +200,9 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
         for name in fields.extras:
             if _top_level(name, schema_names) not in schema_names:
                 shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
-                raise InputError(source, None, f"missing column '{name}' (columns: {shown})")
+                raise InputError(
+                    source, None, f"missing column '{name}' (columns: {shown})", why=Why(Reason.MISSING_FIELD, name)
+                )
         return None
     if fields.greedy:
         assert fields.draft_tokens is not None and fields.target_tokens is not None
@@ -201,7 +213,9 @@ def columns_to_read(schema_names: list[str], source: str, fields: FieldSpec) -> 
     for name in wanted:
         if _top_level(name, schema_names) not in schema_names:
             shown = ", ".join(schema_names[:20]) + (", ..." if len(schema_names) > 20 else "")
-            raise InputError(source, None, f"missing column '{name}' (columns: {shown})")
+            raise InputError(
+                source, None, f"missing column '{name}' (columns: {shown})", why=Why(Reason.MISSING_FIELD, name)
+            )
     return list(dict.fromkeys(_top_level(name, schema_names) for name in wanted))
 
 
@@ -314,7 +328,8 @@ def _to_rule_batch(
         batch, errors = _to_run_batch(record_batch.take(pa.array(standard, pa.int64())), 0, source, fields)
         batch.lines = rows[standard][batch.lines]  # `_to_run_batch` numbered them from 0: their places here
         errors = [
-            InputError(source, int(rows[standard][error.line or 0]), error.message, raw=error.raw) for error in errors
+            InputError(source, int(rows[standard][error.line or 0]), error.message, error.raw, error.why)
+            for error in errors
         ]
     else:
         empty = np.zeros(0)

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from msgspec import Struct
 
+from specaccept_cli.errors import Problem, Reason, Why
 from specaccept_cli.rule.batch import RULE_FIELD, FieldSpec, FloatArray, IntArray, RunBatch
 from specaccept_cli.rule.contract import TOKEN_FIELDS, missing_field_problem, missing_fields, step_problem
 from specaccept_cli.rule.registry import DEFAULT_RULE, RULES, Rule, rule_named
@@ -45,11 +46,19 @@ def row_rule(value: object, default: Rule, field: str = RULE_FIELD) -> Rule | st
     if value is None:
         return default
     if type(value) is not str:
-        return f"'{field}' is {describe_value(value)}, not a rule name (known: {known_rules()})"
+        return Problem(
+            f"'{field}' is {describe_value(value)}, not a rule name (known: {known_rules()})", _no_rule(field)
+        )
     try:
         return rule_named(value)
     except KeyError:
-        return f"'{field}' is {describe_value(value)}, not a rule this audit knows (known: {known_rules()})"
+        words = f"'{field}' is {describe_value(value)}, not a rule this audit knows (known: {known_rules()})"
+        return Problem(words, _no_rule(field))
+
+
+def _no_rule(field: str) -> Why:
+    """A rule field naming no rule: the field may mean something else (the way out names another, or none)."""
+    return Why(Reason.NOT_A_RULE, about=field)
 
 
 def rule_value(obj: Mapping[str, Any], fields: FieldSpec) -> object:

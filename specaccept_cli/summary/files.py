@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, SkippedRow
+from specaccept_cli.errors import MAX_KEPT_ERRORS, InputError, Reason, SkippedRow, Why
 from specaccept_cli.rule.registry import DEFAULT_RULE
 from specaccept_cli.rule.validate import MAX_DRAFT_LENGTH
 from specaccept_cli.rule.vectorized import THRESHOLD_SCALE
@@ -207,6 +207,10 @@ def engine_keys(engine: EngineTally, numbers: Estimates) -> dict[str, Any]:
     return engine.to_dict() | {"alpha_bounds_all_intervals": None if bounds is None else list(bounds)}
 
 
+class NotASummary(ValueError):
+    """An object that is no specaccept summary at all (not one of a damaged or newer kind)."""
+
+
 def summary_from_object(data: dict[str, Any]) -> Summary:
     """Rebuild the additive state from a `summary_object` object (a saved summary or baseline).
 
@@ -214,8 +218,8 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
     """
     if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         if not isinstance(data, dict):
-            raise ValueError(f"not a {SCHEMA} object (a JSON {type(data).__name__})")
-        raise ValueError(f"not a {SCHEMA} object (schema: {data.get('schema')!r})")
+            raise NotASummary(f"not a {SCHEMA} object (a JSON {type(data).__name__})")
+        raise NotASummary(f"not a {SCHEMA} object (schema: {data.get('schema')!r})")
     try:
         if "state" not in data:
             raise ValueError("missing key 'state' (the counters every estimate derives from)")
@@ -383,10 +387,11 @@ def read_summary_file(path: str) -> dict[str, Any]:
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise InputError(path, None, f"not a JSON summary ({exc})") from None
+        raise InputError(path, None, f"not a JSON summary ({exc})", why=Why(Reason.NOT_A_SUMMARY)) from None
     del raw  # a file of many groups is hundreds of MB: not held while it is checked
     if not isinstance(data, dict):
-        raise InputError(path, None, f"not a {SCHEMA} object (a JSON {type(data).__name__})")
+        why = Why(Reason.NOT_A_SUMMARY)
+        raise InputError(path, None, f"not a {SCHEMA} object (a JSON {type(data).__name__})", why=why)
     summary_of(data, path)  # validate now, so the error names this file
     return data
 
@@ -529,7 +534,8 @@ def summary_of(data: dict[str, Any], source: str) -> Summary:
         with np.errstate(over="raise"):  # repeated triples whose counts add beyond int64
             summary = summary_from_object(data)
     except (ValueError, ArithmeticError, MemoryError) as exc:  # ArithmeticError: a count beyond int64
-        raise InputError(source, None, f"not a usable summary: {exc}") from None
+        why = Why(Reason.NOT_A_SUMMARY) if isinstance(exc, NotASummary) else None
+        raise InputError(source, None, f"not a usable summary: {exc}", why=why) from None
     _check_range(summary, source)
     return summary
 
