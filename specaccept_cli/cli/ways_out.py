@@ -16,7 +16,7 @@ from specaccept_cli.errors import InputError, Reason, SpecacceptError
 FIELD_OPTIONS = "specaccept.field_options"
 
 # A message that already says what to do (an option, another input, an install): no second way out after it.
-# The one test left on words: it guards the plain `--on-error skip` any bad row gets, whatever its reason.
+# The one check left on words: whether a bad row without a way out of its own gets the plain `--on-error skip`.
 _NAMES_ITS_WAY_OUT = re.compile(r"--|\binstead\b|pip install|\bgive\b")
 
 ONE_OBJECT_PER_LINE = "the input must hold one JSON object per line (JSONL)"
