@@ -270,7 +270,7 @@ def _missing_message(obj: dict[str, object], path: FieldPath) -> Problem:
     for depth, key in enumerate(path):
         where = ".".join(path[:depth])
         if type(value) is not dict:
-            wrong = Why(Reason.WRONG_FIELD, about=dotted)  # the way in is not an object: the field is another
+            wrong = Why(Reason.WRONG_FIELD, about=dotted)  # a part of the path is no object: not a missing field
             return Problem(f"field '{where}' is {json_value(value)}, not an object (looking for '{dotted}')", wrong)
         if key not in value:
             keys = list(value)
@@ -278,7 +278,7 @@ def _missing_message(obj: dict[str, object], path: FieldPath) -> Problem:
             place = f"'{where}'" if where else "the row"
             return Problem(f"missing field '{dotted}' ({place} has keys: {shown or 'none'})", missing)
         value = value[key]
-    return Problem(f"missing field '{dotted}'", missing)  # pragma: no cover - only when lookup failed
+    return Problem(f"missing field '{dotted}'", missing)  # pragma: no cover - only called when lookup failed
 
 
 def _json_error_message(raw: bytes, exc: orjson.JSONDecodeError) -> str:

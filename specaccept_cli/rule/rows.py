@@ -46,9 +46,8 @@ def row_rule(value: object, default: Rule, field: str = RULE_FIELD) -> Rule | st
     if value is None:
         return default
     if type(value) is not str:
-        return Problem(
-            f"'{field}' is {describe_value(value)}, not a rule name (known: {known_rules()})", _no_rule(field)
-        )
+        words = f"'{field}' is {describe_value(value)}, not a rule name (known: {known_rules()})"
+        return Problem(words, _no_rule(field))
     try:
         return rule_named(value)
     except KeyError:

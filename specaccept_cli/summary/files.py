@@ -208,7 +208,7 @@ def engine_keys(engine: EngineTally, numbers: Estimates) -> dict[str, Any]:
 
 
 class NotASummary(ValueError):
-    """An object that is no specaccept summary at all (not one of a damaged or newer kind)."""
+    """An object that is no summary this version reads (another object, another schema), not a damaged one."""
 
 
 def summary_from_object(data: dict[str, Any]) -> Summary:
