@@ -642,42 +642,6 @@ static int skip_value(Cursor *c, int depth) {
     return 0;
 }
 
-/* A list of numbers, appended to `buffer`; its length in *count. */
-/* A list of numbers into `buffer`; 0 to decline, also for a value out of its range (q: (0, 1]; p and r:
- * [0, 1]), which the exact path reports: the caller then needs no value checks of its own. */
-static int read_number_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *failed, int is_q) {
-    *count = 0;
-    if (c->s >= c->end || *c->s != '[') return 0;
-    c->s++;
-    skip_space(c);
-    if (c->s < c->end && *c->s == ']') {
-        c->s++;
-        return 1;
-    }
-    for (;;) {
-        skip_space(c);
-        double value;
-        if (!read_list_number(c, &value)) return 0;
-        if (is_q ? !(value > 0.0 && value <= 1.0) : !(value >= 0.0 && value <= 1.0)) return 0;
-        if (doubles_push(buffer, value) < 0) {
-            *failed = 1;
-            return 0;
-        }
-        (*count)++;
-        skip_space(c);
-        if (c->s >= c->end) return 0;
-        if (*c->s == ',') {
-            c->s++;
-            continue;
-        }
-        if (*c->s == ']') {
-            c->s++;
-            return 1;
-        }
-        return 0;
-    }
-}
-
 /* What a list key holds (parse_block's `kinds`, one byte per key): the standard (p, q, r) lists are KIND_UNIT,
  * KIND_Q, KIND_UNIT; the other rules' lists (docs/rules.md) any number (their ranges are checked by the caller),
  * a residual whose elements may be null (stored as NaN: JSON has no NaN, so NaN stands for null alone), token
@@ -705,9 +669,9 @@ static int read_token(Cursor *c, double *out) {
     return 1;
 }
 
-/* A list of `kind` into `buffer` (KIND_UNIT and KIND_Q checked here, like read_number_list); 0 to decline. */
+/* A list of `kind` into `buffer`, its length in *count; 0 to decline, also for a KIND_UNIT or KIND_Q value out of
+ * its range (q: (0, 1]; p and r: [0, 1]), which the exact path reports: the caller needs no checks of its own. */
 static int read_kind_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *failed, int kind) {
-    if (kind == KIND_UNIT || kind == KIND_Q) return read_number_list(c, buffer, count, failed, kind == KIND_Q);
     *count = 0;
     if (c->s >= c->end || *c->s != '[') return 0;
     c->s++;
@@ -724,6 +688,8 @@ static int read_kind_list(Cursor *c, Doubles *buffer, Py_ssize_t *count, int *fa
         } else if (kind == KIND_NULLABLE && skip_literal(c, "null", 4)) {
             value = NAN;
         } else if (!read_list_number(c, &value)) {
+            return 0;
+        } else if (kind == KIND_Q ? !(value > 0.0 && value <= 1.0) : kind == KIND_UNIT && !(value >= 0.0 && value <= 1.0)) {
             return 0;
         }
         if (doubles_push(buffer, value) < 0) {

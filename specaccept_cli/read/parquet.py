@@ -564,6 +564,28 @@ def _plain_numbers(array: pa.Array, tokens: bool) -> npt.NDArray[Any] | None:
     return values.astype(np.int64 if tokens else np.float64)
 
 
+def _gathered_params(part: pa.RecordBatch, rule: Rule, ok: npt.NDArray[np.bool_]) -> dict[str, FloatArray] | None:
+    """The rule's per-step parameters read column-wise (clearing `ok` where one without a default is missing),
+    or None when a column is not of a type read here; a column no row carries leaves the rule's default."""
+    params: dict[str, FloatArray] = {}
+    for param in rule.params:
+        if param.name not in part.schema.names:
+            if param.default is None:
+                ok[:] = False
+            continue
+        column = part.column(param.name)
+        numbers = None if pa.types.is_list(column.type) else _plain_numbers(column, tokens=False)
+        if numbers is None:
+            return None
+        valid = _valid_bits(column)
+        if param.default is None:
+            ok &= valid
+        elif not valid.any():
+            continue  # no row carries it: the rule's default
+        params[param.name] = np.where(valid, numbers, math.nan if param.default is None else param.default)
+    return params
+
+
 def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gathered | None:
     """A chain rule's rows (`part`) read column-wise: the rows whose lists are there, of one length (the
     target's bonus token dropped), with no null inside (but a residual's last), and whose parameters are
@@ -615,22 +637,9 @@ def _gather_chain(part: pa.RecordBatch, rule: Rule, fields: FieldSpec) -> Gather
             numbers[ends[~valid[ends]]] = math.nan
         if missing.any():
             ok[np.searchsorted(np.cumsum(own), np.flatnonzero(missing), side="right")] = False
-    params: dict[str, FloatArray] = {}
-    for param in rule.params:
-        if param.name not in names:
-            if param.default is None:
-                ok[:] = False
-            continue
-        array = part.column(param.name)
-        numbers = None if pa.types.is_list(array.type) else _plain_numbers(array, tokens=False)
-        if numbers is None:
-            return None
-        valid = _valid_bits(array)
-        if param.default is None:
-            ok &= valid
-        elif not valid.any():
-            continue  # no row carries it: the rule's default
-        params[param.name] = np.where(valid, numbers, math.nan if param.default is None else param.default)
+    params = _gathered_params(part, rule, ok)
+    if params is None:
+        return None
     columns = {}
     for name, (own, numbers, _) in found.items():
         columns[name] = numbers[np.repeat(ok, own)]
@@ -667,22 +676,9 @@ def _gather_tree(part: pa.RecordBatch, rule: Rule) -> Gathered | None:
     if not good_node.all():
         ends = np.cumsum(lengths)
         ok[np.searchsorted(ends, np.flatnonzero(~good_node), side="right")] = False
-    params: dict[str, FloatArray] = {}
-    for param in rule.params:
-        if param.name not in part.schema.names:
-            if param.default is None:
-                ok[:] = False
-            continue
-        column = part.column(param.name)
-        numbers = None if pa.types.is_list(column.type) else _plain_numbers(column, tokens=False)
-        if numbers is None:
-            return None
-        valid = _valid_bits(column)
-        if param.default is None:
-            ok &= valid
-        elif not valid.any():
-            continue
-        params[param.name] = np.where(valid, numbers, math.nan if param.default is None else param.default)
+    params = _gathered_params(part, rule, ok)
+    if params is None:
+        return None
     keep = np.repeat(ok, lengths)
     return Gathered(
         ok,
