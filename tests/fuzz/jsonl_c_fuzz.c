@@ -76,7 +76,7 @@ static void check_block(const uint8_t *data, size_t size) {
 }
 
 /* The kinds of rule_keys: two token lists (the second may hold the bonus token), a residual, any numbers, and
- * a list that is skipped. */
+ * an optional probability list (absent or null, or as long as the draft with every value in [0, 1]). */
 static const char RULE_KINDS[5] = {KIND_TOKEN, KIND_TOKEN, KIND_NULLABLE, KIND_NUMBER, KIND_SKIPPED};
 
 static void check_rule_block(const uint8_t *data, size_t size) {
@@ -100,8 +100,14 @@ static void check_rule_block(const uint8_t *data, size_t size) {
         }
         for (int list = 0; list < 5; list++) {
             PyObject *values = PyTuple_GET_ITEM(result, list);
-            Py_ssize_t wanted = list == 4 ? 0 : total;
-            CHECK(PyByteArray_Check(values) && PyByteArray_GET_SIZE(values) == wanted * (Py_ssize_t)sizeof(double));
+            Py_ssize_t size = PyByteArray_Check(values) ? PyByteArray_GET_SIZE(values) : -1;
+            /* the optional list holds the values of the rows that carry it: at most every drafted position's */
+            CHECK(list == 4 ? size >= 0 && size <= total * (Py_ssize_t)sizeof(double)
+                            : size == total * (Py_ssize_t)sizeof(double));
+            if (list == 4) {
+                const double *unit = (const double *)PyByteArray_AS_STRING(values);
+                for (Py_ssize_t i = 0; i < size / (Py_ssize_t)sizeof(double); i++) CHECK(unit[i] >= 0.0 && unit[i] <= 1.0);
+            }
             if (list < 2) {
                 const double *tokens = (const double *)PyByteArray_AS_STRING(values);
                 for (int64_t i = 0; i < total; i++) CHECK(tokens[i] >= 0 && tokens[i] < 1e15 && tokens[i] == floor(tokens[i]));
