@@ -86,6 +86,7 @@ test: $(VENV)/.hf-installed
 docs: $(STAMP)
 	$(BIN)/python scripts/cli_reference.py
 	$(BIN)/python scripts/format_table.py
+	$(BIN)/python scripts/rules_table.py
 	UPDATE_EXAMPLES=1 $(BIN)/python -m tests.test_readme_examples
 
 lint: $(STAMP)

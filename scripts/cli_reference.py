@@ -11,13 +11,11 @@ fails when the committed page differs from what this writes.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import click
+from generated import ROOT, write_or_check  # scripts/generated.py
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "cli.md"
 # What `--help` prints on any terminal of 80 columns or more: Click caps help at 80 columns and keeps 2 free.
 WIDTH = 78
@@ -73,20 +71,7 @@ def reference() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="exit 1 when the page is stale, writing nothing")
-    args = parser.parse_args(argv)
-    text = reference()
-    current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else None
-    if args.check:
-        if current != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run `make docs`", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        PAGE.write_text(text, encoding="utf-8")
-        print(f"wrote {PAGE.relative_to(ROOT)}")
-    return 0
+    return write_or_check(PAGE, reference(), __doc__ or "", argv)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ committed page differs from what this writes.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from generated import ROOT, with_block, write_or_check  # scripts/generated.py
+
 PAGE = ROOT / "docs" / "rules.md"
 START = "<!-- rules-table:start (scripts/rules_table.py writes this part from the registry) -->"
 END = "<!-- rules-table:end -->"
@@ -60,24 +59,11 @@ def table() -> str:
 
 def page_with_table(text: str) -> str:
     """The page's text with the part between the markers replaced by the table of today."""
-    before, rest = text.split(START, 1)
-    _, after = rest.split(END, 1)
-    return f"{before}{START}\n{table()}\n{END}{after}"
+    return with_block(text, START, END, table())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when docs/rules.md is stale")
-    args = parser.parse_args(argv)
-    text = PAGE.read_text(encoding="utf-8")
-    current = page_with_table(text)
-    if args.check:
-        if current != text:
-            print("docs/rules.md: the rules table is stale; run python scripts/rules_table.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(current, encoding="utf-8")
-    return 0
+    return write_or_check(PAGE, page_with_table(PAGE.read_text(encoding="utf-8")), __doc__ or "", argv)
 
 
 if __name__ == "__main__":

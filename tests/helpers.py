@@ -7,6 +7,7 @@ that imports `specaccept_cli.cli`: when the commands move, this file is the one 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import random
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from types import ModuleType
 
 import click
 import numpy as np
@@ -249,6 +251,18 @@ def without_provenance(summary_bytes: bytes) -> bytes:
     del data["provenance"]
     data.pop("verdict", None)
     return json_bytes(data)
+
+
+def load_script(name: str) -> ModuleType:
+    """A script of scripts/ (the generated docs' writers) as a module, importing its neighbours as it does when run."""
+    folder = Path(__file__).resolve().parent.parent / "scripts"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_process(

@@ -3,19 +3,15 @@ from Click that is never stale, links that lead somewhere, and the library and m
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import click
 import pytest
 
-from tests.helpers import (
-    all_commands,
-)
+from tests.helpers import all_commands, load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -24,14 +20,6 @@ CLI_PAGE = DOCS / "cli.md"
 # The pages written by hand (the CLI reference is generated, so it would document every option trivially).
 MANUAL = {path.name: path.read_text(encoding="utf-8") for path in sorted(DOCS.glob("*.md")) if path != CLI_PAGE}
 PAGES = {"README.md": README, **{f"docs/{name}": text for name, text in MANUAL.items()}}
-
-
-def _cli_reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts" / "cli_reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_quick_start_is_exactly_make_demo_and_make_test() -> None:
@@ -72,7 +60,9 @@ def test_every_option_is_explained_in_the_manual(command: str, option: str) -> N
 
 def test_the_cli_reference_is_current() -> None:
     """docs/cli.md is what scripts/cli_reference.py writes today: run `make docs` after changing an option."""
-    assert CLI_PAGE.read_text(encoding="utf-8") == _cli_reference().reference(), "docs/cli.md is stale: make docs"
+    assert CLI_PAGE.read_text(encoding="utf-8") == load_script("cli_reference").reference(), (
+        "docs/cli.md is stale: make docs"
+    )
 
 
 def test_the_cli_reference_is_what_help_prints() -> None:
@@ -91,7 +81,7 @@ def test_the_cli_reference_is_what_help_prints() -> None:
 
 
 def test_the_cli_reference_check_fails_on_a_stale_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    module = _cli_reference()
+    module = load_script("cli_reference")
     stale = tmp_path / "cli.md"
     stale.write_text(module.reference().replace("--min-alpha", "--minimum-alpha"), encoding="utf-8")
     monkeypatch.setattr(module, "PAGE", stale)

@@ -7,29 +7,20 @@ import importlib
 import importlib.util
 import re
 from pathlib import Path
-from types import ModuleType
 
 import click
 
 from specaccept_cli.read.formats import ENTRY_MODULES, Kind, choices, table
-from tests.helpers import all_commands
+from tests.helpers import all_commands, load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "specaccept_cli"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("format_table", ROOT / "scripts" / "format_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_table_in_docs_input_is_current() -> None:
     """Run `make docs` (scripts/format_table.py) after changing an entry."""
     text = (ROOT / "docs" / "input.md").read_text(encoding="utf-8")
-    assert _script().page(text) == text, "docs/input.md's table of formats is stale: make docs"
+    assert load_script("format_table").page(text) == text, "docs/input.md's table of formats is stale: make docs"
     for entry in table():
         assert f"| `{entry.name}` | {entry.kind.value} |" in text
 
@@ -37,7 +28,7 @@ def test_the_table_in_docs_input_is_current() -> None:
 def test_the_check_fails_on_a_stale_table() -> None:
     text = (ROOT / "docs" / "input.md").read_text(encoding="utf-8")
     stale = text.replace("| `vllm-log` |", "| `vllm-logs` |")
-    assert _script().page(stale) == text != stale
+    assert load_script("format_table").page(stale) == text != stale
 
 
 def test_format_choices_are_the_tables() -> None:

@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from specaccept_cli.rule.registry import RULES
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PAGE = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
 
 
-def _writer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("rules_table", ROOT / "scripts" / "rules_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_rules_table_is_current() -> None:
-    assert _writer().page_with_table(PAGE) == PAGE, "docs/rules.md is stale: python scripts/rules_table.py"
+    assert load_script("rules_table").page_with_table(PAGE) == PAGE, "docs/rules.md is stale: make docs"
 
 
 def test_the_table_has_a_row_per_rule_with_its_fields_and_engine_files() -> None:
-    writer = _writer()
+    writer = load_script("rules_table")
     table = PAGE.split(writer.START, 1)[1].split(writer.END, 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == [rule.name for rule in RULES]
@@ -45,7 +36,7 @@ def test_the_row_contract_names_every_rule_and_its_fields() -> None:
 
 
 def test_the_check_mode_fails_on_a_stale_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    writer = _writer()
+    writer = load_script("rules_table")
     stale = tmp_path / "rules.md"
     stale.write_text(PAGE.replace("| `standard` (`seed`", "| `seed-rule` (`seed`"), encoding="utf-8")
     monkeypatch.setattr(writer, "PAGE", stale)
