@@ -46,6 +46,29 @@ class Block:
         self.steps: dict[int, dict[str, Any]] = {}
         self.rows = 0
 
+    def finish_row(
+        self,
+        end: int,
+        request_id: Any,
+        step: int | None,
+        accepted: int | None,
+        at: float,
+        rule: str | None,
+        labels: Mapping[str, Any] | None,
+    ) -> None:
+        """Row `self.rows`'s columns but its values (the caller has put its p, q, r or its step's fields), and
+        `rows` raised last: `end` is where its values end in the flat p, q and r."""
+        n = self.rows
+        self.offsets.append(end)
+        self.request_id.append(request_id)
+        self.step.append(step)
+        self.accepted.append(accepted)
+        self.time.append(at)
+        self.rule.append(rule)
+        if labels:
+            self.add_labels(labels)
+        self.rows = n + 1
+
     def add_labels(self, labels: Mapping[str, Any]) -> None:
         """Row `self.rows`'s labels, each in its column; a column first met here is padded with nulls before it."""
         n = self.rows

@@ -343,19 +343,12 @@ class Recorder:
                 block = self._open_block()
                 if block is None:
                     return False
-                n = block.rows
                 block.p.extend(p_values)
                 block.q.extend(q_values)
                 block.r.extend(r_values)
-                block.offsets.append(block.offsets[n] + k)
-                block.request_id.append(request_id)
-                block.step.append(step_number)
-                block.accepted.append(count)
-                block.time.append(at)
-                block.rule.append(rule_name)
-                if row_labels:
-                    block.add_labels(row_labels)
-                block.rows = n + 1
+                block.finish_row(
+                    block.offsets[block.rows] + k, request_id, step_number, count, at, rule_name, row_labels
+                )
                 self._recorded += 1
                 if self._thread is None:
                     self._start_writer()
@@ -417,16 +410,10 @@ class Recorder:
                 block = self._open_block()
                 if block is None:
                     return False
-                n = block.rows
-                block.offsets.append(block.offsets[n])  # no flat p, q, r: the step's fields are its own
-                block.request_id.append(request_id)
-                block.step.append(step_number)
-                block.accepted.append(count)
-                block.time.append(at)
-                block.rule.append(verifier.name)
-                block.steps[n] = stored
-                block.add_labels(row_labels)
-                block.rows = n + 1
+                block.steps[block.rows] = stored  # no flat p, q, r: the step's fields are its own
+                block.finish_row(
+                    block.offsets[block.rows], request_id, step_number, count, at, verifier.name, row_labels
+                )
                 self._recorded += 1
                 if self._thread is None:
                     self._start_writer()
