@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import orjson
 import pytest
@@ -45,7 +47,8 @@ AIPERF_DOC = b"""{"metadata": {"...": "..."}, "metrics": {"...": "..."}, "spec_d
 "num_spec_tokens": 5}}""".replace(b"\n", b" ")
 
 
-def parse(*lines: bytes, fmt: str = "auto") -> tuple[list[RequestRecord], list[InputError], object]:
+def parse(*lines: bytes, fmt: str = "auto") -> tuple[list[RequestRecord], list[InputError], Any]:
+    """The records, the bad lines and the tally of payload lines, as the payload reader gives them."""
     parsed = parse_payloads(list(lines), "payloads.jsonl", fmt)
     records, errors = [], []
     for item in parsed:

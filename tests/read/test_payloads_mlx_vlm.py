@@ -12,12 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
-from specaccept_cli.errors import InputError
 from specaccept_cli.read.formats import by_name, sniff_order
-from specaccept_cli.read.payloads import parse_payloads, sniff_payload
-from specaccept_cli.rule.requests import RequestRecord
+from specaccept_cli.read.payloads import sniff_payload
 from tests import payloads as sim
 from tests.helpers import invoke
+from tests.read.test_payloads import parse
 
 MODEL = "mlx-community/Qwen3.5-4B-4bit"
 
@@ -64,17 +63,6 @@ def response(request_id: str, draft: dict[str, Any]) -> dict[str, Any]:
 
 def of(request: sim.Request, kind: str = "mtp") -> dict[str, Any]:
     return response(request.request_id, timings(request.steps, sum(request.drafted), sum(request.accepted), kind))
-
-
-def parse(*lines: bytes, fmt: str = "auto") -> tuple[list[RequestRecord], list[InputError], Any]:
-    parsed = parse_payloads(list(lines), "mlx.jsonl", fmt)
-    records, errors = [], []
-    for item in parsed:
-        if isinstance(item, InputError):
-            errors.append(item)
-        else:
-            records.append(item[1])
-    return records, errors, parsed.tally
 
 
 def test_the_servers_own_test_figures_are_one_request_with_its_steps() -> None:
