@@ -55,8 +55,9 @@ def _report(html_path: str, summaries: tuple[str, ...], **options: Any) -> None:
 
 
 # What a report of saved summaries uses besides them: the rest of audit's options read or check logs.
-USED_WITH_SUMMARIES = {"html_path", "summaries", "inputs", "cost_ratio", "baseline", "max_drop", "significance"}
-USED_WITH_SUMMARIES |= {"tree", "max_groups"}
+USED_WITH_SUMMARIES = frozenset(
+    ("html_path", "summaries", "inputs", "cost_ratio", "baseline", "max_drop", "significance", "tree", "max_groups")
+)
 
 
 def _refuse_unused_with_summaries() -> None:

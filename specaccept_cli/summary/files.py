@@ -27,7 +27,7 @@ from specaccept_cli.summary.clusters import ClusterTally
 from specaccept_cli.summary.engine import EngineTally
 from specaccept_cli.summary.estimates import Estimates, estimate
 from specaccept_cli.summary.provenance import Provenance, ProvenanceConflict, merged_provenance
-from specaccept_cli.summary.rule_figures import rule_figures
+from specaccept_cli.summary.rule_figures import RuleFigures, rule_figures
 from specaccept_cli.summary.rules import RuleTally
 from specaccept_cli.summary.server import ReportedTally, SamplerTally
 from specaccept_cli.summary.state import Summary, shown_groups
@@ -68,6 +68,8 @@ def summary_object(
     and dropped one group at a time: a million group objects are never held at once.
     """
     numbers = numbers or estimate(summary)
+    # Block and tree runs' figures (each an estimate of its own): made once, for `outside_alpha` and the advice.
+    figures = () if summary.rules is None else rule_figures(summary.rules, summary.clusters is not None)
     nonzero = np.argwhere(summary.counts)
     joint = [[int(k), int(a), int(summary.counts[k, a])] for k, a in nonzero]
     interval = numbers.alpha_ci
@@ -111,8 +113,7 @@ def summary_object(
         data["cost_ratio"] = cost_ratio
         data["speedup"] = numbers.speedup(cost_ratio)
         data["optimal_k"] = numbers.optimal_k(cost_ratio)
-        if summary.rules is not None and summary.rules.accepted:  # block and tree runs: advice by their own model
-            figures = rule_figures(summary.rules, summary.clusters is not None)
+        if figures:  # block and tree runs: advice by their own model
             data["rule_advice"] = {rule.name: advice_of(rule, cost_ratio).to_dict() for rule in figures}
     state: dict[str, Any] = {
         "joint_counts": joint,
@@ -133,7 +134,7 @@ def summary_object(
         state["tokens"] = summary.tokens.to_dict()
     if summary.rules is not None:  # written only when a run is not `standard`: such files stay as they were
         state["rules"] = summary.rules.to_dict()
-        data |= _rule_keys(summary)
+        data |= _rule_keys(summary, figures)
     elif summary.engine is None and summary.runs:  # logged runs of one rule, saved without a tally
         data |= _one_rule(summary)
     if summary.reported is not None:
@@ -290,14 +291,13 @@ def summary_from_object(data: dict[str, Any]) -> Summary:
         raise ValueError(f"summary state is incomplete or malformed ({exc!r})") from None
 
 
-def _rule_keys(summary: Summary) -> dict[str, Any]:
+def _rule_keys(summary: Summary, figures: Sequence[RuleFigures]) -> dict[str, Any]:
     """The rules the summary's runs were recomputed by (`rules`: runs per rule), and the runs left out of the
     counts and alpha (`outside_alpha`: block and tree rules, each with its accepted-length histogram, tokens
-    per pass with its interval and the per-depth conditional rates with theirs, `RuleFigures`)."""
+    per pass with its interval and the per-depth conditional rates with theirs: `figures`, `RuleFigures`)."""
     assert summary.rules is not None
-    tally = summary.rules
-    outside = {figures.name: figures.to_dict() for figures in rule_figures(tally, summary.clusters is not None)}
-    return {"rules": tally.runs_by_rule(summary.runs), "outside_alpha": outside}
+    outside = {rule.name: rule.to_dict() for rule in figures}
+    return {"rules": summary.rules.runs_by_rule(summary.runs), "outside_alpha": outside}
 
 
 def _one_rule(summary: Summary) -> dict[str, Any]:
