@@ -308,10 +308,7 @@ def split_by_group(
     )
     extras: dict[str, Summary] = {}
     if cluster_field is not None and cluster_keys is not None:
-        by_group = np.argsort(codes, kind="stable")
-        run_bounds = np.searchsorted(codes[by_group], np.arange(len(codes_of) + 1))
-        for key, code in codes_of.items():
-            runs = by_group[run_bounds[code] : run_bounds[code + 1]]
+        for key, runs in _runs_of_groups(codes, codes_of, np.arange(len(codes))):
             tally = ClusterTally.of_runs(cluster_field, cluster_keys[runs], outcome.k[runs], outcome.accepted[runs])
             extras[key] = Summary(clusters=tally)
     return Groups(columns, extras)
@@ -341,11 +338,8 @@ def with_rule_tallies(
     codes_of: dict[str, int] = {}
     codes = np.fromiter(_group_codes(values, codes_of), dtype=np.int64, count=len(values))
     other = np.flatnonzero(np.array([name != DEFAULT_RULE for name in names], dtype=bool))
-    by_group = other[np.argsort(codes[other], kind="stable")]
-    bounds = np.searchsorted(codes[by_group], np.arange(len(codes_of) + 1))
     extras = dict(groups.extras)
-    for key, code in codes_of.items():
-        runs = by_group[bounds[code] : bounds[code + 1]]
+    for key, runs in _runs_of_groups(codes, codes_of, other):
         if not runs.shape[0]:
             continue
         tally = RuleTally.of_runs(
@@ -367,6 +361,15 @@ def with_rule_tallies(
         empty = np.zeros(0, dtype=np.int64)
         columns = columns + GroupColumns.of_runs(missing, empty, empty, empty, empty, empty, empty, sampled=False)
     return Groups(columns, extras)
+
+
+def _runs_of_groups(codes: IntArray, codes_of: dict[str, int], runs: IntArray) -> Iterator[tuple[str, IntArray]]:
+    """Each group's key and those of the runs `runs` (indices, `codes[i]` run i's group) that are its, in order:
+    the runs sorted by group once, then sliced, so no pass over the runs per group."""
+    by_group = runs[np.argsort(codes[runs], kind="stable")]
+    bounds = np.searchsorted(codes[by_group], np.arange(len(codes_of) + 1))
+    for key, code in codes_of.items():
+        yield key, by_group[bounds[code] : bounds[code + 1]]
 
 
 def _group_codes(values: Sequence[object], codes_of: dict[str, int]) -> Iterator[int]:
