@@ -448,8 +448,8 @@ def rule_table(figures: RuleFigures) -> AuditTable:
     tokens = number(figures.tokens_per_pass)
     if figures.interval is not None:
         tokens += f" {interval(figures.interval)}"
-    runs = f"{figures.runs:,} run{'' if figures.runs == 1 else 's'}"
-    title = f"{figures.name}: {tokens} tokens per pass over {runs} (not in alpha)"
+    over = f"{figures.runs:,} run{'' if figures.runs == 1 else 's'}"
+    title = f"{figures.name}: {tokens} tokens per pass over {over} (not in alpha)"
     if figures.engine:
         title = f"{figures.name}: {tokens} tokens per pass over {figures.runs:,} verify passes, per depth"
     rows = []
